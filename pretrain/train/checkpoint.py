@@ -1,0 +1,262 @@
+"""Atomic, resumable checkpoints with ``torch.distributed.checkpoint`` (DCP).
+
+Layout (one directory per step, per branch)::
+
+    <run_root>/<branch>/step-00000040/
+        .metadata, __0_0.distcp, ...   DCP: {"model": ..., "optim": ...} via get_state_dict
+        rng-rank00000.pt ...           per-rank RNG states (python, numpy, torch, cuda)
+        meta.json                      step, data-reader state, resolved config, lineage,
+                                       loss window, skipped steps, tokens seen
+        _COMMITTED                     written last
+
+Protocol: all ranks write into ``<branch>/.tmp-step-<N:08d>``; after a barrier rank 0 writes
+``meta.json``, renames the folder to ``step-<N:08d>`` and writes ``_COMMITTED``. Readers
+(:func:`latest_checkpoint`, :func:`list_checkpoints`) only see committed ``step-*`` folders, so a
+crash at any point leaves nothing half-visible. Older committed checkpoints beyond
+``keep_last`` (except ``protected_steps``) are renamed away, then deleted.
+
+Naming and listing are torch-free (sensors import them); torch loads inside save/load.
+
+    latest_checkpoint("runs", "b00")             # Path('runs/b00/step-00000040') or None
+    checkpoint_key("b00", 40)                    # 'b00-s000000040' (Dagster partition key)
+    model = load_consolidated_model("runs/b00/step-00000040")   # one process, no process group
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pretrain
+from pretrain import storage
+from pretrain.errors import CheckpointError
+from pretrain.model.config import ModelConfig
+from pretrain.train.config import TrainConfig
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from pretrain.model.transformer import Transformer
+    from pretrain.train.process import ProcessInfo
+
+META = "meta.json"
+_STEP_RE = re.compile(r"^step-(\d{8})$")
+
+
+@contextlib.contextmanager
+def _single_process_quiet() -> Iterator[None]:
+    """DCP warns on every single-process save/load, even with no_dist=True; here it is intended."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+        yield
+
+
+def checkpoint_key(branch: str, step: int) -> str:
+    return f"{branch}-s{step:09d}"
+
+
+def step_dir_name(step: int) -> str:
+    return f"step-{step:08d}"
+
+
+def list_checkpoints(run_root: str | Path, branch: str) -> list[Path]:
+    """Committed checkpoints of ``branch``, oldest first."""
+    branch_dir = Path(run_root) / branch
+    if not branch_dir.is_dir():
+        return []
+    found = [
+        (int(m.group(1)), p)
+        for p in branch_dir.iterdir()
+        if (m := _STEP_RE.match(p.name)) and p.is_dir() and storage.is_committed(str(p))
+    ]
+    return [p for _, p in sorted(found)]
+
+
+def latest_checkpoint(run_root: str | Path, branch: str) -> Path | None:
+    found = list_checkpoints(run_root, branch)
+    return found[-1] if found else None
+
+
+def read_meta(ckpt_dir: str | Path) -> dict[str, Any]:
+    path = Path(ckpt_dir)
+    if not storage.is_committed(str(path)):
+        raise CheckpointError(f"{path} is not a committed checkpoint (no {storage.COMMITTED})")
+    try:
+        return json.loads((path / META).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise CheckpointError(f"{path}/{META} is missing or unreadable: {exc}") from exc
+
+
+def resolve_resume(cfg: TrainConfig) -> Path | None:
+    """The checkpoint a run starts from: ``none`` -> None, ``latest`` -> newest committed
+    checkpoint of this branch (None if there is none yet), otherwise the given directory."""
+    if cfg.run.resume == "none":
+        return None
+    if cfg.run.resume == "latest":
+        return latest_checkpoint(cfg.checkpoint.run_root, cfg.run.branch)
+    path = Path(cfg.run.resume)
+    if not storage.is_committed(str(path)):
+        raise CheckpointError(
+            f"run.resume={cfg.run.resume!r} is not a committed checkpoint directory "
+            "(expected <run_root>/<branch>/step-<N:08d> with a _COMMITTED marker)"
+        )
+    return path
+
+
+@dataclass(frozen=True, kw_only=True)
+class RestoredState:
+    path: Path
+    step: int
+    data_state: dict[str, int]
+    meta: dict[str, Any]
+
+
+def save_checkpoint(
+    *,
+    cfg: TrainConfig,
+    proc: ProcessInfo,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    step: int,
+    meta: dict[str, Any],
+) -> Path:
+    """Collective: every rank calls it. Returns the committed ``step-<N>`` directory."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    from pretrain.train.process import barrier, rng_state
+
+    branch_dir = cfg.branch_dir()
+    final = branch_dir / step_dir_name(step)
+    tmp = branch_dir / f".tmp-{step_dir_name(step)}"
+    if proc.is_main:
+        if storage.is_committed(str(final)):
+            raise CheckpointError(
+                f"{final} already exists; a branch never rewrites a step — resume onto a new "
+                "branch (run.branch) instead"
+            )
+        for stale in (tmp, final):  # leftovers of a crash between write and commit
+            shutil.rmtree(stale, ignore_errors=True)
+        tmp.mkdir(parents=True)
+    barrier(proc)
+    model_sd, optim_sd = get_state_dict(model, optimizer)
+    with _single_process_quiet():
+        dcp.save(
+            {"model": model_sd, "optim": optim_sd},
+            checkpoint_id=str(tmp),
+            no_dist=not proc.distributed,
+        )
+    torch.save(rng_state(proc), tmp / f"rng-rank{proc.rank:05d}.pt")
+    barrier(proc)
+    if proc.is_main:
+        full_meta = {
+            "step": step,
+            "branch": cfg.run.branch,
+            "key": checkpoint_key(cfg.run.branch, step),
+            "world_size": proc.world_size,
+            "code_version": pretrain.__version__,
+            "config": cfg.to_dict(),
+            **meta,
+        }
+        storage.write_json(full_meta, str(tmp / META))
+        os.rename(tmp, final)
+        storage.commit_marker(str(final), {"step": step, "key": full_meta["key"]})
+        prune_checkpoints(
+            cfg.checkpoint.run_root,
+            cfg.run.branch,
+            cfg.checkpoint.keep_last,
+            protected=cfg.checkpoint.protected_steps,
+        )
+    barrier(proc)
+    return final
+
+
+def prune_checkpoints(
+    run_root: str | Path, branch: str, keep_last: int, protected: tuple[int, ...] = ()
+) -> list[Path]:
+    """Delete committed checkpoints older than the newest ``keep_last`` (sparing ``protected``
+    steps). Each is renamed out of the ``step-*`` namespace first, so it vanishes atomically."""
+    removed = []
+    for path in list_checkpoints(run_root, branch)[:-keep_last]:
+        if int(path.name.removeprefix("step-")) in protected:
+            continue
+        doomed = path.with_name(f".deleting-{path.name}")
+        os.rename(path, doomed)
+        shutil.rmtree(doomed)
+        removed.append(path)
+    return removed
+
+
+def load_checkpoint(
+    path: Path,
+    *,
+    cfg: TrainConfig,
+    proc: ProcessInfo,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+) -> RestoredState:
+    """Collective: restore model, optimizer and this rank's RNG states in place."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+    from pretrain.train.process import set_rng_state
+
+    meta = read_meta(path)
+    saved_model = meta.get("config", {}).get("model")
+    if saved_model != cfg.model.to_dict():
+        raise CheckpointError(
+            f"{path} was trained with model config {saved_model}, this run has "
+            f"{cfg.model.to_dict()}; resume with the checkpoint's model config"
+        )
+    model_sd, optim_sd = get_state_dict(model, optimizer)
+    state = {"model": model_sd, "optim": optim_sd}
+    with _single_process_quiet():
+        dcp.load(state, checkpoint_id=str(path), no_dist=not proc.distributed)
+    set_state_dict(
+        model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"]
+    )
+    rng_file = path / f"rng-rank{proc.rank:05d}.pt"
+    if rng_file.exists():  # absent when resuming on more ranks than the checkpoint had
+        set_rng_state(torch.load(rng_file, weights_only=False), proc)
+    return RestoredState(
+        path=path, step=int(meta["step"]), data_state=meta["data_state"], meta=meta
+    )
+
+
+def load_consolidated_model(ckpt_dir: str, model_cfg: ModelConfig | None = None) -> Transformer:
+    """The full model of a checkpoint on CPU, in one process without a process group.
+
+    ``model_cfg`` defaults to the one recorded in ``meta.json``. Works for checkpoints written by
+    any number of ranks (DCP reshards on load).
+    """
+    import torch
+    import torch.distributed.checkpoint as dcp
+
+    from pretrain.model.transformer import Transformer
+
+    meta = read_meta(ckpt_dir)
+    cfg = model_cfg or ModelConfig.from_dict(meta["config"]["model"])
+    with torch.device("meta"):
+        model = Transformer(cfg)
+    model.to_empty(device="cpu")
+    model.tie_weights()
+    model.reset_rope()
+    state = {"model": model.state_dict()}
+    try:
+        with _single_process_quiet():
+            dcp.load(state, checkpoint_id=str(ckpt_dir), no_dist=True)
+    except Exception as exc:  # DCP raises plain RuntimeErrors for missing/mismatched keys
+        raise CheckpointError(f"cannot load model weights from {ckpt_dir}: {exc}") from exc
+    model.load_state_dict(state["model"])
+    return model.eval()

@@ -1,0 +1,279 @@
+"""Trainer configuration: frozen, keyword-only dataclasses, one per component.
+
+Torch-free, so the Dagster launcher can build and write a config without importing torch:
+
+    from pretrain.train.config import TrainConfig
+    cfg = TrainConfig.from_json(open("run.json").read())
+    open("run.json", "w").write(cfg.to_json())
+
+Steps are 1-based: step ``s`` is the s-th optimizer update and trains on the s-th global batch
+of the data stream. ``run.skip_windows`` holds half-open ``[start_step, end_step)`` ranges whose
+batches are read and thrown away (no forward/backward/update) while the step counter and LR
+schedule still advance, so step numbers keep pointing at the same data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+import types
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pretrain.errors import ConfigError
+from pretrain.model.config import ModelConfig
+
+_BRANCH_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+WANDB_MODES = ("offline", "online", "disabled")
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptimConfig:
+    """AdamW with linear warmup to ``lr`` then cosine decay to ``lr * min_lr_ratio``.
+
+    ``schedule_steps`` is the horizon of the cosine (normally the planned total step count);
+    it is separate from ``run.max_steps`` so stopping early and resuming keeps the same curve.
+    """
+
+    lr: float = 3e-4
+    betas: tuple[float, float] = (0.9, 0.95)
+    eps: float = 1e-8
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    warmup_steps: int = 100
+    schedule_steps: int
+    min_lr_ratio: float = 0.1
+
+    def __post_init__(self) -> None:
+        if self.lr <= 0:
+            raise ConfigError(f"optim.lr must be > 0, got {self.lr}")
+        if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
+            raise ConfigError(f"optim.betas must be two values in [0, 1), got {self.betas}")
+        if self.weight_decay < 0 or self.grad_clip <= 0 or self.eps <= 0:
+            raise ConfigError("optim.weight_decay must be >= 0, grad_clip and eps > 0")
+        if self.warmup_steps < 0 or self.schedule_steps <= 0:
+            raise ConfigError("optim.warmup_steps must be >= 0 and optim.schedule_steps > 0")
+        if self.warmup_steps > self.schedule_steps:
+            raise ConfigError(
+                f"optim.warmup_steps={self.warmup_steps} exceeds schedule_steps="
+                f"{self.schedule_steps}; lower warmup_steps or raise schedule_steps"
+            )
+        if not 0 <= self.min_lr_ratio <= 1:
+            raise ConfigError(f"optim.min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataConfig:
+    """Packed token shards (see pretrain/packing.py) and how many sequences make a step.
+
+    ``global_batch_sequences`` = micro_batch_size × grad-accumulation steps × world size;
+    the accumulation count is derived at start-up.
+    """
+
+    packed_dir: str
+    micro_batch_size: int
+    global_batch_sequences: int
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.packed_dir:
+            raise ConfigError("data.packed_dir is empty; point it at a packed_tokens directory")
+        if self.micro_batch_size <= 0 or self.global_batch_sequences <= 0:
+            raise ConfigError("data.micro_batch_size and data.global_batch_sequences must be > 0")
+        if self.global_batch_sequences % self.micro_batch_size:
+            raise ConfigError(
+                f"data.global_batch_sequences={self.global_batch_sequences} is not a multiple of "
+                f"micro_batch_size={self.micro_batch_size}"
+            )
+
+    def accum_steps(self, world_size: int) -> int:
+        """Micro-batches per rank per step; raises with the nearest valid sizes if it is fractional."""
+        per_step = self.micro_batch_size * world_size
+        if self.global_batch_sequences % per_step:
+            lower = max(per_step, self.global_batch_sequences // per_step * per_step)
+            raise ConfigError(
+                f"data.global_batch_sequences={self.global_batch_sequences} must be a multiple of "
+                f"micro_batch_size × world_size = {self.micro_batch_size} × {world_size}; "
+                f"use {lower} or {lower + per_step}, or change micro_batch_size"
+            )
+        return self.global_batch_sequences // per_step
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckpointConfig:
+    """Checkpoints go to ``<run_root>/<branch>/step-<N:08d>`` (local path)."""
+
+    run_root: str
+    every_steps: int = 100
+    keep_last: int = 3
+    protected_steps: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.run_root or self.run_root.startswith("s3://"):
+            raise ConfigError(
+                f"checkpoint.run_root={self.run_root!r} must be a local directory (DCP writes "
+                "with a local file system writer); sync to object storage after the commit"
+            )
+        if self.every_steps <= 0 or self.keep_last <= 0:
+            raise ConfigError("checkpoint.every_steps and checkpoint.keep_last must be >= 1")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunConfig:
+    """One invocation of the trainer on one branch of the run's history."""
+
+    branch: str = "b00"
+    max_steps: int
+    resume: str = "latest"
+    lr_scale: float = 1.0
+    skip_windows: tuple[tuple[int, int], ...] = ()
+    checkpoint_on_stop: bool = False
+
+    def __post_init__(self) -> None:
+        if not _BRANCH_RE.match(self.branch):
+            raise ConfigError(
+                f"run.branch={self.branch!r} must be a simple name like 'b00' (letters, digits, "
+                "'_', '-', '.'; no '/')"
+            )
+        if self.max_steps <= 0:
+            raise ConfigError(f"run.max_steps must be >= 1, got {self.max_steps}")
+        if not self.resume:
+            raise ConfigError("run.resume must be 'latest', 'none' or a checkpoint directory")
+        if self.lr_scale <= 0:
+            raise ConfigError(f"run.lr_scale must be > 0, got {self.lr_scale}")
+        for window in self.skip_windows:
+            if len(window) != 2 or not 1 <= window[0] < window[1]:
+                raise ConfigError(
+                    f"run.skip_windows entry {window!r} must be [start_step, end_step) with "
+                    "1 <= start_step < end_step"
+                )
+
+    def is_skipped(self, step: int) -> bool:
+        return any(start <= step < end for start, end in self.skip_windows)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MetricsConfig:
+    """Per-step metrics (W&B + a local JSONL) and lifecycle events.
+
+    ``None`` paths resolve under ``<run_root>/<branch>/``: ``metrics.jsonl``, ``events.jsonl``;
+    W&B files go to ``<wandb_dir>/wandb/offline-run-*`` (default ``<run_root>``). The W&B run id
+    defaults to ``<branch>-<hash of run_root>`` so a crash-resume of a branch appends to its run.
+    A progress event is emitted when at least ``progress_every_steps`` steps **and**
+    ``progress_min_interval_s`` seconds have passed since the last one.
+    """
+
+    wandb_mode: str = "offline"
+    wandb_project: str = "pretrain"
+    wandb_dir: str | None = None
+    wandb_run_id: str | None = None
+    metrics_file: str | None = None
+    events_file: str | None = None
+    progress_every_steps: int = 10
+    progress_min_interval_s: float = 30.0
+    peak_flops_per_device: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.wandb_mode not in WANDB_MODES:
+            raise ConfigError(f"metrics.wandb_mode={self.wandb_mode!r}; use one of {WANDB_MODES}")
+        if self.progress_every_steps <= 0 or self.progress_min_interval_s < 0:
+            raise ConfigError("metrics.progress_every_steps must be >= 1, min_interval_s >= 0")
+        if self.peak_flops_per_device is not None and self.peak_flops_per_device <= 0:
+            raise ConfigError("metrics.peak_flops_per_device must be > 0 (FLOP/s) or null")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    model: ModelConfig
+    optim: OptimConfig
+    data: DataConfig
+    checkpoint: CheckpointConfig
+    run: RunConfig
+    metrics: MetricsConfig = MetricsConfig()
+    seed: int = 0
+    deterministic: bool = False
+
+    def __post_init__(self) -> None:
+        if self.run.max_steps > self.optim.schedule_steps:
+            # allowed (LR stays at its floor), but usually a mistake worth failing on
+            raise ConfigError(
+                f"run.max_steps={self.run.max_steps} exceeds optim.schedule_steps="
+                f"{self.optim.schedule_steps}; raise schedule_steps to the planned total steps"
+            )
+
+    # -- resolved paths ---------------------------------------------------------------------
+    def branch_dir(self) -> Path:
+        return Path(self.checkpoint.run_root) / self.run.branch
+
+    def metrics_path(self) -> Path:
+        return Path(self.metrics.metrics_file or self.branch_dir() / "metrics.jsonl")
+
+    def events_path(self) -> Path:
+        return Path(self.metrics.events_file or self.branch_dir() / "events.jsonl")
+
+    def wandb_dir(self) -> Path:
+        return Path(self.metrics.wandb_dir or self.checkpoint.run_root)
+
+    def wandb_run_id(self) -> str:
+        if self.metrics.wandb_run_id:
+            return self.metrics.wandb_run_id
+        root = str(Path(self.checkpoint.run_root).absolute())
+        return f"{self.run.branch}-{hashlib.sha256(root.encode()).hexdigest()[:8]}"
+
+    # -- serialization ----------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        return _build(cls, data, "config")
+
+    @classmethod
+    def from_json(cls, text: str) -> TrainConfig:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"run config is not valid JSON: {exc}") from exc
+        return cls.from_dict(data)
+
+    def replace(self, **sections: Any) -> TrainConfig:
+        """Copy with some sections replaced, e.g. ``cfg.replace(run=dataclasses.replace(cfg.run, max_steps=8))``."""
+        return dataclasses.replace(self, **sections)
+
+
+def _build(cls: type, data: Any, where: str) -> Any:
+    """Rebuild a (nested) frozen dataclass from JSON data; unknown keys are an error."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where} must be a JSON object, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(data) - known
+    if unknown:
+        raise ConfigError(f"unknown keys {sorted(unknown)} in {where}; known: {sorted(known)}")
+    kwargs = {key: _convert(hints[key], value, f"{where}.{key}") for key, value in data.items()}
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:  # a required field is missing
+        raise ConfigError(f"{where}: {exc}") from exc
+
+
+def _convert(hint: Any, value: Any, where: str) -> Any:
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, value, where)
+    origin = typing.get_origin(hint)
+    if origin in (types.UnionType, typing.Union):
+        inner = [a for a in typing.get_args(hint) if a is not type(None)]
+        return None if value is None else _convert(inner[0], value, where)
+    if origin is tuple and isinstance(value, list | tuple):
+        args = typing.get_args(hint)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_convert(args[0], v, where) for v in value)
+        return tuple(_convert(a, v, where) for a, v in zip(args, value, strict=False))
+    return value

@@ -1,0 +1,201 @@
+"""Reader for packed token shards (the contract written by ``pretrain/packing.py``).
+
+Layout of a packed directory::
+
+    index.json   {"format": 1, "seq_len": L, "vocab_size": V, "dtype": "uint16"|"uint32",
+                  "eos_id", "bos_id", "pad_id", "tokenizer_sha256",
+                  "splits": {"train": {"files": [{"file", "num_sequences", "source"}], ...},
+                             "val": {...}}}
+    *.bin        raw little-endian arrays of shape (num_sequences, L), row-major
+    _COMMITTED   written last; a directory without it is refused
+
+Order is deterministic: epoch ``e`` visits the train split in the permutation
+``np.random.default_rng([seed, e]).permutation(N)``; each step takes the next
+``global_batch_sequences`` of it (an epoch's tail shorter than a batch is dropped), and rank
+``r`` of ``W`` reads the r-th contiguous slice of that global batch. The reader's state
+(epoch, position) is two integers stored in every checkpoint, so a resume reads exactly the
+batches an uninterrupted run would have read. Model input is ``seq[:-1]``, target ``seq[1:]``.
+
+    index = read_packed_index("artifacts/packed_tokens")
+    reader = BatchReader(PackedSplit(index, "train"), global_batch=16, seed=0, rank=0, world_size=2)
+    local = reader.next_batch()      # (8, L) uint array: this rank's half of the global batch
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pretrain import storage
+from pretrain.errors import DataError
+
+SUPPORTED_FORMAT = 1
+DTYPES = {"uint16": np.dtype("<u2"), "uint32": np.dtype("<u4")}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShardFile:
+    path: Path
+    num_sequences: int
+    source: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class PackedIndex:
+    root: Path
+    seq_len: int
+    vocab_size: int
+    dtype: np.dtype
+    eos_id: int
+    bos_id: int
+    pad_id: int
+    tokenizer_sha256: str
+    splits: dict[str, tuple[ShardFile, ...]]
+
+    def files(self, split: str) -> tuple[ShardFile, ...]:
+        if split not in self.splits:
+            raise DataError(
+                f"{self.root}: no '{split}' split in index.json (has {sorted(self.splits)})"
+            )
+        return self.splits[split]
+
+
+def read_packed_index(packed_dir: str) -> PackedIndex:
+    """Read and validate ``index.json``; refuses an uncommitted or malformed directory."""
+    root = storage.local_path(packed_dir)
+    if not (root / storage.COMMITTED).exists():
+        raise DataError(
+            f"{root} has no {storage.COMMITTED} marker: packing did not finish; rerun packed_tokens"
+        )
+    try:
+        index: dict[str, Any] = json.loads((root / "index.json").read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise DataError(f"{root}/index.json is missing or not JSON: {exc}") from exc
+    if index.get("format") != SUPPORTED_FORMAT:
+        raise DataError(
+            f"{root}: index format {index.get('format')!r}, expected {SUPPORTED_FORMAT}"
+        )
+    if index.get("dtype") not in DTYPES:
+        raise DataError(f"{root}: dtype {index.get('dtype')!r} is not one of {sorted(DTYPES)}")
+    try:
+        splits = {
+            name: tuple(
+                ShardFile(
+                    path=root / f["file"],
+                    num_sequences=int(f["num_sequences"]),
+                    source=f.get("source"),
+                )
+                for f in split["files"]
+            )
+            for name, split in index["splits"].items()
+        }
+        packed = PackedIndex(
+            root=root,
+            seq_len=int(index["seq_len"]),
+            vocab_size=int(index["vocab_size"]),
+            dtype=DTYPES[index["dtype"]],
+            eos_id=int(index["eos_id"]),
+            bos_id=int(index["bos_id"]),
+            pad_id=int(index["pad_id"]),
+            tokenizer_sha256=str(index["tokenizer_sha256"]),
+            splits=splits,
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DataError(f"{root}/index.json violates the packed-token contract: {exc!r}") from exc
+    if packed.seq_len < 2:
+        raise DataError(f"{root}: seq_len={packed.seq_len}; need >= 2 (input + shifted target)")
+    return packed
+
+
+class PackedSplit:
+    """Random access to the sequences of one split (optionally one source), memory-mapped."""
+
+    def __init__(self, index: PackedIndex, split: str, source: str | None = None) -> None:
+        files = [f for f in index.files(split) if source is None or f.source == source]
+        if not files:
+            raise DataError(f"{index.root}: split '{split}' has no files for source {source!r}")
+        self.seq_len = index.seq_len
+        self._arrays = []
+        for f in files:
+            expected = f.num_sequences * index.seq_len * index.dtype.itemsize
+            size = f.path.stat().st_size if f.path.exists() else -1
+            if size != expected:
+                raise DataError(
+                    f"{f.path}: {size} bytes on disk, index.json promises {expected} "
+                    f"({f.num_sequences} x {index.seq_len} x {index.dtype.itemsize}); repack"
+                )
+            if f.num_sequences:
+                arr = np.memmap(f.path, dtype=index.dtype, mode="r")
+                self._arrays.append(arr.reshape(f.num_sequences, index.seq_len))
+        counts = [len(a) for a in self._arrays]
+        self._starts = np.cumsum([0, *counts])
+        self.num_sequences = int(self._starts[-1])
+
+    def __len__(self) -> int:
+        return self.num_sequences
+
+    def rows(self, indices: np.ndarray) -> np.ndarray:
+        """Sequences at global ``indices`` as a (len(indices), seq_len) int64 array."""
+        out = np.empty((len(indices), self.seq_len), dtype=np.int64)
+        files = np.searchsorted(self._starts, indices, side="right") - 1
+        for i, (file_idx, idx) in enumerate(zip(files, indices, strict=True)):
+            out[i] = self._arrays[file_idx][idx - self._starts[file_idx]]
+        return out
+
+
+class BatchReader:
+    """Deterministic global-batch stream over a split with a two-integer resumable state."""
+
+    def __init__(
+        self, split: PackedSplit, *, global_batch: int, seed: int, rank: int, world_size: int
+    ) -> None:
+        if len(split) < global_batch:
+            raise DataError(
+                f"train split has {len(split)} sequences, fewer than one global batch "
+                f"({global_batch}); pack more data or lower data.global_batch_sequences"
+            )
+        if global_batch % world_size:
+            raise DataError(f"global batch {global_batch} not divisible by world size {world_size}")
+        self.split, self.global_batch, self.seed = split, global_batch, seed
+        self.rank, self.world_size = rank, world_size
+        self.epoch, self.position = 0, 0
+        self._perm_epoch, self._perm = -1, np.empty(0, dtype=np.int64)
+
+    def _permutation(self) -> np.ndarray:
+        if self._perm_epoch != self.epoch:
+            rng = np.random.default_rng([self.seed, self.epoch])
+            self._perm, self._perm_epoch = rng.permutation(len(self.split)), self.epoch
+        return self._perm
+
+    def _advance(self) -> np.ndarray:
+        """Global-batch indices of the next step, moving the cursor past them."""
+        if self.position + self.global_batch > len(self.split):
+            self.epoch, self.position = self.epoch + 1, 0
+        batch = self._permutation()[self.position : self.position + self.global_batch]
+        self.position += self.global_batch
+        return batch
+
+    def next_batch(self) -> np.ndarray:
+        """This rank's slice of the next global batch: (global_batch / world_size, seq_len)."""
+        batch = self._advance()
+        per_rank = self.global_batch // self.world_size
+        return self.split.rows(np.sort(batch[self.rank * per_rank : (self.rank + 1) * per_rank]))
+
+    def skip_batch(self) -> int:
+        """Consume the next global batch without reading it; returns the sequences skipped."""
+        return len(self._advance())
+
+    def state_dict(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "position": self.position, "seed": self.seed}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        if state.get("seed", self.seed) != self.seed:
+            raise DataError(
+                f"checkpoint data seed {state['seed']} != config data.seed {self.seed}; resuming "
+                "with another seed would replay a different order — keep the checkpoint's seed"
+            )
+        self.epoch, self.position = int(state["epoch"]), int(state["position"])

@@ -1,0 +1,71 @@
+"""Parallelism: build the model on the meta device, shard it with FSDP2, materialize it.
+
+    model = build_model(model_cfg, proc, seed=0)
+
+With ``world_size > 1``: every transformer block gets its own ``fully_shard`` (so only one
+block's full parameters live in memory at a time), then the root (embeddings, final norm and
+output head); parameters are sharded along dim 0 over all ranks. On CUDA the FSDP2
+``MixedPrecisionPolicy`` computes in bf16 and reduces gradients in fp32; on CPU everything
+stays fp32 (bitwise-reproducible runs). Weights are materialized with ``to_empty`` and filled
+by :func:`pretrain.model.transformer.init_weights`, which gives identical values for any world
+size.
+
+With ``world_size == 1`` the model is a plain ``nn.Module`` (no FSDP): one process needs no
+sharding, and DCP checkpoints of the plain module have the same keys as sharded ones, so a
+checkpoint moves freely between 1 and N processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+from torch import nn
+from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+
+from pretrain.model.config import ModelConfig
+from pretrain.model.transformer import Transformer, init_weights
+from pretrain.train.process import ProcessInfo
+
+
+def mixed_precision(proc: ProcessInfo) -> MixedPrecisionPolicy:
+    if proc.device.type == "cuda":
+        return MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    return MixedPrecisionPolicy()
+
+
+def build_model(cfg: ModelConfig, proc: ProcessInfo, seed: int) -> Transformer:
+    """The model on ``proc.device``, FSDP2-sharded when distributed, initialized from ``seed``."""
+    with torch.device("meta"):
+        model = Transformer(cfg)
+    if proc.distributed:
+        policy = mixed_precision(proc)
+        for block in model.layers:
+            fully_shard(block, mp_policy=policy)
+        fully_shard(model, mp_policy=policy)
+    model.to_empty(device=proc.device)
+    if not proc.distributed:
+        model.tie_weights()
+    init_weights(model, seed)
+    return model
+
+
+def autocast(proc: ProcessInfo) -> contextlib.AbstractContextManager:
+    """bf16 autocast for a single-GPU run (FSDP's policy does this job when sharded)."""
+    if proc.device.type == "cuda" and not proc.distributed:
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def set_gradient_sync(model: nn.Module, enabled: bool) -> None:
+    """Skip FSDP's reduce-scatter on all but the last micro-batch of a step."""
+    if isinstance(model, FSDPModule):
+        model.set_requires_gradient_sync(enabled)
+
+
+def clip_grad_norm(model: nn.Module, max_norm: float) -> float:
+    """Clip by the global gradient norm (over all shards); returns the pre-clip norm."""
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    if hasattr(norm, "full_tensor"):  # DTensor when sharded
+        norm = norm.full_tensor()
+    return float(norm)

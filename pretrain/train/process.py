@@ -1,0 +1,146 @@
+"""The one object that describes this process, and the process group's lifetime.
+
+``ProcessInfo.from_env()`` is called once, in ``pretrain.train.__main__.main()``; it is the only
+place that reads torchrun's ``RANK`` / ``LOCAL_RANK`` / ``WORLD_SIZE``. Everything else receives
+the object.
+
+    proc = ProcessInfo.from_env()
+    init_process_group(proc)          # gloo on CPU, nccl on CUDA; no-op when world_size == 1
+    try: ...
+    finally: close_process_group()
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from pretrain.errors import ConfigError
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProcessInfo:
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+    device: torch.device = torch.device("cpu")
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> ProcessInfo:
+        env = os.environ if env is None else env
+        try:
+            rank = int(env.get("RANK", "0"))
+            local_rank = int(env.get("LOCAL_RANK", "0"))
+            world_size = int(env.get("WORLD_SIZE", "1"))
+        except ValueError as exc:
+            raise ConfigError(f"RANK/LOCAL_RANK/WORLD_SIZE must be integers: {exc}") from exc
+        if torch.cuda.is_available():
+            device = torch.device("cuda", local_rank)
+        else:
+            device = torch.device("cpu")
+        return cls(rank=rank, local_rank=local_rank, world_size=world_size, device=device)
+
+
+def init_process_group(proc: ProcessInfo) -> None:
+    """Join the default process group (torchrun's env:// rendezvous) when running > 1 process."""
+    if proc.device.type == "cuda":
+        torch.cuda.set_device(proc.device)
+    if proc.distributed and not dist.is_initialized():
+        backend = "nccl" if proc.device.type == "cuda" else "gloo"
+        dist.init_process_group(backend=backend, rank=proc.rank, world_size=proc.world_size)
+
+
+def close_process_group() -> None:
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def barrier(proc: ProcessInfo) -> None:
+    if proc.distributed:
+        dist.barrier()
+
+
+def set_determinism(seed: int, deterministic: bool, proc: ProcessInfo) -> None:
+    """Seed every RNG; in deterministic mode also forbid nondeterministic kernels."""
+    random.seed(seed + proc.rank)
+    np.random.seed((seed + proc.rank) % 2**32)
+    torch.manual_seed(seed + proc.rank)
+    if deterministic:
+        torch.use_deterministic_algorithms(True)
+        torch.backends.cudnn.benchmark = False
+        if proc.device.type == "cuda":
+            # cuBLAS needs a fixed workspace for reproducible matmuls; must precede the first call
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+
+def rng_state(proc: ProcessInfo) -> dict[str, object]:
+    state: dict[str, object] = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
+    if proc.device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(proc.device)
+    return state
+
+
+def set_rng_state(state: dict[str, object], proc: ProcessInfo) -> None:
+    random.setstate(state["python"])  # type: ignore[arg-type]
+    np.random.set_state(state["numpy"])  # type: ignore[arg-type]
+    torch.set_rng_state(state["torch"])  # type: ignore[arg-type]
+    if "cuda" in state and proc.device.type == "cuda":
+        torch.cuda.set_rng_state(state["cuda"], proc.device)  # type: ignore[arg-type]
+
+
+class StopFlag:
+    """Set by SIGTERM/SIGINT; the loop finishes the current step, all ranks agree, and it exits.
+
+    ``install()`` replaces the handlers (main thread only); ``restore()`` puts the old ones back.
+    """
+
+    def __init__(self) -> None:
+        self.signal_name: str | None = None
+        self._previous: dict[int, object] = {}
+
+    @property
+    def requested(self) -> bool:
+        return self.signal_name is not None
+
+    def request(self, signal_name: str) -> None:
+        self.signal_name = self.signal_name or signal_name
+
+    def install(self) -> StopFlag:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)  # type: ignore[arg-type]
+        self._previous.clear()
+
+    def _handle(self, signum: int, frame: object) -> None:
+        self.request(signal.Signals(signum).name)
+
+
+def agree_to_stop(stop: StopFlag, proc: ProcessInfo) -> bool:
+    """True on every rank if any rank was asked to stop (a lone rank leaving would hang the rest)."""
+    flag = torch.tensor([1.0 if stop.requested else 0.0], device=proc.device)
+    if proc.distributed:
+        dist.all_reduce(flag)
+    return bool(flag.item() > 0)

@@ -1,0 +1,112 @@
+"""Dedup assets: ``minhash_signatures[shard]`` → ``dedup_clusters`` → ``deduped_shards[shard]``."""
+
+from __future__ import annotations
+
+from dagster import (
+    AssetCheckSpec,
+    AssetExecutionContext,
+    Config,
+    MaterializeResult,
+    asset,
+)
+
+from pretrain import storage, verify
+from pretrain.dedup.apply import apply_dedup
+from pretrain.dedup.clusters import cluster_duplicates
+from pretrain.dedup.config import DedupConfig
+from pretrain.dedup.minhash import compute_signatures
+from pretrain_assets.data_assets import filtered_shards
+from pretrain_assets.metadata import check_result, stage_metadata
+from pretrain_assets.partitions import shard_partitions
+from resources.storage import ArtifactStore
+
+
+class DedupAssetConfig(Config):
+    threshold: float = 0.8
+    num_perm: int = 112
+    bands: int = 14
+    rows: int = 8
+    ngram: int = 5
+    max_duplicate_rate: float = 0.6
+
+
+def dedup_config(config: DedupAssetConfig) -> DedupConfig:
+    return DedupConfig(
+        threshold=config.threshold,
+        num_perm=config.num_perm,
+        bands=config.bands,
+        rows=config.rows,
+        ngram=config.ngram,
+    )
+
+
+@asset(
+    partitions_def=shard_partitions,
+    deps=[filtered_shards],
+    group_name="dedup",
+    code_version="minhash-v1",
+    check_specs=[AssetCheckSpec("one_signature_per_document", asset="minhash_signatures")],
+)
+def minhash_signatures(
+    context: AssetExecutionContext, config: DedupAssetConfig, store: ArtifactStore
+) -> MaterializeResult:
+    """MinHash band hashes and exact-text hashes of one shard's kept documents."""
+    shard = context.partition_key
+    docs_uri = store.uri("filtered_shards", shard, "documents.parquet")
+    out = store.uri("minhash_signatures", shard, "signatures.parquet")
+    library_config = dedup_config(config)
+    stats = compute_signatures(docs_uri, out, library_config)
+    return MaterializeResult(
+        metadata=stage_metadata(stats, library_config, uri=out),
+        check_results=[check_result("one_signature_per_document", verify.same_rows(docs_uri, out))],
+    )
+
+
+@asset(
+    deps=[minhash_signatures],
+    group_name="dedup",
+    code_version="clusters-v1",
+    check_specs=[AssetCheckSpec("duplicate_rate_in_range", asset="dedup_clusters")],
+)
+def dedup_clusters(
+    context: AssetExecutionContext, config: DedupAssetConfig, store: ArtifactStore
+) -> MaterializeResult:
+    """Global exact + LSH clustering across every shard; one survivor per cluster."""
+    shards = context.instance.get_dynamic_partitions(shard_partitions.name)
+    signature_uris = [store.uri("minhash_signatures", s, "signatures.parquet") for s in shards]
+    out = store.uri("dedup_clusters")
+    library_config = dedup_config(config)
+    stats = cluster_duplicates(signature_uris, out, library_config)
+    outcome = verify.rate_in_range(stats.removed, stats.documents, 0.0, config.max_duplicate_rate)
+    return MaterializeResult(
+        metadata=stage_metadata(stats, library_config, uri=out, shards=len(shards)),
+        check_results=[check_result("duplicate_rate_in_range", outcome, warn=True)],
+    )
+
+
+@asset(
+    partitions_def=shard_partitions,
+    deps=[filtered_shards, dedup_clusters],
+    group_name="dedup",
+    code_version="dedup-apply-v1",
+    check_specs=[
+        AssetCheckSpec("non_empty", asset="deduped_shards"),
+        AssetCheckSpec("kept_plus_rejected_equals_input", asset="deduped_shards"),
+    ],
+)
+def deduped_shards(context: AssetExecutionContext, store: ArtifactStore) -> MaterializeResult:
+    """One shard's documents minus non-survivors (each removal in rejects with its survivor)."""
+    shard = context.partition_key
+    docs_uri = store.uri("filtered_shards", shard, "documents.parquet")
+    out = store.uri("deduped_shards", shard)
+    stats = apply_dedup(docs_uri, store.uri("dedup_clusters", "clusters.parquet"), out)
+    kept, rejects = storage.join(out, "documents.parquet"), storage.join(out, "rejects.parquet")
+    return MaterializeResult(
+        metadata=stage_metadata(stats, {"shard": shard}, uri=out),
+        check_results=[
+            check_result("non_empty", verify.non_empty(kept)),
+            check_result(
+                "kept_plus_rejected_equals_input", verify.reconciles(docs_uri, [kept, rejects])
+            ),
+        ],
+    )

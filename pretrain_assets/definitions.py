@@ -1,0 +1,66 @@
+"""The one ``Definitions`` of the project; ``workspace.yaml`` loads this module.
+
+    dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000     # or: make ui
+
+Artifacts go to ``$PRETRAIN_ROOT`` (a local folder or ``s3://bucket/prefix``), by default
+``.pretrain/artifacts`` under the project. Heavy libraries (torch, fasttext, wandb) are
+imported by the library modules only when an asset actually runs.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from dagster import Definitions
+
+from jobs.asset_jobs import ASSET_JOBS
+from jobs.training import train_job
+from pretrain_assets.corpus_assets import data_mixture, packed_tokens, tokenizer
+from pretrain_assets.data_assets import filtered_shards, raw_shards
+from pretrain_assets.dedup_assets import dedup_clusters, deduped_shards, minhash_signatures
+from pretrain_assets.model_assets import checkpoints, eval_reports
+from resources.launcher import TorchrunLauncher
+from resources.storage import ArtifactStore
+from sensors.eval_sensor import eval_sensor
+
+PROJECT_DIR = Path(__file__).resolve().parents[1]
+ASSETS = [
+    raw_shards,
+    filtered_shards,
+    minhash_signatures,
+    dedup_clusters,
+    deduped_shards,
+    data_mixture,
+    tokenizer,
+    packed_tokens,
+    checkpoints,
+    eval_reports,
+]
+
+
+def default_artifact_root() -> str:
+    return os.environ.get("PRETRAIN_ROOT", str(PROJECT_DIR / ".pretrain" / "artifacts"))
+
+
+def build_definitions(
+    artifact_root: str | None = None,
+    s3_endpoint_url: str | None = None,
+    nproc_per_node: int = 2,
+) -> Definitions:
+    """Definitions with the given storage root; tests build their own with a temp root."""
+    return Definitions(
+        assets=ASSETS,
+        jobs=[*ASSET_JOBS, train_job],
+        sensors=[eval_sensor],
+        resources={
+            "store": ArtifactStore(
+                root=artifact_root or default_artifact_root(),
+                s3_endpoint_url=s3_endpoint_url or os.environ.get("PRETRAIN_S3_ENDPOINT_URL"),
+            ),
+            "launcher": TorchrunLauncher(nproc_per_node=nproc_per_node),
+        },
+    )
+
+
+defs = build_definitions()

@@ -1,0 +1,155 @@
+"""``TorchrunLauncher``: runs the trainer under ``torchrun`` on this machine, through Pipes.
+
+The op writes ``run.json`` and calls :meth:`TorchrunLauncher.launch`; the launcher runs::
+
+    python -m torch.distributed.run --standalone --nproc_per_node=N \
+        -m pretrain.train --config run.json --event-sink jobs.pipes_sink:PipesEventSink
+
+in its own process group. Rank 0 speaks Dagster Pipes (logs + custom ``checkpoint`` events);
+the launcher hands each custom message to a callback while the trainer keeps running.
+
+Stopping a run (cancel from the UI, a recovery sensor terminating it) interrupts the op; the
+launcher then sends SIGTERM to the whole process group, waits longer than torchrun's own
+30 s grace plus a checkpoint save, escalates to SIGKILL, confirms the group is gone and only
+then re-raises, so a resume run queued on the ``gpu`` pool never overlaps the old workers.
+Slurm and Kubernetes launchers for multi-node training implement the same ``launch``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from dagster import (
+    ConfigurableResource,
+    OpExecutionContext,
+    PipesTempFileContextInjector,
+    PipesTempFileMessageReader,
+    open_pipes_session,
+)
+
+# glibc returns big tensor buffers to the kernel after every step on these machines;
+# these settings halve CPU step time (see ENVIRONMENT.md, "CPU training speed").
+CPU_ALLOCATOR_ENV = {
+    "MALLOC_MMAP_THRESHOLD_": "4294967296",
+    "MALLOC_TRIM_THRESHOLD_": "17179869184",
+    "MALLOC_TOP_PAD_": "1073741824",
+}
+PIPES_EVENT_SINK = "jobs.pipes_sink:PipesEventSink"
+
+
+def process_group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def kill_process_group(
+    proc: subprocess.Popen, term_timeout_s: float, kill_timeout_s: float
+) -> None:
+    """SIGTERM the group, wait, SIGKILL, and wait until no process of the group is left."""
+    pgid = proc.pid  # start_new_session=True makes the child the leader of its own group
+    for sig, timeout in ((signal.SIGTERM, term_timeout_s), (signal.SIGKILL, kill_timeout_s)):
+        if not process_group_alive(pgid):
+            break
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            proc.poll()  # reap the leader so the group can disappear
+            if not process_group_alive(pgid):
+                break
+            time.sleep(0.2)
+    proc.poll()
+    if process_group_alive(pgid):
+        raise RuntimeError(f"torchrun process group {pgid} survived SIGKILL; GPUs may be held")
+
+
+class TorchrunLauncher(ConfigurableResource):
+    """Local ``torchrun`` launcher (gloo on CPU, NCCL on GPU)."""
+
+    nproc_per_node: int = 2
+    threads_per_process: int = 1
+    term_timeout_s: float = 90.0
+    kill_timeout_s: float = 15.0
+    poll_interval_s: float = 0.5
+
+    def command(self, config_path: str) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc_per_node={self.nproc_per_node}",
+            "-m",
+            "pretrain.train",
+            "--config",
+            config_path,
+            "--event-sink",
+            PIPES_EVENT_SINK,
+        ]
+
+    def environment(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            **CPU_ALLOCATOR_ENV,
+            "OMP_NUM_THREADS": str(self.threads_per_process),
+            "PYTHONUNBUFFERED": "1",
+        }
+
+    def launch(
+        self,
+        context: OpExecutionContext,
+        *,
+        config_path: str,
+        log_path: str,
+        on_message: Callable[[dict[str, Any]], None],
+    ) -> int:
+        """Run the trainer to completion; returns torchrun's exit code."""
+        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+        seen = 0
+
+        def drain(session: Any) -> None:
+            nonlocal seen
+            messages = session.get_custom_messages()
+            for message in messages[seen:]:
+                on_message(message)
+            seen = len(messages)
+
+        with (
+            open(log_path, "ab") as log,
+            open_pipes_session(
+                context=context,
+                context_injector=PipesTempFileContextInjector(),
+                message_reader=PipesTempFileMessageReader(),
+            ) as session,
+        ):
+            env = {**self.environment(), **session.get_bootstrap_env_vars()}
+            cmd = self.command(config_path)
+            context.log.info(f"launching: {' '.join(cmd)} (log: {log_path})")
+            proc = subprocess.Popen(
+                cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+            try:
+                while proc.poll() is None:
+                    drain(session)
+                    time.sleep(self.poll_interval_s)
+            except BaseException:
+                context.log.warning(f"interrupted: stopping torchrun process group {proc.pid}")
+                kill_process_group(proc, self.term_timeout_s, self.kill_timeout_s)
+                context.log.warning("torchrun process group is gone")
+                raise
+        drain(session)  # messages read after the process exited and the reader closed
+        return proc.returncode

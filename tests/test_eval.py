@@ -1,0 +1,148 @@
+"""Evaluation tests: per-source loss/perplexity/bits-per-token from a real trained checkpoint."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from pretrain.errors import CheckpointError, DataError
+from pretrain.eval import EvalConfig, evaluate_checkpoint
+from pretrain.model.recipes import debug_tiny
+from pretrain.train.checkpoint import save_checkpoint
+from pretrain.train.config import (
+    CheckpointConfig,
+    DataConfig,
+    MetricsConfig,
+    OptimConfig,
+    RunConfig,
+    TrainConfig,
+)
+from pretrain.train.events import NullSink
+from pretrain.train.loop import train
+from pretrain.train.metrics import NullMetrics
+from pretrain.train.optim import build_optimizer
+from pretrain.train.parallel import build_model
+from pretrain.train.process import ProcessInfo
+
+SEQ_LEN, VOCAB = 33, 64
+
+
+def make_packed(root: Path, tokenizer_sha256: str = "ab" * 32) -> Path:
+    """Packed dir (contract format): learnable train data; 'code' val is learnable, 'noise' is not."""
+    root.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+
+    def counting(n: int) -> np.ndarray:
+        start = rng.integers(3, VOCAB, (n, 1))
+        return (3 + (start + np.arange(SEQ_LEN) - 3) % (VOCAB - 3)).astype("<u2")
+
+    counting(64).tofile(root / "train-00000.bin")
+    counting(12).tofile(root / "val-code-00000.bin")
+    rng.integers(3, VOCAB, (10, SEQ_LEN)).astype("<u2").tofile(root / "val-noise-00000.bin")
+    val = [("val-code-00000.bin", 12, "code"), ("val-noise-00000.bin", 10, "noise")]
+    index = {
+        "format": 1, "seq_len": SEQ_LEN, "vocab_size": VOCAB, "dtype": "uint16", "eos_id": 0,
+        "bos_id": 1, "pad_id": 2, "tokenizer_sha256": tokenizer_sha256,
+        "splits": {
+            "train": {"files": [{"file": "train-00000.bin", "num_sequences": 64, "source": None}],
+                      "num_sequences": 64, "num_tokens": 64 * SEQ_LEN},
+            "val": {"files": [{"file": f, "num_sequences": n, "source": s} for f, n, s in val],
+                    "num_sequences": 22, "num_tokens": 22 * SEQ_LEN},
+        },
+    }  # fmt: skip
+    (root / "index.json").write_text(json.dumps(index))
+    (root / "_COMMITTED").write_text("{}")
+    return root
+
+
+def make_config(packed: Path, run_root: Path, max_steps: int) -> TrainConfig:
+    return TrainConfig(
+        model=debug_tiny(VOCAB, max_seq_len=SEQ_LEN),
+        optim=OptimConfig(lr=3e-3, warmup_steps=3, schedule_steps=30),
+        data=DataConfig(packed_dir=str(packed), micro_batch_size=8, global_batch_sequences=8),
+        checkpoint=CheckpointConfig(run_root=str(run_root), every_steps=max_steps),
+        run=RunConfig(max_steps=max_steps),
+        metrics=MetricsConfig(wandb_mode="disabled"),
+        deterministic=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("eval")
+    packed = make_packed(root / "packed")
+    result = train(
+        make_config(packed, root / "runs", max_steps=30),
+        ProcessInfo(),
+        events=NullSink(),
+        metrics=NullMetrics(),
+    )
+    return packed, result.last_checkpoint
+
+
+def test_report_is_finite_and_per_source(trained: tuple[Path, Path], tmp_path: Path) -> None:
+    packed, checkpoint = trained
+    out = tmp_path / "eval_reports" / "b00-s000000030"
+    config = EvalConfig(max_sequences_per_source=8, batch_size=3)
+    stats = evaluate_checkpoint(str(checkpoint), str(packed), str(out), config)
+
+    assert stats.checkpoint_key == "b00-s000000030" and stats.step == 30
+    by_source = {s.source: s for s in stats.per_source}
+    assert sorted(by_source) == ["code", "noise"]
+    code, noise = by_source["code"], by_source["noise"]
+    assert code.num_sequences == 8  # capped by max_sequences_per_source
+    assert code.loss < 1.0 < math.log(VOCAB) * 0.9 < noise.loss  # learned vs unlearnable
+    for s in (code, noise, stats.overall):
+        assert math.isfinite(s.loss) and s.perplexity == pytest.approx(math.exp(s.loss))
+        assert s.bits_per_token == pytest.approx(s.loss / math.log(2))
+    total = code.num_tokens + noise.num_tokens
+    assert stats.overall.num_tokens == total and stats.overall.num_sequences == 16
+    assert stats.overall.loss == pytest.approx(
+        (code.loss * code.num_tokens + noise.loss * noise.num_tokens) / total
+    )
+
+    report = json.loads((out / "report.json").read_text())
+    assert report["overall"]["loss"] == stats.overall.loss
+    assert report["lineage"]["tokenizer_sha256"] == "ab" * 32
+    table = (out / "report.md").read_text()
+    assert "| code | 8 |" in table and "| **overall** | 16 |" in table
+    meta = stats.as_metadata()
+    assert meta["val_loss"] == stats.overall.loss and meta["loss/noise"] == noise.loss
+
+    again = tmp_path / "again"
+    evaluate_checkpoint(str(checkpoint), str(packed), str(again), config)
+    assert (again / "report.md").read_bytes().replace(b"again", b"") == (
+        out / "report.md"
+    ).read_bytes()
+
+
+def test_non_finite_weights_raise(trained: tuple[Path, Path], tmp_path: Path) -> None:
+    packed, _ = trained
+    cfg = make_config(packed, tmp_path / "runs", max_steps=1)
+    proc = ProcessInfo()
+    model = build_model(cfg.model, proc, seed=0)
+    with torch.no_grad():
+        model.norm.weight.fill_(float("nan"))
+    path = save_checkpoint(
+        cfg=cfg,
+        proc=proc,
+        model=model,
+        optimizer=build_optimizer(model, cfg.optim),
+        step=1,
+        meta={"lineage": {"tokenizer_sha256": "ab" * 32}},
+    )
+    with pytest.raises(CheckpointError, match="non-finite"):
+        evaluate_checkpoint(str(path), str(packed), str(tmp_path / "out"), EvalConfig())
+    assert not (tmp_path / "out" / "report.json").exists()
+
+
+def test_tokenizer_mismatch_is_refused(trained: tuple[Path, Path], tmp_path: Path) -> None:
+    _, checkpoint = trained
+    other = make_packed(tmp_path / "other", tokenizer_sha256="cd" * 32)
+    with pytest.raises(DataError, match="same tokenizer"):
+        evaluate_checkpoint(str(checkpoint), str(other), str(tmp_path / "out"), EvalConfig())
