@@ -6,12 +6,9 @@ the global stages (``dedup_clusters``, ``corpus``) run once over all shards.
 
 from dagster import AssetSelection, define_asset_job
 
-from pretrain_assets.partitions import checkpoint_partitions, shard_partitions
-
 shard_pipeline_job = define_asset_job(
     "shard_pipeline",
     selection=AssetSelection.assets("raw_shards", "filtered_shards", "minhash_signatures"),
-    partitions_def=shard_partitions,
     description="Ingest, filter and sign one shard group.",
 )
 dedup_clusters_job = define_asset_job(
@@ -22,7 +19,6 @@ dedup_clusters_job = define_asset_job(
 deduped_shards_job = define_asset_job(
     "deduped_shards",
     selection=AssetSelection.assets("deduped_shards"),
-    partitions_def=shard_partitions,
     description="Drop non-survivors from one shard group.",
 )
 corpus_job = define_asset_job(
@@ -33,7 +29,6 @@ corpus_job = define_asset_job(
 eval_job = define_asset_job(
     "evaluate",
     selection=AssetSelection.assets("eval_reports"),
-    partitions_def=checkpoint_partitions,
     description="Evaluate one checkpoint.",
 )
 

@@ -12,8 +12,6 @@ training continues. Retries are off: crash-resume belongs to one sensor, not to 
 retry machinery (a retried run would race the sensor's resume run).
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Any
 
@@ -80,10 +78,10 @@ def checkpoint_materialization(event: dict[str, Any], run_id: str) -> AssetMater
         partition=event["key"],
         metadata={
             "step": int(event["step"]),
-            "loss": float(event["loss"]),
+            "loss": float(event["loss"]) if event.get("loss") is not None else float("nan"),
             "tokens_seen": int(event.get("tokens_seen", 0)),
             "path": MetadataValue.path(str(event["path"])),
-            "branch": event["key"].split("-")[0],
+            "branch": str(event.get("branch", "")),
             "training_run_id": run_id,
         },
     )

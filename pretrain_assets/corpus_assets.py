@@ -1,7 +1,5 @@
 """Corpus assets: ``data_mixture`` → ``tokenizer`` → ``packed_tokens``."""
 
-from __future__ import annotations
-
 from dagster import AssetCheckSpec, AssetExecutionContext, Config, MaterializeResult, asset
 
 from pretrain import storage, verify

@@ -4,8 +4,6 @@ Each asset reads its partition's URIs from the ``ArtifactStore``, calls one libr
 function, and returns its stats plus asset-check results recomputed from the files.
 """
 
-from __future__ import annotations
-
 from dagster import AssetCheckSpec, AssetExecutionContext, Config, MaterializeResult, asset
 
 from pretrain import storage, verify

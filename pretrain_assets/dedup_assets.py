@@ -1,7 +1,5 @@
 """Dedup assets: ``minhash_signatures[shard]`` → ``dedup_clusters`` → ``deduped_shards[shard]``."""
 
-from __future__ import annotations
-
 from dagster import (
     AssetCheckSpec,
     AssetExecutionContext,

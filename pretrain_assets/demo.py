@@ -19,6 +19,7 @@ from dagster import DagsterInstance, Definitions
 
 from pretrain_assets.definitions import build_definitions, default_artifact_root
 from pretrain_assets.shards import plan_source, register_shards
+from pretrain_assets.summary import format_summary
 from resources.storage import ArtifactStore
 
 
@@ -68,6 +69,8 @@ def execute(
     for event in result.get_asset_materialization_events():
         mat = event.step_materialization_data.materialization
         out[mat.asset_key.to_user_string()] = {k: v.value for k, v in mat.metadata.items()}
+    if job_name == "train":
+        out["train_model"] = result.output_for_node("train_model")
     return out
 
 
@@ -83,6 +86,9 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
         max_shards=args.shards,
         max_files_per_source=args.max_files_per_source,
     )
+    for extra in args.add_source:
+        name, _, uri = extra.partition("=")
+        manifests += plan_source(uri, source_name=name, max_shards=args.shards)
     keys = register_shards(instance, store, manifests)
     print(f"registered {len(keys)} shard groups: {', '.join(keys)}", flush=True)
 
@@ -116,6 +122,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--artifact-root", default=None, help="default: $PRETRAIN_ROOT or .pretrain/artifacts"
     )
+    parser.add_argument(
+        "--add-source",
+        action="append",
+        default=[],
+        metavar="NAME=URI",
+        help="another source (folder or s3:// prefix) with its mixture name; repeatable",
+    )
     parser.add_argument("--shards", type=int, default=4)
     parser.add_argument("--max-files-per-source", type=int, default=600)
     parser.add_argument("--vocab-size", type=int, default=4096)
@@ -129,8 +142,6 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     started = time.monotonic()
     results = run_demo(args)
-    from pretrain_assets.summary import format_summary
-
     print(format_summary(results, wall_s=time.monotonic() - started))
     print(json.dumps({"demo_wall_s": round(time.monotonic() - started, 1)}))
 

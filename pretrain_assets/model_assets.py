@@ -4,8 +4,6 @@
 training op as each checkpoint commits (see ``jobs/training.py``).
 """
 
-from __future__ import annotations
-
 from dagster import (
     AssetCheckSpec,
     AssetExecutionContext,

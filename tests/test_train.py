@@ -31,6 +31,7 @@ from pretrain.train.config import (
     OptimConfig,
     RunConfig,
     TrainConfig,
+    train_config_from_overrides,
 )
 from pretrain.train.data import BatchReader, PackedSplit, read_packed_index
 from pretrain.train.events import EventSink, NullSink, ProgressThrottle
@@ -154,6 +155,21 @@ def test_config_errors_explain_the_fix(packed: Path, tmp_path: Path) -> None:
     assert cfg.data.accum_steps(world_size=2) == 1 and cfg.data.accum_steps(world_size=1) == 2
 
 
+def test_overrides_apply_to_the_recipe(packed: Path, tmp_path: Path) -> None:
+    cfg = train_config_from_overrides(
+        recipe="debug_tiny", packed_dir=str(packed), run_root=str(tmp_path), max_steps=30,
+        branch="b01", resume="none", lr_scale=0.8, skip_windows=[[5, 9]], checkpoint_every=10,
+        micro_batch_size=2, global_batch_sequences=8, learning_rate=1e-3, seed=3,
+    )  # fmt: skip
+    assert cfg.model.vocab_size == VOCAB and cfg.model.max_seq_len == SEQ_LEN
+    assert (cfg.optim.lr, cfg.optim.schedule_steps, cfg.optim.warmup_steps) == (1e-3, 30, 10)
+    assert cfg.run == RunConfig(
+        branch="b01", max_steps=30, resume="none", lr_scale=0.8, skip_windows=((5, 9),)
+    )
+    assert (cfg.data.micro_batch_size, cfg.data.seed, cfg.seed) == (2, 3, 3)
+    assert cfg.checkpoint.every_steps == 10 and cfg.data.accum_steps(world_size=2) == 2
+
+
 def test_lr_schedule_warmup_then_cosine_to_floor(packed: Path, tmp_path: Path) -> None:
     optim = OptimConfig(lr=1.0, warmup_steps=4, schedule_steps=14, min_lr_ratio=0.1)
     assert [lr_at(s, optim) for s in (1, 2, 4)] == [0.25, 0.5, 1.0]
@@ -212,6 +228,8 @@ def test_latest_checkpoint_ignores_tmp_and_uncommitted_dirs(tmp_path: Path) -> N
     assert ckpt.latest_checkpoint(tmp_path, "b00") == branch / "step-00000008"
     assert ckpt.latest_checkpoint(tmp_path, "b01") is None
     assert ckpt.checkpoint_key("b02", 120000) == "b02-s000120000"
+    key = ckpt.checkpoint_key("rb-1", 40)
+    assert ckpt.checkpoint_dir_for_key(tmp_path, key) == tmp_path / "rb-1" / "step-00000040"
     removed = ckpt.prune_checkpoints(tmp_path, "b00", keep_last=1, protected=())
     assert removed == [branch / "step-00000004"] and not (branch / "step-00000004").exists()
 

@@ -64,6 +64,16 @@ def checkpoint_key(branch: str, step: int) -> str:
     return f"{branch}-s{step:09d}"
 
 
+def checkpoint_dir_for_key(run_root: str | Path, key: str) -> Path:
+    """Inverse of :func:`checkpoint_key`: ``b00-s000000040`` -> ``<run_root>/b00/step-00000040``.
+
+    Branch names may contain '-': the step is the part after the last ``-s``."""
+    branch, sep, step = key.rpartition("-s")
+    if not sep or not branch or not step.isdigit():
+        raise CheckpointError(f"{key!r} is not a checkpoint key like 'b00-s000000040'")
+    return Path(run_root) / branch / step_dir_name(int(step))
+
+
 def step_dir_name(step: int) -> str:
     return f"step-{step:08d}"
 

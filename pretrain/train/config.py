@@ -277,3 +277,66 @@ def _convert(hint: Any, value: Any, where: str) -> Any:
             return tuple(_convert(args[0], v, where) for v in value)
         return tuple(_convert(a, v, where) for a, v in zip(args, value, strict=False))
     return value
+
+
+def train_config_from_overrides(
+    *,
+    recipe: str,
+    packed_dir: str,
+    run_root: str,
+    max_steps: int,
+    branch: str = "b00",
+    resume: str = "latest",
+    lr_scale: float = 1.0,
+    skip_windows: tuple[tuple[int, int], ...] | list = (),
+    checkpoint_every: int | None = None,
+    keep_last: int | None = None,
+    micro_batch_size: int | None = None,
+    global_batch_sequences: int | None = None,
+    learning_rate: float | None = None,
+    warmup_steps: int | None = None,
+    schedule_steps: int | None = None,
+    seed: int = 0,
+    wandb_mode: str = "offline",
+) -> TrainConfig:
+    """A named training recipe with an operator's launch-time settings applied (``None`` keeps
+    the recipe's value). ``schedule_steps`` defaults to ``max_steps``. Reads the packed index
+    (vocab size, context length). Used by the Dagster training op to write ``run.json``."""
+    from pretrain.train.recipes import get_train_recipe  # recipes.py imports this module
+
+    horizon = schedule_steps or max_steps
+    cfg = get_train_recipe(recipe)(
+        packed_dir=packed_dir,
+        out_dir=run_root,
+        max_steps=horizon,
+        branch=branch,
+        wandb_mode=wandb_mode,
+    )
+
+    def keep(value: Any, default: Any) -> Any:
+        return default if value is None else value
+
+    optim = dataclasses.replace(
+        cfg.optim,
+        lr=keep(learning_rate, cfg.optim.lr),
+        warmup_steps=min(keep(warmup_steps, cfg.optim.warmup_steps), horizon),
+    )
+    data = dataclasses.replace(
+        cfg.data,
+        micro_batch_size=keep(micro_batch_size, cfg.data.micro_batch_size),
+        global_batch_sequences=keep(global_batch_sequences, cfg.data.global_batch_sequences),
+        seed=seed,
+    )
+    checkpoint = dataclasses.replace(
+        cfg.checkpoint,
+        every_steps=keep(checkpoint_every, cfg.checkpoint.every_steps),
+        keep_last=keep(keep_last, cfg.checkpoint.keep_last),
+    )
+    run = RunConfig(
+        branch=branch,
+        max_steps=max_steps,
+        resume=resume,
+        lr_scale=lr_scale,
+        skip_windows=tuple((int(a), int(b)) for a, b in skip_windows),
+    )
+    return cfg.replace(optim=optim, data=data, checkpoint=checkpoint, run=run, seed=seed)
