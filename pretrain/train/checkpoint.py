@@ -167,9 +167,11 @@ def save_checkpoint(
             no_dist=not proc.distributed,
         )
     torch.save(rng_state(proc), tmp / f"rng-rank{proc.rank:05d}.pt")
+    fingerprint = weights_fingerprint(model, distributed=proc.distributed)
     barrier(proc)
     if proc.is_main:
         full_meta = {
+            "weights_fingerprint": fingerprint,
             "step": step,
             "branch": cfg.run.branch,
             "key": checkpoint_key(cfg.run.branch, step),
@@ -189,6 +191,35 @@ def save_checkpoint(
         )
     barrier(proc)
     return final
+
+
+def weights_fingerprint(model: nn.Module, *, distributed: bool = False) -> dict[str, int]:
+    """Exact, order-independent fingerprint of every tensor in ``model.state_dict()``.
+
+    Per tensor: the sum of its raw bit patterns as int64. Integer addition is associative, so
+    the value is the same however the tensor is sharded, and any changed element changes it.
+    Collective when ``distributed``: sharded (DTensor) entries are summed across ranks.
+    """
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.tensor import DTensor
+
+    int_view = {torch.float32: torch.int32, torch.bfloat16: torch.int16, torch.float16: torch.int16}
+    names, sums, sharded = [], [], []
+    for name, tensor in model.state_dict().items():
+        local = tensor.to_local() if isinstance(tensor, DTensor) else tensor
+        local = local.detach().contiguous()
+        bits = local.view(int_view[local.dtype]) if local.dtype in int_view else local
+        names.append(name)
+        sums.append(bits.to(torch.int64).sum())
+        sharded.append(isinstance(tensor, DTensor))
+    values = torch.stack(sums) if sums else torch.zeros(0, dtype=torch.int64)
+    if distributed and any(sharded):
+        mask = torch.tensor(sharded, device=values.device)
+        reduced = values * mask
+        dist.all_reduce(reduced)
+        values = torch.where(mask, reduced, values)
+    return {name: int(v) for name, v in zip(names, values.tolist(), strict=True)}
 
 
 def prune_checkpoints(
