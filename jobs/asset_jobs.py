@@ -12,12 +12,12 @@ shard_pipeline_job = define_asset_job(
     description="Ingest, filter and sign one shard group.",
 )
 dedup_clusters_job = define_asset_job(
-    "dedup_clusters",
+    "dedup",
     selection=AssetSelection.assets("dedup_clusters"),
     description="Global MinHash-LSH clustering over every shard's signatures.",
 )
 deduped_shards_job = define_asset_job(
-    "deduped_shards",
+    "apply_dedup",
     selection=AssetSelection.assets("deduped_shards"),
     description="Drop non-survivors from one shard group.",
 )

@@ -4,7 +4,7 @@
     .venv/bin/python -m pretrain_assets.demo --source /data/crawl --source-name web --steps 300
 
 Every stage runs as a Dagster job on the project instance (visible afterwards in
-``make ui``): ``shard_pipeline`` per shard, ``dedup_clusters``, ``deduped_shards`` per shard,
+``make ui``): ``shard_pipeline`` per shard, ``dedup``, ``apply_dedup`` per shard,
 ``corpus``, ``train`` and ``evaluate`` for the final checkpoint. Prints a summary at the end.
 """
 
@@ -95,8 +95,8 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     per_shard: list[dict[str, dict[str, Any]]] = []
     for key in keys:
         per_shard.append(execute(defs, "shard_pipeline", instance, partition_key=key))
-    clusters = execute(defs, "dedup_clusters", instance)
-    deduped = [execute(defs, "deduped_shards", instance, partition_key=key) for key in keys]
+    clusters = execute(defs, "dedup", instance)
+    deduped = [execute(defs, "apply_dedup", instance, partition_key=key) for key in keys]
     corpus = execute(defs, "corpus", instance, run_config=configs["corpus"])
     trained = execute(defs, "train", instance, run_config=configs["train"])
     final_key = max(
@@ -130,10 +130,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="another source (folder or s3:// prefix) with its mixture name; repeatable",
     )
     parser.add_argument("--shards", type=int, default=4)
-    parser.add_argument("--max-files-per-source", type=int, default=600)
+    parser.add_argument("--max-files-per-source", type=int, default=None, help="cap per source")
     parser.add_argument("--vocab-size", type=int, default=4096)
     parser.add_argument("--seq-len", type=int, default=256)
-    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--steps", type=int, default=600)
     parser.add_argument("--nproc", type=int, default=2)
     return parser.parse_args(argv)
 

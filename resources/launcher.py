@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from dagster import (
     OpExecutionContext,
     PipesTempFileContextInjector,
     PipesTempFileMessageReader,
+    PreviewWarning,
     open_pipes_session,
 )
 
@@ -119,6 +121,18 @@ class TorchrunLauncher(ConfigurableResource):
     ) -> int:
         """Run the trainer to completion; returns torchrun's exit code."""
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+        with warnings.catch_warnings():  # Pipes' message reader API is marked preview in 1.13
+            warnings.simplefilter("ignore", PreviewWarning)
+            returncode = self._run(context, config_path, log_path, on_message)
+        return returncode
+
+    def _run(
+        self,
+        context: OpExecutionContext,
+        config_path: str,
+        log_path: str,
+        on_message: Callable[[dict[str, Any]], None],
+    ) -> int:
         seen = 0
 
         def drain(session: Any) -> None:

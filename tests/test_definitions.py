@@ -28,8 +28,11 @@ def test_definitions_load_with_every_asset_and_edge(tmp_path) -> None:
 
 
 def test_module_level_defs_load() -> None:
+    from dagster import Definitions
+
     from pretrain_assets import definitions
 
+    Definitions.validate_loadable(definitions.defs)  # what the code server does
     assert definitions.defs.resolve_job_def("train").name == "train"
 
 
@@ -64,7 +67,7 @@ def test_job_run_configs_validate(tmp_path) -> None:
         },
     )
     assert ok["ops"]["train_model"]["config"]["max_steps"] == 10
-    for name in ["shard_pipeline", "dedup_clusters", "deduped_shards", "corpus", "evaluate"]:
+    for name in ["shard_pipeline", "dedup", "apply_dedup", "corpus", "evaluate"]:
         assert validate_run_config(defs.resolve_job_def(name), {}) is not None
     bad = {"ops": {"train_model": {"config": {"max_steps": "many"}}}}
     try:
