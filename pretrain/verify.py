@@ -150,3 +150,17 @@ def ledger_excludes_validation(packed_dir_uri: str, val_uri: str) -> CheckOutcom
         f"{overlap} validation documents inside training sequences",
         {"overlap": overlap, "train_docs_in_ledger": len(train_ids)},
     )
+
+
+def manifest_reconciles(shard_dir_uri: str) -> CheckOutcome:
+    """Records read per file (manifest.json) == rows in documents.parquet + rejects.parquet."""
+    manifest = storage.read_json(storage.join(shard_dir_uri, "manifest.json"))
+    records = sum(int(f["documents"]) + int(f["rejected"]) for f in manifest["files"])
+    rows = count_rows(storage.join(shard_dir_uri, "documents.parquet")) + count_rows(
+        storage.join(shard_dir_uri, "rejects.parquet")
+    )
+    return CheckOutcome(
+        records == rows,
+        f"{records} records read from {len(manifest['files'])} files, {rows} rows written",
+        {"records": records, "rows": rows},
+    )

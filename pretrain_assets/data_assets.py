@@ -24,7 +24,10 @@ class RawShardsConfig(Config):
     partitions_def=shard_partitions,
     group_name="data",
     code_version="raw-v1",
-    check_specs=[AssetCheckSpec("non_empty", asset="raw_shards")],
+    check_specs=[
+        AssetCheckSpec("non_empty", asset="raw_shards"),
+        AssetCheckSpec("documents_plus_rejects_equal_records_read", asset="raw_shards"),
+    ],
 )
 def raw_shards(
     context: AssetExecutionContext, config: RawShardsConfig, store: ArtifactStore
@@ -34,10 +37,14 @@ def raw_shards(
     manifest = ShardManifest.from_json(storage.read_bytes(store.manifest_uri(shard)).decode())
     out = store.uri("raw_shards", shard)
     stats = build_raw_shard(manifest, out, max_docs=config.max_docs_per_shard)
-    outcome = verify.non_empty(storage.join(out, "documents.parquet"))
     return MaterializeResult(
         metadata=stage_metadata(stats, config.model_dump(), uri=out),
-        check_results=[check_result("non_empty", outcome)],
+        check_results=[
+            check_result("non_empty", verify.non_empty(storage.join(out, "documents.parquet"))),
+            check_result(
+                "documents_plus_rejects_equal_records_read", verify.manifest_reconciles(out)
+            ),
+        ],
     )
 
 

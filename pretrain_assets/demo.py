@@ -58,8 +58,9 @@ def execute(
 ) -> dict[str, dict[str, Any]]:
     """Run one job in process; return {asset_key: metadata} of its materializations."""
     started = time.monotonic()
+    quiet = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
     result = defs.resolve_job_def(job_name).execute_in_process(
-        instance=instance, partition_key=partition_key, run_config=run_config or {}
+        instance=instance, partition_key=partition_key, run_config={**quiet, **(run_config or {})}
     )
     if not result.success:
         raise SystemExit(f"job {job_name} ({partition_key}) failed; see `make ui`")

@@ -88,7 +88,8 @@ class TorchrunLauncher(ConfigurableResource):
     kill_timeout_s: float = 15.0
     poll_interval_s: float = 0.5
 
-    def command(self, config_path: str) -> list[str]:
+    def command(self, config_path: str, event_sink: str | None = PIPES_EVENT_SINK) -> list[str]:
+        sink = ["--event-sink", event_sink] if event_sink else []
         return [
             sys.executable,
             "-m",
@@ -99,8 +100,7 @@ class TorchrunLauncher(ConfigurableResource):
             "pretrain.train",
             "--config",
             config_path,
-            "--event-sink",
-            PIPES_EVENT_SINK,
+            *sink,
         ]
 
     def environment(self) -> dict[str, str]:

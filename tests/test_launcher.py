@@ -1,0 +1,73 @@
+"""The launcher stops a real torchrun process group; a crash never exposes a half checkpoint."""
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from pretrain import storage
+from pretrain.train import checkpoint as ckpt
+from resources.launcher import TorchrunLauncher, kill_process_group, process_group_alive
+from tests.test_train import make_config, make_packed
+
+
+def start_long_run(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
+    packed = make_packed(tmp_path / "packed", num_train=64)
+    run_root = tmp_path / "runs"
+    cfg = make_config(
+        packed, run_root, max_steps=100_000, schedule_steps=100_000, every=2, keep_last=1000
+    )
+    config_path = tmp_path / "run.json"
+    config_path.write_text(cfg.to_json())
+    launcher = TorchrunLauncher(nproc_per_node=2)
+    proc = subprocess.Popen(
+        launcher.command(str(config_path), event_sink=None),
+        env=launcher.environment(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    return proc, run_root
+
+
+def wait_for_checkpoints(run_root: Path, proc: subprocess.Popen, count: int) -> None:
+    deadline = time.monotonic() + 120
+    while len(ckpt.list_checkpoints(run_root, "b00")) < count:
+        assert proc.poll() is None, "torchrun exited early"
+        assert time.monotonic() < deadline, "no checkpoint within 120 s"
+        time.sleep(0.2)
+
+
+def assert_only_committed_checkpoints_visible(run_root: Path) -> None:
+    visible = sorted((run_root / "b00").glob("step-*"))
+    assert visible and all(storage.is_committed(str(p)) for p in visible)
+    latest = ckpt.latest_checkpoint(run_root, "b00")
+    model = ckpt.load_consolidated_model(str(latest))
+    assert ckpt.weights_fingerprint(model) == ckpt.read_meta(latest)["weights_fingerprint"]
+
+
+@pytest.mark.slow
+def test_sigterm_to_the_group_stops_every_worker(tmp_path: Path) -> None:
+    proc, run_root = start_long_run(tmp_path)
+    wait_for_checkpoints(run_root, proc, 2)
+    kill_process_group(proc, term_timeout_s=90, kill_timeout_s=10)
+    assert not process_group_alive(proc.pid)
+    assert proc.returncode is not None
+    assert_only_committed_checkpoints_visible(run_root)
+
+
+@pytest.mark.slow
+def test_sigkill_mid_run_leaves_no_half_written_checkpoint(tmp_path: Path) -> None:
+    proc, run_root = start_long_run(tmp_path)
+    wait_for_checkpoints(run_root, proc, 3)
+    import os
+
+    os.killpg(proc.pid, signal.SIGKILL)  # a crash: nobody gets to clean up
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while process_group_alive(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not process_group_alive(proc.pid)
+    assert_only_committed_checkpoints_visible(run_root)
