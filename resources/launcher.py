@@ -9,16 +9,15 @@ in its own process group. Rank 0 speaks Dagster Pipes (logs + custom ``checkpoin
 the launcher hands each custom message to a callback while the trainer keeps running.
 
 Stopping a run (cancel from the UI, a recovery sensor terminating it) interrupts the op; the
-launcher then sends SIGTERM to the whole process group, waits longer than torchrun's own
-30 s grace plus a checkpoint save, escalates to SIGKILL, confirms the group is gone and only
-then re-raises, so a resume run queued on the ``gpu`` pool never overlaps the old workers.
+launcher then sends SIGTERM to torchrun and every worker (each worker runs in a session of
+its own), waits longer than torchrun's own 30 s grace plus a checkpoint save, escalates to
+SIGKILL, confirms every process is gone and only then re-raises, so a resume run queued on the ``gpu`` pool never overlaps the old workers.
 Slurm and Kubernetes launchers for multi-node training implement the same ``launch``.
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -36,6 +35,8 @@ from dagster import (
     open_pipes_session,
 )
 
+from resources.process_tree import stop_process_tree
+
 # glibc returns big tensor buffers to the kernel after every step on these machines;
 # these settings halve CPU step time (see ENVIRONMENT.md, "CPU training speed").
 CPU_ALLOCATOR_ENV = {
@@ -44,39 +45,6 @@ CPU_ALLOCATOR_ENV = {
     "MALLOC_TOP_PAD_": "1073741824",
 }
 PIPES_EVENT_SINK = "jobs.pipes_sink:PipesEventSink"
-
-
-def process_group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def kill_process_group(
-    proc: subprocess.Popen, term_timeout_s: float, kill_timeout_s: float
-) -> None:
-    """SIGTERM the group, wait, SIGKILL, and wait until no process of the group is left."""
-    pgid = proc.pid  # start_new_session=True makes the child the leader of its own group
-    for sig, timeout in ((signal.SIGTERM, term_timeout_s), (signal.SIGKILL, kill_timeout_s)):
-        if not process_group_alive(pgid):
-            break
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            break
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            proc.poll()  # reap the leader so the group can disappear
-            if not process_group_alive(pgid):
-                break
-            time.sleep(0.2)
-    proc.poll()
-    if process_group_alive(pgid):
-        raise RuntimeError(f"torchrun process group {pgid} survived SIGKILL; GPUs may be held")
 
 
 class TorchrunLauncher(ConfigurableResource):
@@ -161,9 +129,9 @@ class TorchrunLauncher(ConfigurableResource):
                     drain(session)
                     time.sleep(self.poll_interval_s)
             except BaseException:
-                context.log.warning(f"interrupted: stopping torchrun process group {proc.pid}")
-                kill_process_group(proc, self.term_timeout_s, self.kill_timeout_s)
-                context.log.warning("torchrun process group is gone")
+                context.log.warning(f"interrupted: stopping torchrun {proc.pid} and its workers")
+                stop_process_tree(proc, self.term_timeout_s, self.kill_timeout_s)
+                context.log.warning("torchrun and every worker are gone")
                 raise
         drain(session)  # messages read after the process exited and the reader closed
         return proc.returncode

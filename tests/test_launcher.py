@@ -1,5 +1,6 @@
-"""The launcher stops a real torchrun process group; a crash never exposes a half checkpoint."""
+"""The launcher stops a real torchrun and all its workers; a crash never exposes a half checkpoint."""
 
+import os
 import signal
 import subprocess
 import time
@@ -9,7 +10,8 @@ import pytest
 
 from pretrain import storage
 from pretrain.train import checkpoint as ckpt
-from resources.launcher import TorchrunLauncher, kill_process_group, process_group_alive
+from resources.launcher import TorchrunLauncher
+from resources.process_tree import alive, descendants, stop_process_tree
 from tests.test_train import make_config, make_packed
 
 
@@ -48,26 +50,44 @@ def assert_only_committed_checkpoints_visible(run_root: Path) -> None:
     assert ckpt.weights_fingerprint(model) == ckpt.read_meta(latest)["weights_fingerprint"]
 
 
+def workers_of(proc: subprocess.Popen) -> set[int]:
+    found = descendants(proc.pid)
+    assert len(found) >= 2, "expected torchrun to have started 2 workers"
+    return found
+
+
 @pytest.mark.slow
-def test_sigterm_to_the_group_stops_every_worker(tmp_path: Path) -> None:
+def test_sigterm_stops_torchrun_and_every_worker(tmp_path: Path) -> None:
     proc, run_root = start_long_run(tmp_path)
     wait_for_checkpoints(run_root, proc, 2)
-    kill_process_group(proc, term_timeout_s=90, kill_timeout_s=10)
-    assert not process_group_alive(proc.pid)
+    workers = workers_of(proc)
+    stop_process_tree(proc, term_timeout_s=90, kill_timeout_s=10)
     assert proc.returncode is not None
+    assert not any(alive(pid) for pid in workers)
     assert_only_committed_checkpoints_visible(run_root)
 
 
 @pytest.mark.slow
-def test_sigkill_mid_run_leaves_no_half_written_checkpoint(tmp_path: Path) -> None:
+def test_sigkill_escalation_reaches_workers_in_their_own_sessions(tmp_path: Path) -> None:
+    proc, run_root = start_long_run(tmp_path)
+    wait_for_checkpoints(run_root, proc, 2)
+    workers = workers_of(proc)
+    assert {os.getsid(pid) for pid in workers} != {os.getsid(proc.pid)}  # why killpg is not enough
+    stop_process_tree(proc, term_timeout_s=0, kill_timeout_s=15)  # straight to SIGKILL
+    assert not alive(proc.pid) and not any(alive(pid) for pid in workers)
+    assert_only_committed_checkpoints_visible(run_root)
+
+
+@pytest.mark.slow
+def test_crash_mid_run_leaves_no_half_written_checkpoint(tmp_path: Path) -> None:
     proc, run_root = start_long_run(tmp_path)
     wait_for_checkpoints(run_root, proc, 3)
-    import os
-
-    os.killpg(proc.pid, signal.SIGKILL)  # a crash: nobody gets to clean up
+    tree = {proc.pid} | workers_of(proc)
+    for pid in tree:  # a crash: nobody gets to clean up
+        os.kill(pid, signal.SIGKILL)
     proc.wait(timeout=30)
     deadline = time.monotonic() + 30
-    while process_group_alive(proc.pid) and time.monotonic() < deadline:
+    while any(alive(pid) for pid in tree) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not process_group_alive(proc.pid)
+    assert not any(alive(pid) for pid in tree)
     assert_only_committed_checkpoints_visible(run_root)

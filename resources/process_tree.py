@@ -1,0 +1,87 @@
+"""Stop a launched process and every process it started, even in other sessions.
+
+torchrun starts each worker with ``start_new_session=True``, so the workers are *not* in
+torchrun's process group: ``killpg(torchrun)`` alone leaves them running (and holding the
+GPUs) once torchrun itself is SIGKILLed. We therefore track the whole tree through
+``/proc`` (Linux), keep the snapshot while the tree changes, and signal every member's
+process group. A zombie counts as gone.
+
+    stop_process_tree(proc, term_timeout_s=90, kill_timeout_s=15)
+"""
+
+import os
+import signal
+import subprocess
+import time
+from collections import defaultdict
+from pathlib import Path
+
+
+def _stat(pid: int) -> tuple[int, str] | None:
+    """(ppid, state) of ``pid`` from /proc, or None when it no longer exists."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    fields = raw.rsplit(")", 1)[1].split()  # the command name may contain spaces and ')'
+    return int(fields[1]), fields[0]
+
+
+def alive(pid: int) -> bool:
+    found = _stat(pid)
+    return found is not None and found[1] not in ("Z", "X")
+
+
+def descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = defaultdict(list)
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (found := _stat(int(entry))) is not None:
+            children[found[0]].append(int(entry))
+    out, stack = set(), [pid]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            if child not in out:
+                out.add(child)
+                stack.append(child)
+    return out
+
+
+def _signal_tree(pids: set[int], sig: signal.Signals) -> None:
+    groups = set()
+    for pid in pids:
+        try:
+            groups.add(os.getpgid(pid))
+        except ProcessLookupError:
+            continue
+    for target in groups:
+        try:
+            os.killpg(target, sig)
+        except ProcessLookupError:
+            pass
+    for pid in pids:  # members whose group we could not read
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def stop_process_tree(proc: subprocess.Popen, term_timeout_s: float, kill_timeout_s: float) -> None:
+    """SIGTERM the tree, wait, SIGKILL what is left; return only when every member is gone."""
+    tracked = {proc.pid} | descendants(proc.pid)
+    for sig, timeout in ((signal.SIGTERM, term_timeout_s), (signal.SIGKILL, kill_timeout_s)):
+        living = {pid for pid in tracked if alive(pid)}
+        if not living:
+            break
+        _signal_tree(living, sig)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            proc.poll()  # reap our direct child
+            if alive(proc.pid):
+                tracked |= descendants(proc.pid)  # workers may still be starting
+            if not any(alive(pid) for pid in tracked):
+                break
+            time.sleep(0.2)
+    proc.poll()
+    survivors = sorted(pid for pid in tracked if alive(pid))
+    if survivors:
+        raise RuntimeError(f"processes {survivors} survived SIGKILL; the GPUs may still be held")
