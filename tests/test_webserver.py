@@ -1,28 +1,24 @@
 """The real Dagster webserver (``dagster dev``, as ``make ui`` runs it) serves the asset graph."""
 
 import json
-import os
-import shutil
-import signal
-import socket
-import subprocess
-import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.dagster_server import dagster_dev
 from tests.test_definitions import EXPECTED_EDGES
 
 ROOT = Path(__file__).resolve().parents[1]
 QUERY = "{ assetNodes { assetKey { path } dependencyKeys { path } } }"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+@pytest.fixture()
+def webserver(tmp_path: Path) -> Iterator[int]:
+    with dagster_dev(tmp_path, tmp_path / "artifacts") as port:
+        yield port
 
 
 def graphql(port: int, query: str) -> dict:
@@ -33,43 +29,6 @@ def graphql(port: int, query: str) -> dict:
     )
     with urllib.request.urlopen(request, timeout=10) as response:
         return json.loads(response.read())
-
-
-@pytest.fixture()
-def webserver(tmp_path: Path):
-    home = tmp_path / "home"
-    (home / ".nux").mkdir(parents=True)
-    shutil.copy(ROOT / "config" / "dagster.yaml", home / "dagster.yaml")
-    (home / ".nux" / "nux.yaml").write_text("seen: 1\n")
-    port = free_port()
-    env = {**os.environ, "DAGSTER_HOME": str(home), "PRETRAIN_ROOT": str(tmp_path / "artifacts")}
-    dagster = Path(sys.executable).with_name("dagster")
-    cmd = [str(dagster), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)]
-    log = open(tmp_path / "dagster-dev.log", "wb")
-    proc = subprocess.Popen(
-        cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-    )
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2)
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(
-                        (tmp_path / "dagster-dev.log").read_text()[-3000:]
-                    ) from None
-                time.sleep(0.5)
-        yield port
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
 
 
 @pytest.mark.slow

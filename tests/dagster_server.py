@@ -1,0 +1,57 @@
+"""Start the real ``dagster dev`` (webserver + daemon) from workspace.yaml for a test."""
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def dagster_dev(tmp_path: Path, artifact_root: Path) -> Iterator[int]:
+    """Yields the port of a running ``dagster dev``; stops the whole process group after."""
+    home = tmp_path / "dagster_home"
+    (home / ".nux").mkdir(parents=True)
+    shutil.copy(ROOT / "config" / "dagster.yaml", home / "dagster.yaml")
+    (home / ".nux" / "nux.yaml").write_text("seen: 1\n")
+    port = free_port()
+    env = {**os.environ, "DAGSTER_HOME": str(home), "PRETRAIN_ROOT": str(artifact_root)}
+    dagster = Path(sys.executable).with_name("dagster")
+    cmd = [str(dagster), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)]
+    log_path = tmp_path / "dagster-dev.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        try:
+            deadline = time.monotonic() + 90
+            while True:
+                try:
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2)
+                    break
+                except OSError:
+                    if proc.poll() is not None or time.monotonic() > deadline:
+                        raise AssertionError(log_path.read_text()[-3000:]) from None
+                    time.sleep(0.5)
+            yield port
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()

@@ -1,0 +1,85 @@
+"""Terminating a training run from Dagster takes torchrun and every worker down first.
+
+A real ``dagster dev`` (webserver + daemon + queued run coordinator + gpu pool) launches the
+``train`` job; once a checkpoint is committed the test terminates the run through GraphQL,
+as the UI's Terminate button does, and then checks that no process of that run survives,
+that the run ended CANCELED, and that only committed checkpoints are visible.
+"""
+
+import time
+from pathlib import Path
+
+import pytest
+from dagster import DagsterRunStatus
+from dagster_graphql import DagsterGraphQLClient
+
+from pretrain import storage
+from pretrain.train import checkpoint as ckpt
+from resources.process_tree import alive
+from tests.dagster_server import dagster_dev
+from tests.test_train import make_packed
+
+RUN_CONFIG = {
+    "ops": {
+        "train_model": {
+            "config": {
+                "max_steps": 100_000,
+                "checkpoint_every": 2,
+                "micro_batch_size": 4,
+                "global_batch_sequences": 8,
+                "resume": "none",
+                "wandb_mode": "disabled",
+            }
+        }
+    }
+}
+
+
+def processes_of(run_id: str) -> list[int]:
+    """Every live process whose command line names this run's config file."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if f"run-{run_id}.json" in cmdline and alive(int(entry.name)):
+                found.append(int(entry.name))
+    return found
+
+
+def wait_until(predicate, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.5)
+
+
+@pytest.mark.slow
+def test_terminate_from_dagster_stops_every_training_process(tmp_path: Path) -> None:
+    artifacts = tmp_path / "artifacts"
+    make_packed(artifacts / "packed_tokens", num_train=64)
+    with dagster_dev(tmp_path, artifacts) as port:
+        client = DagsterGraphQLClient("127.0.0.1", port_number=port)
+        deadline = time.monotonic() + 60
+        while True:  # the code location may still be loading
+            try:
+                run_id = client.submit_job_execution("train", run_config=RUN_CONFIG)
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
+        run_root = artifacts / "runs"
+        wait_until(lambda: len(ckpt.list_checkpoints(run_root, "b00")) >= 1, 180, "a checkpoint")
+        workers = processes_of(run_id)
+        assert len(workers) >= 3  # torchrun + 2 workers
+
+        client.terminate_run(run_id)
+        wait_until(
+            lambda: client.get_run_status(run_id) == DagsterRunStatus.CANCELED, 240, "CANCELED"
+        )
+        assert processes_of(run_id) == [] and not any(alive(pid) for pid in workers)
+        visible = sorted((run_root / "b00").glob("step-*"))
+        assert visible and all(storage.is_committed(str(p)) for p in visible)
