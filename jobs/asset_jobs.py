@@ -32,4 +32,17 @@ eval_job = define_asset_job(
     description="Evaluate one checkpoint.",
 )
 
-ASSET_JOBS = [shard_pipeline_job, dedup_clusters_job, deduped_shards_job, corpus_job, eval_job]
+plan_job = define_asset_job(
+    "plan",
+    selection=AssetSelection.assets("scaling_plan"),
+    description="The compute plan: Chinchilla and overtrained (N, D), FLOPs, GPU-hours, cost.",
+)
+
+ASSET_JOBS = [
+    plan_job,
+    shard_pipeline_job,
+    dedup_clusters_job,
+    deduped_shards_job,
+    corpus_job,
+    eval_job,
+]

@@ -20,6 +20,7 @@ from pretrain_assets.corpus_assets import data_mixture, packed_tokens, tokenizer
 from pretrain_assets.data_assets import filtered_shards, raw_shards
 from pretrain_assets.dedup_assets import dedup_clusters, deduped_shards, minhash_signatures
 from pretrain_assets.model_assets import checkpoints, eval_reports
+from pretrain_assets.plan_assets import scaling_plan
 from resources.launcher import TorchrunLauncher
 from resources.storage import ArtifactStore
 from sensors.eval_sensor import eval_sensor
@@ -34,6 +35,7 @@ ASSETS = [
     data_mixture,
     tokenizer,
     packed_tokens,
+    scaling_plan,
     checkpoints,
     eval_reports,
 ]

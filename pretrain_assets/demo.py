@@ -93,6 +93,7 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     keys = register_shards(instance, store, manifests)
     print(f"registered {len(keys)} shard groups: {', '.join(keys)}", flush=True)
 
+    execute(defs, "plan", instance)
     per_shard: list[dict[str, dict[str, Any]]] = []
     for key in keys:
         per_shard.append(execute(defs, "shard_pipeline", instance, partition_key=key))

@@ -22,7 +22,7 @@ from resources.storage import ArtifactStore
 
 checkpoints = AssetSpec(
     "checkpoints",
-    deps=["packed_tokens", "tokenizer"],
+    deps=["packed_tokens", "tokenizer", "scaling_plan"],
     partitions_def=checkpoint_partitions,
     group_name="training",
     description="torch.distributed.checkpoint directories, one partition per <branch>-s<step>; "

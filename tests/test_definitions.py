@@ -12,7 +12,7 @@ EXPECTED_EDGES = {
     "data_mixture": {"deduped_shards"},
     "tokenizer": {"data_mixture"},
     "packed_tokens": {"data_mixture", "tokenizer"},
-    "checkpoints": {"packed_tokens", "tokenizer"},
+    "checkpoints": {"packed_tokens", "tokenizer", "scaling_plan"},
     "eval_reports": {"checkpoints"},
 }
 
@@ -21,7 +21,7 @@ def test_definitions_load_with_every_asset_and_edge(tmp_path) -> None:
     defs = build_definitions(artifact_root=str(tmp_path))
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
-    assert keys == {"raw_shards", *EXPECTED_EDGES}
+    assert keys == {"raw_shards", "scaling_plan", *EXPECTED_EDGES}
     for child, parents in EXPECTED_EDGES.items():
         found = {p.to_user_string() for p in graph.get(AssetKey(child)).parent_keys}
         assert found == parents, child
@@ -50,6 +50,7 @@ def test_every_asset_has_checks(tmp_path) -> None:
         "tokenizer",
         "packed_tokens",
         "eval_reports",
+        "scaling_plan",
     }
 
 
@@ -67,7 +68,7 @@ def test_job_run_configs_validate(tmp_path) -> None:
         },
     )
     assert ok["ops"]["train_model"]["config"]["max_steps"] == 10
-    for name in ["shard_pipeline", "dedup", "apply_dedup", "corpus", "evaluate"]:
+    for name in ["plan", "shard_pipeline", "dedup", "apply_dedup", "corpus", "evaluate"]:
         assert validate_run_config(defs.resolve_job_def(name), {}) is not None
     bad = {"ops": {"train_model": {"config": {"max_steps": "many"}}}}
     try:

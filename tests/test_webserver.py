@@ -43,6 +43,6 @@ def test_webserver_serves_every_asset_with_its_lineage(webserver: int) -> None:
         "/".join(n["assetKey"]["path"]): {"/".join(d["path"]) for d in n["dependencyKeys"]}
         for n in nodes
     }
-    assert set(graph) == {"raw_shards", *EXPECTED_EDGES}
+    assert set(graph) == {"raw_shards", "scaling_plan", *EXPECTED_EDGES}
     for child, parents in EXPECTED_EDGES.items():
         assert graph[child] == parents, child
