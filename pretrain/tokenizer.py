@@ -13,8 +13,19 @@ Usage::
     tok = load_tokenizer("art/tokenizer")          # dir or .../tokenizer.json
     ids = special_ids(tok)                          # {"bos": 0, "eos": 1, "pad": 2}
 
-Writes ``tokenizer.json`` and ``stats.json``. The first three ``special_tokens`` are, in
-order, BOS, EOS and PAD; they get ids 0, 1, 2.
+Writes ``tokenizer.json``, ``stats.json``, and ``tokenizer_config.json`` +
+``special_tokens_map.json`` so that Hugging Face loads it with BOS/EOS/PAD set::
+
+    from transformers import PreTrainedTokenizerFast
+    hf = PreTrainedTokenizerFast.from_pretrained("art/tokenizer")      # or tokenizer_file=...
+
+The first three ``special_tokens`` are, in order, BOS, EOS and PAD; they get ids 0, 1, 2.
+
+The training sample keeps each source's share of characters; with ``cjk_share`` set, exactly
+that share of the sample's characters comes from CJK documents (at least 30 % Han, kana or
+Hangul characters), the rest from the others, each part still split by source share.
+Fertility (tokens per word and per character, bytes per token) is reported on held-out text
+per source and per language (the ``language`` column, else the script: ``cjk``/``other``).
 
 Determinism: the BPE trainer is multi-threaded (rayon), but its counts are reduced exactly and
 merge ties are broken by pair order, so the saved ``tokenizer.json`` is byte-identical across
@@ -23,6 +34,8 @@ runs, processes and ``RAYON_NUM_THREADS`` settings (checked with tokenizers 0.23
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import asdict, dataclass
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -31,6 +44,7 @@ from pretrain import storage
 from pretrain.errors import ConfigError, DataError
 from pretrain.mixture import hash_score
 
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 DEFAULT_SPECIAL_TOKENS = ("<|begin_of_text|>", "<|end_of_text|>", "<|pad|>")
 _BYTE_ALPHABET = 256
 
@@ -43,8 +57,13 @@ class TokenizerConfig:
     special_tokens: tuple[str, ...] = DEFAULT_SPECIAL_TOKENS
     seed: int = 0
     heldout_docs_per_source: int = 64
+    cjk_share: float | None = None  # None: CJK text keeps its natural share of the sample
 
     def __post_init__(self) -> None:
+        if self.cjk_share is not None and not 0.0 <= self.cjk_share < 1.0:
+            raise ConfigError(
+                f"TokenizerConfig.cjk_share={self.cjk_share} must be in [0, 1) or None, e.g. 0.1"
+            )
         if len(self.special_tokens) < 3:
             raise ConfigError(
                 "TokenizerConfig.special_tokens needs at least (bos, eos, pad), e.g. "
@@ -92,6 +111,8 @@ class TokenizerStats:
     special_ids: dict[str, int]
     overall: Fertility
     sources: dict[str, Fertility]
+    languages: dict[str, Fertility]
+    sample_cjk_share: float
 
     def as_metadata(self) -> dict:
         return {
@@ -105,8 +126,25 @@ class TokenizerStats:
             "tokens_per_char": self.overall.tokens_per_char,
             "bytes_per_token": self.overall.bytes_per_token,
             "special_ids": dict(self.special_ids),
+            "sample_cjk_share": self.sample_cjk_share,
             "sources": {name: asdict(f) for name, f in self.sources.items()},
+            "languages": {name: asdict(f) for name, f in self.languages.items()},
+            "fertility_md": self.fertility_md(),
         }
+
+    def fertility_md(self) -> str:
+        """Fertility per source and per language as a Markdown table."""
+        lines = [
+            "| group | docs | tokens/word | tokens/char | bytes/token |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for kind, groups in (("source", self.sources), ("language", self.languages)):
+            for name, f in groups.items():
+                lines.append(
+                    f"| {kind}: {name} | {f.docs} | {f.tokens_per_word} | {f.tokens_per_char} "
+                    f"| {f.bytes_per_token} |"
+                )
+        return "\n".join(lines)
 
 
 def new_tokenizer() -> Tokenizer:
@@ -135,34 +173,66 @@ def special_ids(tok: Tokenizer) -> dict[str, int]:
     return {"bos": specials[0], "eos": specials[1], "pad": specials[2]}
 
 
-def _select(
-    table_rows: list[tuple[str, str, str]], config: TokenizerConfig
-) -> tuple[list[tuple[str, str]], list[tuple[str, str]], dict[str, int]]:
-    """Split unique train docs into (training sample, held-out) as (source, text) lists."""
-    by_source: dict[str, dict[str, str]] = {}
-    for doc_id, text, source in table_rows:
-        by_source.setdefault(source, {})[doc_id] = text
-    share_chars = {s: 0 for s in by_source}
-    for _, text, source in table_rows:  # repeats count: shares follow the realized mixture
-        share_chars[source] += len(text)
+def is_cjk(text: str, threshold: float = 0.3) -> bool:
+    """True when at least ``threshold`` of the non-space characters are Han, kana or Hangul."""
+    chars = [c for c in text if not c.isspace()]
+    if not chars:
+        return False
+    cjk = sum(_CJK.match(c) is not None for c in chars)
+    return cjk >= threshold * len(chars)
+
+
+def _budgets(
+    share_chars: dict[tuple[str, str], int], config: TokenizerConfig
+) -> dict[tuple[str, str], float]:
+    """Sample characters per (source, script) group."""
     total = sum(share_chars.values())
-    sample: list[tuple[str, str]] = []
-    heldout: list[tuple[str, str]] = []
+    if config.cjk_share is None or total == 0:
+        return {g: config.sample_chars * n / total if total else 0 for g, n in share_chars.items()}
+    out = {}
+    for script, share in (("cjk", config.cjk_share), ("other", 1.0 - config.cjk_share)):
+        part = sum(n for (_, sc), n in share_chars.items() if sc == script)
+        for group, n in share_chars.items():
+            if group[1] == script:
+                out[group] = config.sample_chars * share * n / part if part else 0
+    return out
+
+
+def _select(
+    table_rows: list[tuple[str, str, str, str | None]], config: TokenizerConfig
+) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]], dict[str, int]]:
+    """Split unique train docs into (training sample, held-out) as (source, language, text)."""
+    groups: dict[tuple[str, str], dict[str, tuple[str, str]]] = {}
+    share_chars: dict[tuple[str, str], int] = {}
+    script_of: dict[str, str] = {}
+    for doc_id, text, source, language in table_rows:
+        if doc_id not in script_of:
+            script_of[doc_id] = "cjk" if is_cjk(text) else "other"
+        group = (source, script_of[doc_id])
+        groups.setdefault(group, {})[doc_id] = (text, language or script_of[doc_id])
+        share_chars[group] = share_chars.get(group, 0) + len(text)  # repeats count
+    budgets = _budgets(share_chars, config)
+    sample: list[tuple[str, str, str]] = []
+    heldout: list[tuple[str, str, str]] = []
     sample_by_source: dict[str, int] = {}
-    for source in sorted(by_source):
-        docs = by_source[source]
-        order = sorted(docs, key=lambda i: (hash_score(config.seed, i), i))
-        n_held = min(config.heldout_docs_per_source, len(order) // 10)
-        n_held = max(n_held, 1) if len(order) >= 2 else 0
-        heldout += [(source, docs[i]) for i in order[:n_held]]
-        budget = config.sample_chars * share_chars[source] / total if total else 0
-        taken = 0
-        for i in order[n_held:]:
-            if taken >= budget:
-                break
-            sample.append((source, docs[i]))
-            taken += len(docs[i])
-        sample_by_source[source] = taken
+    for source in sorted({s for s, _ in groups}):
+        ordered = sorted(
+            ((doc, script) for (s, script), docs in groups.items() if s == source for doc in docs),
+            key=lambda d: (hash_score(config.seed, d[0]), d[0]),
+        )
+        n_held = min(config.heldout_docs_per_source, len(ordered) // 10)
+        n_held = max(n_held, 1) if len(ordered) >= 2 else 0
+        for doc, script in ordered[:n_held]:
+            text, language = groups[(source, script)][doc]
+            heldout.append((source, language, text))
+        taken: dict[str, int] = {"cjk": 0, "other": 0}
+        for doc, script in ordered[n_held:]:
+            if taken[script] >= budgets[(source, script)]:
+                continue
+            text, language = groups[(source, script)][doc]
+            sample.append((source, language, text))
+            taken[script] += len(text)
+        sample_by_source[source] = sum(taken.values())
     return sample, heldout, sample_by_source
 
 
@@ -191,14 +261,20 @@ def roundtrip_failures(tok: Tokenizer, texts: list[str]) -> list[int]:
 
 def train_tokenizer(train_uri: str, output_dir_uri: str, config: TokenizerConfig) -> TokenizerStats:
     """Train byte-level BPE on a sample of ``train_uri``; write tokenizer.json and stats.json."""
-    table = storage.read_table(train_uri, columns=["id", "text", "source"])
+    table = storage.read_table(train_uri)
     if table.num_rows == 0:
         raise DataError(f"{train_uri} has no documents; the tokenizer needs training text")
+    languages = (
+        table.column("language").to_pylist()
+        if "language" in table.column_names
+        else [None] * table.num_rows
+    )
     rows = list(
         zip(
             table.column("id").to_pylist(),
             table.column("text").to_pylist(),
             table.column("source").to_pylist(),
+            languages,
             strict=True,
         )
     )
@@ -214,10 +290,10 @@ def train_tokenizer(train_uri: str, output_dir_uri: str, config: TokenizerConfig
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    sample_texts = [text for _, text in sample]
+    sample_texts = [text for *_, text in sample]
     tok.train_from_iterator(sample_texts, trainer, length=len(sample_texts))
 
-    eval_texts = [text for _, text in heldout] or sample_texts[: config.heldout_docs_per_source]
+    eval_texts = [text for *_, text in heldout] or sample_texts[: config.heldout_docs_per_source]
     check_texts = eval_texts + sample_texts[: config.heldout_docs_per_source]
     failures = roundtrip_failures(tok, check_texts)
     if failures:
@@ -226,21 +302,49 @@ def train_tokenizer(train_uri: str, output_dir_uri: str, config: TokenizerConfig
             f"(first: {check_texts[failures[0]][:80]!r}); a normalizer or lossy pre-tokenizer "
             "was configured somewhere"
         )
-    sources = sorted({s for s, _ in heldout})
+    sources = sorted({s for s, *_ in heldout})
+    languages_held = sorted({lang for _, lang, _ in heldout})
+    sample_chars = sum(len(t) for t in sample_texts)
+    cjk_chars = sum(len(t) for t in sample_texts if is_cjk(t))
     stats = TokenizerStats(
         vocab_size=tok.get_vocab_size(),
         sample_docs=len(sample),
-        sample_chars=sum(len(t) for t in sample_texts),
+        sample_chars=sample_chars,
         sample_chars_by_source=sample_by_source,
         heldout_docs=len(heldout),
         roundtrip_docs=len(check_texts),
         roundtrip_rate=1.0 - len(failures) / len(check_texts),
         special_ids=special_ids(tok),
         overall=_fertility(tok, eval_texts),
-        sources={s: _fertility(tok, [t for src, t in heldout if src == s]) for s in sources},
+        sources={s: _fertility(tok, [t for src, _, t in heldout if src == s]) for s in sources},
+        languages={
+            g: _fertility(tok, [t for _, lang, t in heldout if lang == g]) for g in languages_held
+        },
+        sample_cjk_share=round(cjk_chars / sample_chars, 4) if sample_chars else 0.0,
     )
     storage.write_bytes(
         tok.to_str().encode("utf-8"), storage.join(output_dir_uri, "tokenizer.json")
     )
+    _write_hf_config(output_dir_uri, config)
     storage.write_json(asdict(stats), storage.join(output_dir_uri, "stats.json"))
     return stats
+
+
+def _write_hf_config(output_dir_uri: str, config: TokenizerConfig) -> None:
+    """``tokenizer_config.json`` + ``special_tokens_map.json`` for ``from_pretrained``."""
+    bos, eos, pad = config.special_tokens[:3]
+    specials = {"bos_token": bos, "eos_token": eos, "pad_token": pad}
+    hf_config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        **specials,
+        "add_bos_token": False,
+        "add_eos_token": False,
+        "clean_up_tokenization_spaces": False,
+        "model_max_length": 1_000_000_000,
+    }
+    for name, payload in (
+        ("tokenizer_config.json", hf_config),
+        ("special_tokens_map.json", specials),
+    ):
+        blob = json.dumps(payload, indent=2, sort_keys=True).encode("utf-8")
+        storage.write_bytes(blob, storage.join(output_dir_uri, name))

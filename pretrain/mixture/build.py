@@ -1,286 +1,250 @@
-"""Data mixture: per-source train/validation split and sampling to target weights.
+"""``build_mixture``: split, decontaminate, weight, cap and stage the documents; write the mixture.
 
-Reads deduplicated document shards (``DOCUMENT_SCHEMA`` Parquet), splits every source into
-train and validation by a hash of the document id, then samples the train set so that each
-source contributes its target share of characters: a small source is repeated (``epoch``
-column) up to its epoch cap, a large one is cut in a deterministic hash order.
+    stats = build_mixture(document_uris, "art/data_mixture", MixtureConfig(...))
 
-Usage::
-
-    from pretrain.mixture import MixtureConfig, build_mixture
-    stats = build_mixture(
-        ["art/deduped_shards/s0/documents.parquet", "art/deduped_shards/s1/documents.parquet"],
-        "art/data_mixture",
-        MixtureConfig(weights={"web": 0.7, "code": 0.2, "prose": 0.1}, val_fraction=0.05),
-    )
-    print(stats.as_metadata())
-
-Writes ``train.parquet`` (id, text, source, epoch), ``val.parquet`` (id, text, source) and
-``mixture.json`` (written last: target vs realized shares, epochs, counts, warnings).
-
-The split is a pure function of ``(seed, id)``: a document is validation iff
-``int(sha1(f"{seed}:{id}")) % 10**6 < val_fraction * 10**6``, so adding documents never moves
-existing ones between splits. The only exception is ``min_val_docs``: a source with at least
-two documents but too few hashed into validation promotes its lowest-hash train documents.
+Steps: read deduplicated documents → per source, split train/validation by id hash → drop
+training documents that share an n-gram with the evaluation sets (``config.decontam``) → per
+stage and source compute the target characters (stage fraction × budget × stage share), cap
+each source's total at ``epoch_cap × available`` and report the sources that are too small →
+walk each source's quality-weighted stream (see ``sampling.py``) → write the files.
 """
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import asdict, dataclass, field
-
 import pyarrow as pa
 
 from pretrain import storage
-from pretrain.errors import ConfigError, DataError
+from pretrain.decontam import EvalNgrams
+from pretrain.errors import DataError
+from pretrain.mixture.config import MixtureConfig, hash_score
+from pretrain.mixture.report import MixtureStats, SourceMix, StageMix
+from pretrain.mixture.sampling import split_source, walk_stream
 
-_HASH_BUCKETS = 10**6
-DEFAULT_MAX_EPOCHS = 4.0
-
-
-@dataclass(frozen=True, kw_only=True)
-class MixtureConfig:
-    """How to split and weight sources. ``weights=None`` keeps natural proportions."""
-
-    weights: dict[str, float] | None = None
-    val_fraction: float = 0.05
-    min_val_docs: int = 1
-    seed: int = 0
-    max_epochs: dict[str, float] = field(default_factory=dict)
-    default_max_epochs: float = DEFAULT_MAX_EPOCHS
-    token_budget_chars: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.weights is not None:
-            if not self.weights:
-                raise ConfigError("MixtureConfig.weights is empty; pass None for natural shares")
-            bad = {k: w for k, w in self.weights.items() if not w >= 0.0}
-            if bad:
-                raise ConfigError(f"MixtureConfig.weights must be >= 0, got {bad}")
-            if sum(self.weights.values()) <= 0:
-                raise ConfigError("MixtureConfig.weights sum to 0; give at least one source > 0")
-        if not 0.0 <= self.val_fraction < 1.0:
-            raise ConfigError(
-                f"MixtureConfig.val_fraction={self.val_fraction} must be in [0, 1), e.g. 0.05"
-            )
-        if self.min_val_docs < 0:
-            raise ConfigError(f"MixtureConfig.min_val_docs={self.min_val_docs} must be >= 0")
-        caps = {"default_max_epochs": self.default_max_epochs, **self.max_epochs}
-        bad_caps = {k: v for k, v in caps.items() if not v >= 1.0}
-        if bad_caps:
-            raise ConfigError(
-                f"MixtureConfig epoch caps must be >= 1.0 (1.0 = never repeat), got {bad_caps}"
-            )
-        if self.token_budget_chars is not None and self.token_budget_chars <= 0:
-            raise ConfigError(
-                "MixtureConfig.token_budget_chars must be a positive number of characters "
-                "or None (None = as many train characters as the sources hold)"
-            )
-
-    def epoch_cap(self, source: str) -> float:
-        return self.max_epochs.get(source, self.default_max_epochs)
+_COLUMNS = ["id", "text", "source", "language", "quality_score"]
 
 
-@dataclass(frozen=True, kw_only=True)
-class SourceMix:
-    """What the mixture did with one source."""
-
-    target_share: float
-    realized_share: float
-    epochs: float
-    train_docs: int
-    train_chars: int
-    val_docs: int
-    val_chars: int
-    available_train_docs: int
-    available_train_chars: int
-
-
-@dataclass(frozen=True, kw_only=True)
-class MixtureStats:
-    train_docs: int
-    train_chars: int
-    val_docs: int
-    val_chars: int
-    sources: dict[str, SourceMix]
-    warnings: tuple[str, ...]
-
-    def to_json(self) -> dict:
-        out = asdict(self)
-        out["warnings"] = list(self.warnings)
-        return out
-
-    def as_metadata(self) -> dict:
-        return {
-            "train_docs": self.train_docs,
-            "train_chars": self.train_chars,
-            "val_docs": self.val_docs,
-            "val_chars": self.val_chars,
-            "num_sources": len(self.sources),
-            "num_warnings": len(self.warnings),
-            "warnings": "\n".join(self.warnings),
-            "sources": {name: asdict(mix) for name, mix in self.sources.items()},
-        }
-
-
-def hash_score(seed: int, key: str) -> int:
-    """Deterministic bucket in [0, 10**6) for ``key`` under ``seed``."""
-    return int(hashlib.sha1(f"{seed}:{key}".encode()).hexdigest(), 16) % _HASH_BUCKETS
-
-
-def is_val(doc_id: str, seed: int, val_fraction: float) -> bool:
-    """The hash rule alone (without the ``min_val_docs`` top-up)."""
-    return hash_score(seed, doc_id) < round(val_fraction * _HASH_BUCKETS)
-
-
-def _read_documents(document_uris: list[str]) -> pa.Table:
+def _read_documents(document_uris: list[str]) -> dict[str, list]:
     if not document_uris:
         raise DataError("build_mixture got no document files; materialize deduped_shards first")
-    tables = [storage.read_table(uri, columns=["id", "text", "source"]) for uri in document_uris]
-    table = pa.concat_tables(tables).combine_chunks()
-    ids = table.column("id").to_pylist()
-    if len(set(ids)) != len(ids):
+    tables = []
+    for uri in document_uris:
+        table = storage.read_table(uri)
+        for name in ("language", "quality_score"):  # optional in hand-made inputs
+            if name not in table.column_names:
+                kind = _schema().field(name).type
+                table = table.append_column(name, pa.nulls(table.num_rows, kind))
+        tables.append(table.select(_COLUMNS).cast(_schema()))
+    cols = pa.concat_tables(tables).to_pydict()
+    if len(set(cols["id"])) != len(cols["id"]):
         raise DataError("documents contain duplicate ids; mixture expects deduplicated shards")
-    return table
+    return cols
 
 
-def _split_source(ids: list[str], config: MixtureConfig) -> tuple[set[str], list[str]]:
-    """Return (val ids, train ids in hash order) for one source."""
-    ordered = sorted(ids, key=lambda i: (hash_score(config.seed, i), i))
-    cut = round(config.val_fraction * _HASH_BUCKETS)
-    val = [i for i in ordered if hash_score(config.seed, i) < cut]
-    if len(ids) >= 2 and len(val) < config.min_val_docs:
-        val = ordered[: min(config.min_val_docs, len(ids) - 1)]
-    val_set = set(val)
-    return val_set, [i for i in ordered if i not in val_set]
+def _schema() -> pa.Schema:
+    return pa.schema(
+        [
+            ("id", pa.string()),
+            ("text", pa.string()),
+            ("source", pa.string()),
+            ("language", pa.string()),
+            ("quality_score", pa.float32()),
+        ]
+    )
 
 
-def _sample_train(
-    train_ids: list[str], chars: dict[str, int], target_chars: float
-) -> list[tuple[str, int]]:
-    """(id, epoch) pairs: whole epochs, then a hash-ordered prefix up to ``target_chars``."""
-    available = sum(chars[i] for i in train_ids)
-    if available == 0 or target_chars <= 0:
-        return []
-    full_epochs = int(target_chars // available)
-    picked = [(i, epoch) for epoch in range(full_epochs) for i in train_ids]
-    remainder, taken = target_chars - full_epochs * available, 0
-    for i in train_ids:
-        if taken >= remainder:
-            break
-        picked.append((i, full_epochs))
-        taken += chars[i]
-    return picked
-
-
-def _targets(
+def _stage_targets(
     config: MixtureConfig, available: dict[str, int]
-) -> tuple[dict[str, float], dict[str, float]]:
-    """Per source: normalized target share and target train characters."""
+) -> tuple[list[dict[str, float]], list[dict[str, int]]]:
+    """Per stage: normalized shares and target characters per source."""
     sources = sorted(available)
-    weights = config.weights or {s: float(available[s]) for s in sources}
-    missing = [s for s in sources if s not in weights]
-    unknown = [s for s in weights if s not in available]
-    if missing or unknown:
-        raise DataError(
-            f"mixture weights do not match the data: sources without a weight {missing} "
-            f"(add them, 0.0 excludes one), weights for absent sources {unknown} (remove them)"
-        )
-    total_weight = sum(weights.values())
-    if total_weight <= 0:
-        raise DataError("no source has train characters; check the document shards")
-    shares = {s: weights[s] / total_weight for s in sources}
-    budget = config.token_budget_chars or sum(available.values())
-    return shares, {s: shares[s] * budget for s in sources}
+    budget = config.budget_chars()
+    budget = sum(available.values()) if budget is None else budget
+    shares, targets = [], []
+    for stage in config.stage_list():
+        weights = stage.weights or config.weights or {s: float(available[s]) for s in sources}
+        missing = [s for s in sources if s not in weights]
+        unknown = [s for s in weights if s not in available]
+        if missing or unknown:
+            raise DataError(
+                f"mixture weights (stage '{stage.name}') do not match the data: sources "
+                f"without a weight {missing} (add them, 0.0 excludes one), weights for absent "
+                f"sources {unknown} (remove them)"
+            )
+        total = sum(weights.values())
+        if total <= 0:
+            raise DataError("no source has train characters; check the document shards")
+        share = {s: weights[s] / total for s in sources}
+        shares.append(share)
+        targets.append({s: round(share[s] * stage.fraction * budget) for s in sources})
+    return shares, targets
+
+
+def _decontaminate(
+    cols: dict[str, list], train_pool: dict[str, list[str]], config: MixtureConfig, row_of
+) -> tuple[dict, list[dict]]:
+    """Remove contaminated ids from ``train_pool`` in place; return (report, dropped rows)."""
+    if config.decontam is None:
+        return {"enabled": False}, []
+    ngrams = EvalNgrams.load(config.decontam)
+    dropped: list[dict] = []
+    for source, pool in train_pool.items():
+        keep = []
+        for doc in pool:
+            hits = ngrams.matches(cols["text"][row_of[doc]])
+            if hits:
+                dropped.append({"id": doc, "source": source, "eval_sets": ",".join(hits)})
+            else:
+                keep.append(doc)
+        train_pool[source] = keep
+    per_set = {name: 0 for name in ngrams.sets}
+    for row in dropped:
+        for name in row["eval_sets"].split(","):
+            per_set[name] += 1
+    per_source = {s: sum(r["source"] == s for r in dropped) for s in sorted(train_pool)}
+    report = {"enabled": True, **ngrams.report(), "dropped": len(dropped)}
+    return {**report, "dropped_by_eval_set": per_set, "dropped_by_source": per_source}, dropped
 
 
 def build_mixture(
     document_uris: list[str], output_dir_uri: str, config: MixtureConfig
 ) -> MixtureStats:
-    """Split, weight and write the mixture; see the module docstring."""
-    table = _read_documents(document_uris)
-    ids = table.column("id").to_pylist()
-    texts = table.column("text").to_pylist()
-    sources = table.column("source").to_pylist()
-    text_of = dict(zip(ids, texts, strict=True))
-    source_of = dict(zip(ids, sources, strict=True))
-    chars = {i: len(t) for i, t in text_of.items()}
-
+    """Split, decontaminate, weight and write the mixture; see the module docstring."""
+    cols = _read_documents(document_uris)
+    row_of = {doc: row for row, doc in enumerate(cols["id"])}
+    chars = {doc: len(text) for doc, text in zip(cols["id"], cols["text"], strict=True)}
     by_source: dict[str, list[str]] = {}
-    for doc, source in zip(ids, sources, strict=True):
+    for doc, source in zip(cols["id"], cols["source"], strict=True):
         by_source.setdefault(source, []).append(doc)
     val_ids: dict[str, set[str]] = {}
     train_pool: dict[str, list[str]] = {}
     for source, docs in sorted(by_source.items()):
-        val_ids[source], train_pool[source] = _split_source(docs, config)
+        val_ids[source], train_pool[source] = split_source(docs, config)
+    decontam, dropped = _decontaminate(cols, train_pool, config, row_of)
     available = {s: sum(chars[i] for i in pool) for s, pool in train_pool.items()}
-    shares, targets = _targets(config, available)
+    shares, targets = _stage_targets(config, available)
 
+    overall = {
+        s: sum(st.fraction * sh[s] for st, sh in zip(config.stage_list(), shares, strict=True))
+        for s in available
+    }
     warnings: list[str] = []
-    picked: dict[str, list[tuple[str, int]]] = {}
+    too_small: list[str] = []
+    picks: dict[str, list[list[tuple[str, int]]]] = {}
+    needed: dict[str, float] = {}
     for source in sorted(by_source):
-        cap = config.epoch_cap(source)
-        target = targets[source]
-        if target > cap * available[source]:
-            needed = target / available[source] if available[source] else float("inf")
+        cap, wanted = config.epoch_cap(source), sum(t[source] for t in targets)
+        needed[source] = wanted / available[source] if available[source] else float("inf")
+        stage_targets = [t[source] for t in targets]
+        if wanted > cap * available[source]:
+            too_small.append(source)
             warnings.append(
-                f"source '{source}' is too small for weight {shares[source]:.3f}: needs "
-                f"{needed:.2f} epochs, capped at {cap:g}; raise max_epochs['{source}'], "
-                "lower its weight, or add data"
+                f"source '{source}' is too small for weight {overall[source]:.3f}: "
+                f"needs {needed[source]:.2f} epochs, capped at {cap:g}; raise "
+                f"max_epochs['{source}'], lower its weight, or add data"
             )
-            target = cap * available[source]
-        picked[source] = _sample_train(train_pool[source], chars, target)
+            scale = cap * available[source] / wanted
+            stage_targets = [round(t * scale) for t in stage_targets]
+        pool = train_pool[source]
+        quality = [cols["quality_score"][row_of[i]] for i in pool]
+        picks[source] = walk_stream(pool, [chars[i] for i in pool], quality, config, stage_targets)
 
     all_val = set().union(*val_ids.values())
-    leaked = [i for pairs in picked.values() for i, _ in pairs if i in all_val]
+    leaked = [i for per in picks.values() for st in per for i, _ in st if i in all_val]
     assert not leaked, f"validation documents leaked into train: {leaked[:3]}"
+    stats = _stats(cols, row_of, chars, config, shares, picks, val_ids, train_pool, needed)
+    stats = stats.with_extras(
+        warnings=tuple(warnings), too_small=tuple(too_small), decontam=decontam
+    )
+    _write(cols, row_of, picks, all_val, config, output_dir_uri, dropped)
+    storage.write_json(stats.to_json(), storage.join(output_dir_uri, "mixture.json"))
+    return stats
 
-    train_rows = sorted(
-        (pair for pairs in picked.values() for pair in pairs),
-        key=lambda p: (hash_score(config.seed, f"{p[1]}:{p[0]}"), p[1], p[0]),
-    )
-    val_rows = sorted(all_val, key=lambda i: (source_of[i], hash_score(config.seed, i), i))
-    train = pa.table(
-        {
-            "id": [i for i, _ in train_rows],
-            "text": [text_of[i] for i, _ in train_rows],
-            "source": [source_of[i] for i, _ in train_rows],
-            "epoch": pa.array([e for _, e in train_rows], pa.int32()),
-        }
-    )
-    val = pa.table(
-        {
-            "id": val_rows,
-            "text": [text_of[i] for i in val_rows],
-            "source": [source_of[i] for i in val_rows],
-        }
-    )
 
-    realized = {s: sum(chars[i] for i, _ in pairs) for s, pairs in picked.items()}
+def _write(cols, row_of, picks, all_val, config, out: str, dropped: list[dict]) -> None:
+    rows = sorted(
+        (
+            (stage, hash_score(config.seed, f"{epoch}:{doc}"), epoch, doc)
+            for per_stage in picks.values()
+            for stage, pairs in enumerate(per_stage)
+            for doc, epoch in pairs
+        )
+    )
+    take = [row_of[doc] for *_, doc in rows]
+    source_of = cols["source"]
+    val_rows = sorted(
+        (row_of[i] for i in all_val),
+        key=lambda r: (source_of[r], hash_score(config.seed, cols["id"][r]), cols["id"][r]),
+    )
+    table = pa.table(cols, schema=_schema())
+    train = table.take(pa.array(take, pa.int64()))
+    train = train.append_column("epoch", pa.array([r[2] for r in rows], pa.int32()))
+    train = train.append_column("stage", pa.array([r[0] for r in rows], pa.int32()))
+    val = table.take(pa.array(val_rows, pa.int64())).drop(["quality_score"])
+    storage.write_table(train, storage.join(out, "train.parquet"))
+    storage.write_table(val, storage.join(out, "val.parquet"))
+    audit = pa.Table.from_pylist(
+        dropped,
+        schema=pa.schema(
+            [("id", pa.string()), ("source", pa.string()), ("eval_sets", pa.string())]
+        ),
+    )
+    storage.write_table(audit, storage.join(out, "decontaminated.parquet"))
+
+
+def _stats(cols, row_of, chars, config, shares, picks, val_ids, train_pool, needed) -> MixtureStats:
+    stages = config.stage_list()
+    stage_chars = [
+        {s: sum(chars[i] for i, _ in picks[s][k]) for s in picks} for k in range(len(stages))
+    ]
+    realized = {s: sum(sc[s] for sc in stage_chars) for s in picks}
     train_chars = sum(realized.values())
-    mixes = {
-        s: SourceMix(
-            target_share=round(shares[s], 6),
+    target_share = {
+        s: sum(st.fraction * sh[s] for st, sh in zip(stages, shares, strict=True)) for s in picks
+    }
+
+    def mean_quality(ids) -> float | None:
+        q = [cols["quality_score"][row_of[i]] for i in ids]
+        q = [v for v in q if v is not None]
+        return round(sum(q) / len(q), 4) if q else None
+
+    sources = {}
+    for s in sorted(picks):
+        available = sum(chars[i] for i in train_pool[s])
+        sources[s] = SourceMix(
+            target_share=round(target_share[s], 6),
             realized_share=round(realized[s] / train_chars, 6) if train_chars else 0.0,
-            epochs=round(realized[s] / available[s], 4) if available[s] else 0.0,
-            train_docs=len(picked[s]),
+            epochs=round(realized[s] / available, 4) if available else 0.0,
+            needed_epochs=round(needed[s], 4) if needed[s] != float("inf") else -1.0,
+            epoch_cap=config.epoch_cap(s),
+            train_docs=sum(len(p) for p in picks[s]),
             train_chars=realized[s],
             val_docs=len(val_ids[s]),
             val_chars=sum(chars[i] for i in val_ids[s]),
             available_train_docs=len(train_pool[s]),
-            available_train_chars=available[s],
+            available_train_chars=available,
+            mean_quality_available=mean_quality(train_pool[s]),
+            mean_quality_train=mean_quality([i for p in picks[s] for i, _ in p]),
         )
-        for s in sorted(by_source)
-    }
-    stats = MixtureStats(
-        train_docs=train.num_rows,
-        train_chars=train_chars,
-        val_docs=val.num_rows,
-        val_chars=sum(m.val_chars for m in mixes.values()),
-        sources=mixes,
-        warnings=tuple(warnings),
+    stage_mixes = tuple(
+        StageMix(
+            name=st.name,
+            fraction=st.fraction,
+            train_chars=sum(sc.values()),
+            target_shares={s: round(v, 6) for s, v in sh.items()},
+            realized_shares={
+                s: round(v / sum(sc.values()), 6) if sum(sc.values()) else 0.0
+                for s, v in sc.items()
+            },
+        )
+        for st, sh, sc in zip(stages, shares, stage_chars, strict=True)
     )
-    storage.write_table(train, storage.join(output_dir_uri, "train.parquet"))
-    storage.write_table(val, storage.join(output_dir_uri, "val.parquet"))
-    storage.write_json(stats.to_json(), storage.join(output_dir_uri, "mixture.json"))
-    return stats
+    return MixtureStats(
+        train_docs=sum(m.train_docs for m in sources.values()),
+        train_chars=train_chars,
+        val_docs=sum(m.val_docs for m in sources.values()),
+        val_chars=sum(m.val_chars for m in sources.values()),
+        budget_chars=config.budget_chars(),
+        quality_alpha=config.quality_alpha,
+        sources=sources,
+        stages=stage_mixes,
+    )

@@ -10,11 +10,21 @@ Layout of a packed directory::
     _COMMITTED   written last; a directory without it is refused
 
 Order is deterministic: epoch ``e`` visits the train split in the permutation
-``np.random.default_rng([seed, e]).permutation(N)``; each step takes the next
+``np.random.default_rng([seed, e]).permutation(N)`` — or, when ``index.json`` lists several
+curriculum stages (``splits.train.stages``), stage ``k``'s block permuted by
+``default_rng([seed, e, k])``, blocks in stage order. Each step takes the next
 ``global_batch_sequences`` of it (an epoch's tail shorter than a batch is dropped), and rank
-``r`` of ``W`` reads the r-th contiguous slice of that global batch. The reader's state
-(epoch, position) is two integers stored in every checkpoint, so a resume reads exactly the
-batches an uninterrupted run would have read. Model input is ``seq[:-1]``, target ``seq[1:]``.
+``r`` of ``W`` reads the r-th contiguous slice of that global batch, sorted. Batch ``b``
+(0-based; training step ``b + 1``) is therefore a pure function, :func:`batch_indices`, which
+the ledger uses to map a step to its documents.
+
+Resumable state (in every checkpoint's ``meta.json`` as ``data_state``, all integers):
+``state_dict()`` is ``epoch`` and ``position`` (the cursor) and ``seed`` (the RNG: permutations
+are drawn from ``(seed, epoch[, stage])``, so no generator bytes need saving);
+``checkpoint_state()`` adds ``num_sequences``, ``shard``, ``offset`` (the file and row of the
+next sequence), which ``load_state_dict`` checks against the data so that a changed packed
+directory is refused instead of silently reading other batches. Both forms load. Model input is ``seq[:-1]``,
+target ``seq[1:]``.
 
     index = read_packed_index("artifacts/packed_tokens")
     reader = BatchReader(PackedSplit(index, "train"), global_batch=16, seed=0, rank=0, world_size=2)
@@ -55,6 +65,7 @@ class PackedIndex:
     pad_id: int
     tokenizer_sha256: str
     splits: dict[str, tuple[ShardFile, ...]]
+    stages: tuple[tuple[int, int], ...] = ()  # train curriculum: (first_sequence, count)
 
     def files(self, split: str) -> tuple[ShardFile, ...]:
         if split not in self.splits:
@@ -103,6 +114,10 @@ def read_packed_index(packed_dir: str) -> PackedIndex:
             pad_id=int(index["pad_id"]),
             tokenizer_sha256=str(index["tokenizer_sha256"]),
             splits=splits,
+            stages=tuple(
+                (int(st["first_sequence"]), int(st["num_sequences"]))
+                for st in index["splits"].get("train", {}).get("stages", [])
+            ),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise DataError(f"{root}/index.json violates the packed-token contract: {exc!r}") from exc
@@ -119,6 +134,7 @@ class PackedSplit:
         if not files:
             raise DataError(f"{index.root}: split '{split}' has no files for source {source!r}")
         self.seq_len = index.seq_len
+        self.stages = index.stages if split == "train" and source is None else ()
         self._arrays = []
         for f in files:
             expected = f.num_sequences * index.seq_len * index.dtype.itemsize
@@ -138,6 +154,11 @@ class PackedSplit:
     def __len__(self) -> int:
         return self.num_sequences
 
+    def locate(self, index: int) -> tuple[int, int]:
+        """(shard file, row in it) of global sequence ``index``."""
+        file_idx = int(np.searchsorted(self._starts, index, side="right") - 1)
+        return file_idx, int(index - self._starts[file_idx])
+
     def rows(self, indices: np.ndarray) -> np.ndarray:
         """Sequences at global ``indices`` as a (len(indices), seq_len) int64 array."""
         out = np.empty((len(indices), self.seq_len), dtype=np.int64)
@@ -145,6 +166,35 @@ class PackedSplit:
         for i, (file_idx, idx) in enumerate(zip(files, indices, strict=True)):
             out[i] = self._arrays[file_idx][idx - self._starts[file_idx]]
         return out
+
+
+def epoch_permutation(
+    num_sequences: int, stages: tuple[tuple[int, int], ...], seed: int, epoch: int
+) -> np.ndarray:
+    """The order epoch ``epoch`` visits the sequences in (see the module docstring)."""
+    if len(stages) <= 1:
+        return np.random.default_rng([seed, epoch]).permutation(num_sequences)
+    return np.concatenate(
+        [
+            first + np.random.default_rng([seed, epoch, k]).permutation(count)
+            for k, (first, count) in enumerate(stages)
+        ]
+    )
+
+
+def batch_indices(
+    num_sequences: int,
+    stages: tuple[tuple[int, int], ...],
+    *,
+    global_batch: int,
+    seed: int,
+    batch: int,
+) -> np.ndarray:
+    """Sequence indices of global batch ``batch`` (0-based; training step ``batch + 1``)."""
+    per_epoch = num_sequences // global_batch
+    epoch, position = divmod(batch, per_epoch)
+    perm = epoch_permutation(num_sequences, stages, seed, epoch)
+    return perm[position * global_batch : (position + 1) * global_batch]
 
 
 class BatchReader:
@@ -167,14 +217,21 @@ class BatchReader:
 
     def _permutation(self) -> np.ndarray:
         if self._perm_epoch != self.epoch:
-            rng = np.random.default_rng([self.seed, self.epoch])
-            self._perm, self._perm_epoch = rng.permutation(len(self.split)), self.epoch
+            self._perm = epoch_permutation(
+                len(self.split), self.split.stages, self.seed, self.epoch
+            )
+            self._perm_epoch = self.epoch
         return self._perm
+
+    def _next_cursor(self) -> tuple[int, int]:
+        """(epoch, position) of the next batch, after wrapping a short epoch tail."""
+        if self.position + self.global_batch > len(self.split):
+            return self.epoch + 1, 0
+        return self.epoch, self.position
 
     def _advance(self) -> np.ndarray:
         """Global-batch indices of the next step, moving the cursor past them."""
-        if self.position + self.global_batch > len(self.split):
-            self.epoch, self.position = self.epoch + 1, 0
+        self.epoch, self.position = self._next_cursor()
         batch = self._permutation()[self.position : self.position + self.global_batch]
         self.position += self.global_batch
         return batch
@@ -189,8 +246,30 @@ class BatchReader:
         """Consume the next global batch without reading it; returns the sequences skipped."""
         return len(self._advance())
 
+    def _next_location(self, epoch: int, position: int) -> tuple[int, int]:
+        """(shard, offset) of the next sequence to read from cursor (epoch, position)."""
+        saved = (self.epoch, self.position)
+        self.epoch, self.position = epoch, position
+        epoch, position = self._next_cursor()
+        self.epoch = epoch
+        location = self.split.locate(int(self._permutation()[position]))
+        self.epoch, self.position = saved
+        return location
+
     def state_dict(self) -> dict[str, int]:
+        """The cursor: epoch, position and seed (the RNG: permutations derive from it)."""
         return {"epoch": self.epoch, "position": self.position, "seed": self.seed}
+
+    def checkpoint_state(self) -> dict[str, int]:
+        """``state_dict()`` plus what a resume verifies: num_sequences and the shard and
+        row (``offset``) of the next sequence; all integers, as ``meta.json`` stores them."""
+        shard, offset = self._next_location(self.epoch, self.position)
+        return {
+            **self.state_dict(),
+            "num_sequences": len(self.split),
+            "shard": shard,
+            "offset": offset,
+        }
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         if state.get("seed", self.seed) != self.seed:
@@ -198,4 +277,19 @@ class BatchReader:
                 f"checkpoint data seed {state['seed']} != config data.seed {self.seed}; resuming "
                 "with another seed would replay a different order — keep the checkpoint's seed"
             )
-        self.epoch, self.position = int(state["epoch"]), int(state["position"])
+        if state.get("num_sequences", len(self.split)) != len(self.split):
+            raise DataError(
+                f"checkpoint was trained on {state['num_sequences']} train sequences, this "
+                f"packed directory has {len(self.split)}; resume with the packed_tokens the "
+                "run started with (its path is in the checkpoint's config)"
+            )
+        epoch, position = int(state["epoch"]), int(state["position"])
+        if "shard" in state:
+            expected = (int(state["shard"]), int(state["offset"]))
+            if self._next_location(epoch, position) != expected:
+                raise DataError(
+                    f"checkpoint's next sequence is shard {expected[0]} row {expected[1]}, but "
+                    "this packed directory orders sequences differently; repacked data cannot "
+                    "resume a run exactly — resume with the original packed_tokens"
+                )
+        self.epoch, self.position = epoch, position

@@ -1,0 +1,220 @@
+"""Decontamination: find training documents that share an n-gram with evaluation sets.
+
+Text is normalized to lower-case word tokens (``\\w+``), so punctuation and WikiText's
+tokenized spacing (``1 @,@ 000``) do not hide a match. Every run of ``ngram`` consecutive words
+is hashed to 64 bits (a per-word blake2b hash combined polynomially with numpy); a training
+document is contaminated when one of its n-gram hashes is in the evaluation set. Evaluation
+items shorter than ``ngram`` words cannot be matched this way and are counted, not hidden.
+
+Evaluation files are read by format, picked from the file name:
+
+| name contains | format    | items                                                        |
+|---------------|-----------|--------------------------------------------------------------|
+| ``hellaswag`` | JSONL     | ``query + " " + ending`` for each ending                     |
+| ``arc``       | JSONL     | ``question.stem + " " + choice.text`` for each choice        |
+| ``blimp``     | JSONL     | ``sentence_good`` and ``sentence_bad``                       |
+| ``wikitext``  | text      | each line, cut at ``<unk>`` (a placeholder, not the word)    |
+| other         | JSONL/text| the ``text`` field of each record, or each line              |
+
+Usage::
+
+    from pretrain.decontam import DecontamConfig, EvalNgrams
+    ngrams = EvalNgrams.load(DecontamConfig(eval_files=("../shared/data/eval/hellaswag_val_10042.jsonl.gz",)))
+    ngrams.matches("... a document ...")     # names of the eval sets it overlaps, e.g. ["hellaswag_val_10042"]
+    ngrams.report()                          # items, n-grams, too-short items, missing files per set
+
+Files may be ``.gz``, ``.zst`` or plain. A configured file that does not exist raises
+``DataError`` unless ``skip_missing=True`` (the demo runs without ``../shared/data``); skipped
+files are listed in the report.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from pretrain.errors import ConfigError, DataError
+
+SHARED_EVAL_DIR = "../shared/data/eval"
+DEFAULT_EVAL_FILES = tuple(
+    f"{SHARED_EVAL_DIR}/{name}"
+    for name in (
+        "hellaswag_val_10042.jsonl.gz",
+        "arc_easy_dev_570.jsonl.gz",
+        "blimp_67paradigms_67000pairs.jsonl.gz",
+        "wikitext2_valid.tokens.txt.gz",
+    )
+)
+_WORD = re.compile(r"\w+")
+_MULT = np.uint64(0x9E3779B97F4A7C15)  # odd constant: position weights never collapse to 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecontamConfig:
+    """Which evaluation files to protect and the n-gram length (13 as in GPT-3)."""
+
+    eval_files: tuple[str, ...] = DEFAULT_EVAL_FILES
+    ngram: int = 13
+    skip_missing: bool = False
+
+    def __post_init__(self) -> None:
+        if self.ngram < 3:
+            raise ConfigError(f"DecontamConfig.ngram={self.ngram} must be >= 3; 13 is standard")
+        if isinstance(self.eval_files, str):
+            raise ConfigError("DecontamConfig.eval_files must be a tuple of paths, not one string")
+
+
+class _WordHasher:
+    """Stable 64-bit word hashes (blake2b), cached per word."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, int] = {}
+
+    def __call__(self, text: str) -> np.ndarray:
+        words = _WORD.findall(text.lower())
+        cache = self._cache
+        out = np.empty(len(words), dtype=np.uint64)
+        for i, w in enumerate(words):
+            h = cache.get(w)
+            if h is None:
+                h = int.from_bytes(hashlib.blake2b(w.encode(), digest_size=8).digest(), "little")
+                cache[w] = h
+            out[i] = h
+        return out
+
+
+def ngram_hashes(word_hashes: np.ndarray, n: int) -> np.ndarray:
+    """uint64 hash of every run of ``n`` consecutive words (empty when fewer than ``n``)."""
+    count = len(word_hashes) - n + 1
+    if count <= 0:
+        return np.empty(0, dtype=np.uint64)
+    acc = np.zeros(count, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for k in range(n):  # arithmetic mod 2**64 is intended
+            acc = acc * _MULT + word_hashes[k : k + count]
+    return acc
+
+
+def _open_text(path: Path) -> io.TextIOBase:
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8")
+    if path.suffix == ".zst":
+        import zstandard
+
+        raw = zstandard.ZstdDecompressor().stream_reader(path.open("rb"))
+        return io.TextIOWrapper(raw, encoding="utf-8")
+    return path.open(encoding="utf-8")
+
+
+def eval_format(path: str) -> str:
+    """The reader used for ``path`` (see the module table)."""
+    name = Path(path).name.lower()
+    for fmt in ("hellaswag", "arc", "blimp", "wikitext"):
+        if fmt in name:
+            return fmt
+    return "jsonl" if ".jsonl" in name else "text"
+
+
+def iter_eval_items(path: str) -> Iterator[str]:
+    """The texts of one evaluation file, per its format."""
+    fmt = eval_format(path)
+    with _open_text(Path(path)) as f:
+        for line in f:
+            if fmt in ("wikitext", "text"):
+                yield from line.split("<unk>") if fmt == "wikitext" else [line]
+                continue
+            if not line.strip():
+                continue
+            record = json.loads(line)
+            if fmt == "hellaswag":
+                yield from (f"{record['query']} {e}" for e in record["endings"])
+            elif fmt == "arc":
+                stem = record["question"]["stem"]
+                yield from (f"{stem} {c['text']}" for c in record["question"]["choices"])
+            elif fmt == "blimp":
+                yield from (record["sentence_good"], record["sentence_bad"])
+            else:
+                yield record["text"]
+
+
+def eval_set_name(path: str) -> str:
+    name = Path(path).name
+    for suffix in (".gz", ".zst", ".jsonl", ".txt", ".tokens"):
+        name = name.removesuffix(suffix)
+    return name
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvalSetReport:
+    file: str
+    items: int
+    items_too_short: int  # fewer words than ``ngram``: cannot be matched
+    ngrams: int
+
+
+@dataclass
+class EvalNgrams:
+    """Sorted n-gram hashes of every configured evaluation set."""
+
+    ngram: int
+    sets: dict[str, np.ndarray] = field(default_factory=dict)
+    reports: dict[str, EvalSetReport] = field(default_factory=dict)
+    missing: tuple[str, ...] = ()
+    _hasher: _WordHasher = field(default_factory=_WordHasher)
+
+    @classmethod
+    def load(cls, config: DecontamConfig) -> EvalNgrams:
+        missing = tuple(p for p in config.eval_files if not Path(p).is_file())
+        if missing and not config.skip_missing:
+            raise DataError(
+                f"evaluation files not found: {list(missing)}; fix the paths, or set "
+                "skip_missing=True to decontaminate against the files that exist"
+            )
+        out = cls(ngram=config.ngram, missing=missing)
+        for path in config.eval_files:
+            if path in missing:
+                continue
+            name = eval_set_name(path)
+            if name in out.sets:
+                raise ConfigError(f"two eval files are both named '{name}'; rename one")
+            chunks, items, short = [], 0, 0
+            for text in iter_eval_items(path):
+                grams = ngram_hashes(out._hasher(text), config.ngram)
+                items += 1
+                short += len(grams) == 0
+                chunks.append(grams)
+            hashes = np.unique(np.concatenate(chunks)) if chunks else np.empty(0, np.uint64)
+            out.sets[name] = hashes
+            out.reports[name] = EvalSetReport(
+                file=path, items=items, items_too_short=short, ngrams=len(hashes)
+            )
+        return out
+
+    def matches(self, text: str) -> list[str]:
+        """Names of the evaluation sets sharing at least one n-gram with ``text``."""
+        grams = ngram_hashes(self._hasher(text), self.ngram)
+        if len(grams) == 0:
+            return []
+        hits = []
+        for name, hashes in self.sets.items():
+            if len(hashes) == 0:
+                continue
+            pos = np.searchsorted(hashes, grams).clip(max=len(hashes) - 1)
+            if bool((hashes[pos] == grams).any()):
+                hits.append(name)
+        return hits
+
+    def report(self) -> dict:
+        return {
+            "ngram": self.ngram,
+            "sets": {name: vars(r) for name, r in self.reports.items()},
+            "missing_files": list(self.missing),
+        }
