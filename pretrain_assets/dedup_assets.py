@@ -11,7 +11,7 @@ from dagster import (
 from pretrain import storage, verify
 from pretrain.dedup.apply import apply_dedup
 from pretrain.dedup.clusters import cluster_duplicates
-from pretrain.dedup.config import DedupConfig
+from pretrain.dedup.config import DedupConfig, LineDedupConfig
 from pretrain.dedup.minhash import compute_signatures
 from pretrain_assets.data_assets import filtered_shards
 from pretrain_assets.metadata import check_result, stage_metadata
@@ -20,11 +20,19 @@ from resources.storage import ArtifactStore
 
 
 class DedupAssetConfig(Config):
+    """Launch-time dedup settings; signatures and clusters must run with the same values."""
+
     threshold: float = 0.8
     num_perm: int = 112
     bands: int = 14
     rows: int = 8
     ngram: int = 5
+    verify: str = "jaccard"
+    url_dedup: bool = True
+    incremental: bool = True
+    max_partition_rows: int = 2_000_000
+    line_min_documents: int = 20  # 0 switches line dedup off
+    line_unit: str = "line"
     max_duplicate_rate: float = 0.6
 
 
@@ -35,6 +43,11 @@ def dedup_config(config: DedupAssetConfig) -> DedupConfig:
         bands=config.bands,
         rows=config.rows,
         ngram=config.ngram,
+        verify=config.verify,
+        url_dedup=config.url_dedup,
+        incremental=config.incremental,
+        max_partition_rows=config.max_partition_rows,
+        lines=LineDedupConfig(min_documents=config.line_min_documents, unit=config.line_unit),
     )
 
 
@@ -42,13 +55,13 @@ def dedup_config(config: DedupAssetConfig) -> DedupConfig:
     partitions_def=shard_partitions,
     deps=[filtered_shards],
     group_name="dedup",
-    code_version="minhash-v1",
+    code_version="minhash-v2",
     check_specs=[AssetCheckSpec("one_signature_per_document", asset="minhash_signatures")],
 )
 def minhash_signatures(
     context: AssetExecutionContext, config: DedupAssetConfig, store: ArtifactStore
 ) -> MaterializeResult:
-    """MinHash band hashes and exact-text hashes of one shard's kept documents."""
+    """MinHash signatures, band-bucket rows and line hashes of one shard's kept documents."""
     shard = context.partition_key
     docs_uri = store.uri("filtered_shards", shard, "documents.parquet")
     out = store.uri("minhash_signatures", shard, "signatures.parquet")
@@ -63,13 +76,13 @@ def minhash_signatures(
 @asset(
     deps=[minhash_signatures],
     group_name="dedup",
-    code_version="clusters-v1",
+    code_version="clusters-v2",
     check_specs=[AssetCheckSpec("duplicate_rate_in_range", asset="dedup_clusters")],
 )
 def dedup_clusters(
     context: AssetExecutionContext, config: DedupAssetConfig, store: ArtifactStore
 ) -> MaterializeResult:
-    """Global exact + LSH clustering across every shard; one survivor per cluster."""
+    """Global exact/URL/LSH clustering (incremental, per band partition); boilerplate lines."""
     shards = context.instance.get_dynamic_partitions(shard_partitions.name)
     signature_uris = [store.uri("minhash_signatures", s, "signatures.parquet") for s in shards]
     out = store.uri("dedup_clusters")
@@ -86,14 +99,14 @@ def dedup_clusters(
     partitions_def=shard_partitions,
     deps=[filtered_shards, dedup_clusters],
     group_name="dedup",
-    code_version="dedup-apply-v1",
+    code_version="dedup-apply-v2",
     check_specs=[
         AssetCheckSpec("non_empty", asset="deduped_shards"),
         AssetCheckSpec("kept_plus_rejected_equals_input", asset="deduped_shards"),
     ],
 )
 def deduped_shards(context: AssetExecutionContext, store: ArtifactStore) -> MaterializeResult:
-    """One shard's documents minus non-survivors (each removal in rejects with its survivor)."""
+    """One shard minus non-survivors and boilerplate lines (removals in rejects, with reason)."""
     shard = context.partition_key
     docs_uri = store.uri("filtered_shards", shard, "documents.parquet")
     out = store.uri("deduped_shards", shard)

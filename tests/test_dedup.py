@@ -20,7 +20,8 @@ from pretrain.data.schema import doc_id, documents_table
 from pretrain.dedup.apply import apply_dedup
 from pretrain.dedup.clusters import cluster_duplicates
 from pretrain.dedup.config import DedupConfig
-from pretrain.dedup.minhash import compute_signatures, shingle_hashes, signatures
+from pretrain.dedup.minhash import compute_signatures, signatures
+from pretrain.dedup.shingles import batch_shingles
 from pretrain.errors import ConfigError, DataError
 
 MODULES_A = ["argparse.py", "base64.py", "calendar.py", "difflib.py", "fractions.py", "gettext.py"]
@@ -73,12 +74,12 @@ def planted(tmp_path: Path) -> dict:
 
 def test_signatures_match_datasketch() -> None:
     config = DedupConfig()
-    vocab: dict[str, int] = {}
-    texts = [UNRELATED, "short text", "", (UNRELATED + " ") * 3]
-    shingles = [shingle_hashes(t, config, vocab) for t in texts]
-    assert [len(s) for s in shingles[:3]] == [len(UNRELATED.split()) - 4, 1, 0]
-    ours = signatures(shingles, config)
-    for hashes, row in zip(shingles, ours, strict=True):
+    texts = [UNRELATED, "short text", "", (UNRELATED + " ") * 3, "中文评论很好很好吃"]
+    batch = batch_shingles(texts, config)
+    assert batch.counts.tolist() == [len(UNRELATED.split()) - 4, 1, 0, 28, 5]
+    assert batch.char_shingled.tolist() == [False, False, False, False, True]
+    ours = signatures(batch.hashes, batch.owner, len(texts), config)
+    for hashes, row in zip(batch.per_document(), ours, strict=True):
         reference = MinHash(num_perm=112, seed=1, scheme="affine32", hashfunc=int)
         reference.update_batch(hashes.tolist())
         assert np.array_equal(reference.hashvalues, row)

@@ -1,8 +1,10 @@
-"""Apply the global dedup clusters to one shard: keep survivors and unclustered documents.
+"""Apply the global dedup decisions to one shard: drop non-survivors, cut boilerplate lines.
 
 Removed documents go to ``rejects.parquet`` with ``stage="dedup"``, reason
-``exact_duplicate``/``near_duplicate`` and ``detail`` = the survivor's id, so a person can see
-what each removed document duplicated::
+``exact_duplicate``/``url_duplicate``/``near_duplicate`` and ``detail`` = the survivor's id,
+so a person can see what each removed document duplicated. When ``boilerplate.parquet`` sits
+next to ``clusters.parquet`` its lines/paragraphs are cut from the kept texts; a text left
+empty goes to rejects with reason ``boilerplate_only``::
 
     from pretrain.dedup.apply import apply_dedup
     stats = apply_dedup(
@@ -25,9 +27,12 @@ import pyarrow.compute as pc
 
 from pretrain import storage
 from pretrain.data.schema import DOCUMENT_SCHEMA, REJECT_SCHEMA
+from pretrain.dedup.config import LineDedupConfig
+from pretrain.dedup.lines import remove_boilerplate
 from pretrain.errors import DataError
 
 STAGE = "dedup"
+BOILERPLATE_ONLY = "boilerplate_only"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,6 +42,8 @@ class DedupApplyStats:
     removed: dict[str, int] = field(default_factory=dict)
     chars_in: int = 0
     chars_kept: int = 0
+    lines_removed: int = 0  # boilerplate lines/paragraphs cut from kept documents
+    documents_trimmed: int = 0  # kept documents that lost at least one boilerplate line
 
     def __post_init__(self) -> None:
         if self.documents_in != self.kept + sum(self.removed.values()):
@@ -54,13 +61,15 @@ class DedupApplyStats:
             "removed_rate": round(num_removed / self.documents_in, 6) if self.documents_in else 0.0,
             "chars_in": self.chars_in,
             "chars_kept": self.chars_kept,
+            "lines_removed": self.lines_removed,
+            "documents_trimmed": self.documents_trimmed,
         }
         out.update({f"removed_{reason}": n for reason, n in sorted(self.removed.items())})
         return out
 
 
 def apply_dedup(input_uri: str, clusters_uri: str, output_dir_uri: str) -> DedupApplyStats:
-    """Drop every clustered document that is not its cluster's survivor."""
+    """Drop every clustered document that is not its cluster's survivor; cut boilerplate."""
     documents = storage.read_table(input_uri)
     if "id" not in documents.schema.names:
         raise DataError(f"{input_uri} has no 'id' column: not a documents table")
@@ -73,12 +82,17 @@ def apply_dedup(input_uri: str, clusters_uri: str, output_dir_uri: str) -> Dedup
     kept = documents.filter(pc.invert(is_removed))
     dropped = documents.filter(is_removed)
     dropped_position = position.filter(is_removed)
-    rejects = (
-        dropped.append_column("stage", pa.array([STAGE] * dropped.num_rows, pa.string()))
-        .append_column("reason", removed["reason"].take(dropped_position))
-        .append_column("detail", removed["survivor_id"].take(dropped_position))
-        .cast(REJECT_SCHEMA)
+    rejects = _rejects(
+        dropped,
+        removed["reason"].take(dropped_position),
+        removed["survivor_id"].take(dropped_position),
     )
+
+    kept, emptied, lines_removed, trimmed = _cut_boilerplate(kept, clusters_uri)
+    if emptied.num_rows:
+        detail = pa.array(["every line was boilerplate"] * emptied.num_rows, pa.string())
+        reasons = pa.array([BOILERPLATE_ONLY] * emptied.num_rows, pa.string())
+        rejects = pa.concat_tables([rejects, _rejects(emptied, reasons, detail)])
 
     stats = DedupApplyStats(
         documents_in=documents.num_rows,
@@ -86,6 +100,8 @@ def apply_dedup(input_uri: str, clusters_uri: str, output_dir_uri: str) -> Dedup
         removed=dict(sorted(Counter(rejects["reason"].to_pylist()).items())),
         chars_in=_chars(documents),
         chars_kept=_chars(kept),
+        lines_removed=lines_removed,
+        documents_trimmed=trimmed,
     )
     storage.write_table(kept, storage.join(output_dir_uri, "documents.parquet"))
     storage.write_table(rejects, storage.join(output_dir_uri, "rejects.parquet"))
@@ -94,6 +110,43 @@ def apply_dedup(input_uri: str, clusters_uri: str, output_dir_uri: str) -> Dedup
         storage.join(output_dir_uri, "stats.json"),
     )
     return stats
+
+
+def _rejects(documents: pa.Table, reasons: pa.Array, details: pa.Array) -> pa.Table:
+    stage = pa.array([STAGE] * documents.num_rows, pa.string())
+    return (
+        documents.append_column("stage", stage)
+        .append_column("reason", reasons)
+        .append_column("detail", details)
+        .cast(REJECT_SCHEMA)
+    )
+
+
+def _cut_boilerplate(kept: pa.Table, clusters_uri: str) -> tuple[pa.Table, pa.Table, int, int]:
+    """(kept with lines cut, documents left empty, lines removed, documents trimmed)."""
+    boilerplate_uri = storage.join(clusters_uri.rsplit("/", 1)[0], "boilerplate.parquet")
+    if not storage.exists(boilerplate_uri):
+        return kept, kept.slice(0, 0), 0, 0
+    table = storage.read_table(boilerplate_uri)
+    meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
+    if table.num_rows == 0:
+        return kept, kept.slice(0, 0), 0, 0
+    config = LineDedupConfig(
+        min_documents=2,  # only the unit settings matter when cutting
+        unit=meta["lines.unit"],
+        min_chars=int(meta["lines.min_chars"]),
+        skip_sources=tuple(s for s in meta["lines.skip_sources"].split(",") if s),
+    )
+    texts, removed = remove_boilerplate(
+        kept["text"], kept["source"], table.column("h").to_numpy(), config
+    )
+    trimmed = pa.array(removed > 0)
+    num_chars = pc.if_else(trimmed, pc.utf8_length(texts).cast(pa.int64()), kept["num_chars"])
+    blank = pc.and_(trimmed, pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(texts)), 0))
+    emptied = kept.filter(blank)  # original text in rejects, for audit
+    kept = kept.set_column(kept.schema.get_field_index("text"), "text", texts)
+    kept = kept.set_column(kept.schema.get_field_index("num_chars"), "num_chars", num_chars)
+    return kept.filter(pc.invert(blank)), emptied, int(removed.sum()), int((removed > 0).sum())
 
 
 def _chars(table: pa.Table) -> int:

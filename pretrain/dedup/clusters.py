@@ -1,190 +1,204 @@
-"""Global duplicate clusters from every shard's signatures: exact groups plus MinHash LSH.
+"""Global duplicate clusters from every shard's signatures: exact, URL and MinHash-LSH.
 
-1. Exact: documents with the same ``exact_hash`` (normalized text) are linked.
-2. LSH: for each band, a polars group-by on the band hash gives buckets; members of a bucket
-   become candidate pairs (all pairs, or star pairs to the first member in buckets larger
-   than ``max_bucket_pairs``); with ``verify`` a pair is kept only when the two full
-   signatures agree on at least ``threshold`` of their values (estimated Jaccard).
-3. Union-find over all links → connected components. The survivor of each cluster is the
-   highest ``quality_score`` (null counts lowest), then the smallest ``id`` — independent of
-   shard order, so reruns give byte-identical output::
+1. Candidates per band partition (:mod:`pretrain.dedup.buckets`): same normalized text, same
+   URL, or a shared LSH band bucket — never one in-memory table of the whole corpus.
+2. With ``verify="jaccard"`` an LSH pair counts only when the true shingle Jaccard of the two
+   texts (re-read for candidate documents only) is ``>= threshold``; ``"signature"`` uses the
+   share of equal MinHash values instead.
+3. Union-find over the nodes that have an edge (memory grows with duplicates, not corpus).
+   The survivor of each cluster is the highest ``quality_score`` (null lowest), then the
+   smallest ``id``; in incremental mode a document kept earlier always wins
+   (:mod:`pretrain.dedup.incremental`). Shard URIs are sorted first, so the output does not
+   depend on the order they are given in — reruns are byte-identical::
 
     from pretrain.dedup.clusters import cluster_duplicates
     stats = cluster_duplicates(signature_uris, ".pretrain/artifacts/dedup_clusters", DedupConfig())
 
-``clusters.parquet`` holds only documents in clusters of size > 1: ``id, cluster_id,
-survivor_id, reason`` with reason ``survivor``, ``exact_duplicate`` (same normalized text as
-the survivor) or ``near_duplicate``. ``stats.json`` has the counts and a size histogram.
+Output folder: ``clusters.parquet`` (documents in clusters of size > 1: ``id, cluster_id,
+survivor_id, reason, source, shard, row``; reason ``survivor``, ``exact_duplicate``,
+``url_duplicate`` or ``near_duplicate``), ``boilerplate.parquet`` (line dedup),
+``changes.parquet`` and ``state.json`` (incremental), ``stats.json``.
 """
 
 from __future__ import annotations
 
-import json
-from collections import Counter
-from dataclasses import asdict, dataclass, field
+import resource
+import time
+from dataclasses import asdict
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
+import pyarrow.parquet as pq
 
 from pretrain import storage
+from pretrain.dedup import lines
+from pretrain.dedup.buckets import Candidates, ShardInput, candidate_pairs
 from pretrain.dedup.config import DedupConfig
+from pretrain.dedup.incremental import (
+    ROW_SCHEMA,
+    Plan,
+    load_prior,
+    plan_incremental,
+    survivor_changes,
+)
+from pretrain.dedup.shingles import batch_shingles, jaccard_pairs
+from pretrain.dedup.stats import ClusterStats, source_rates
 from pretrain.errors import DataError
 
-CLUSTER_SCHEMA = pa.schema(
-    [
-        ("id", pa.string()),
-        ("cluster_id", pa.int64()),
-        ("survivor_id", pa.string()),
-        ("reason", pa.string()),
-    ]
-)
-_VERIFY_CHUNK = 65_536
-
-
-@dataclass(frozen=True, kw_only=True)
-class ClusterStats:
-    documents: int
-    clusters: int
-    clustered_documents: int
-    removed_exact: int
-    removed_near: int
-    candidate_pairs: int
-    verified_pairs: int
-    repeated_ids: int  # ids seen in more than one row (same file in two shards); merged
-    cluster_sizes: dict[int, int] = field(default_factory=dict)
-
-    @property
-    def removed(self) -> int:
-        return self.removed_exact + self.removed_near
-
-    def as_metadata(self) -> dict[str, int | float | str]:
-        out = {k: v for k, v in asdict(self).items() if k != "cluster_sizes"}
-        out["removed"] = self.removed
-        out["dedup_rate"] = round(self.removed / self.documents, 6) if self.documents else 0.0
-        out["max_cluster_size"] = max(self.cluster_sizes, default=0)
-        out["cluster_sizes"] = json.dumps({str(k): v for k, v in self.cluster_sizes.items()})
-        return out
+INFO_COLUMNS = ["id", "source", "quality_score", "exact_hash", "url_hash"]
 
 
 def cluster_duplicates(
     signature_uris: list[str], output_dir_uri: str, config: DedupConfig
 ) -> ClusterStats:
-    """Cluster duplicates across all signature files; write clusters.parquet and stats.json."""
-    table = _read_signatures(signature_uris, config)
-    bands, _ = config.band_rows
-    frame = pl.from_arrow(table.drop_columns(["minhash"]))
-    assert isinstance(frame, pl.DataFrame)
-    # One node per distinct id: a raw file listed in two shards gives the same id twice.
-    frame = frame.with_row_index("row").unique("id", keep="first", maintain_order=True)
-    repeated_ids = table.num_rows - frame.height
-    frame = frame.with_row_index("node")
-    signature = _signature_matrix(table)[frame["row"].to_numpy()]
+    """Cluster duplicates across all signature files; write the output folder (see above)."""
+    started = time.monotonic()
+    shards, fingerprints = open_shards(signature_uris, config)
+    prior = load_prior(output_dir_uri, config)
+    plan = plan_incremental(shards, fingerprints, prior)
+    found, near = find_pairs(shards, config, plan if prior else None)
+    edges = np.concatenate([found.exact, near]).reshape(-1, 2)
+    nodes, roots = _components(edges)
+    info = _node_info(shards, nodes).with_columns(pl.Series("root", roots))
+    new_rows = _assign_survivors(info, plan, incremental=prior is not None)
+    rows = _finish_rows(pl.concat([plan.carried, new_rows]))
+    changes = survivor_changes(prior, rows)
 
-    exact = _exact_edges(frame)
-    candidates = _candidate_edges(frame, bands, config.max_bucket_pairs)
-    near = _verify(candidates, signature, config) if config.verify else candidates
-    roots = _connected_components(frame.height, np.concatenate([exact, near]))
-    clusters = _assign_survivors(frame, roots)
-
-    sizes = Counter(clusters.group_by("cluster_id").len()["len"].to_list())
-    reasons = Counter(clusters["reason"].to_list())
-    stats = ClusterStats(
-        documents=frame.height,
-        clusters=clusters["cluster_id"].n_unique() if clusters.height else 0,
-        clustered_documents=clusters.height,
-        removed_exact=reasons.get("exact_duplicate", 0),
-        removed_near=reasons.get("near_duplicate", 0),
-        candidate_pairs=len(candidates),
+    removed_rows = _removed_rows(rows, shards)
+    boilerplate = lines.boilerplate_hashes(
+        [s.sibling("lines.parquet") for s in shards], removed_rows, config.lines,
+        config.max_partition_rows,
+    )  # fmt: skip
+    stats = ClusterStats.from_rows(
+        rows,
+        documents=sum(s.num_rows for s in shards),
+        repeated_ids=info.height - info["id"].n_unique(),
+        candidate_pairs=len(found.lsh),
         verified_pairs=len(near),
-        repeated_ids=repeated_ids,
-        cluster_sizes=dict(sorted(sizes.items())),
+        exact_pairs=len(found.exact),
+        partitions=found.partitions,
+        peak_partition_rows=found.peak_partition_rows,
+        peak_rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        committed_shards=len(plan.committed),
+        fresh_shards=len(shards) - len(plan.committed) if prior else len(shards),
+        survivor_changes=changes.height,
+        boilerplate_units=boilerplate.num_rows,
+        seconds=round(time.monotonic() - started, 3),
+        rate_by_source=source_rates(rows, shards),
     )
-    out = clusters.to_arrow().select(CLUSTER_SCHEMA.names).cast(CLUSTER_SCHEMA)
-    storage.write_table(out, storage.join(output_dir_uri, "clusters.parquet"))
+    storage.write_table(rows.to_arrow(), storage.join(output_dir_uri, "clusters.parquet"))
+    storage.write_table(boilerplate, storage.join(output_dir_uri, "boilerplate.parquet"))
+    storage.write_table(changes.to_arrow(), storage.join(output_dir_uri, "changes.parquet"))
     storage.write_json(
-        {**stats.as_metadata(), "inputs": list(signature_uris), "config": asdict(config)},
+        {**stats.as_metadata(), "inputs": [s.uri for s in shards], "config": asdict(config)},
         storage.join(output_dir_uri, "stats.json"),
+    )
+    storage.write_json(
+        {"shards": fingerprints, "params": config.decision_params()},
+        storage.join(output_dir_uri, "state.json"),
     )
     return stats
 
 
-def _read_signatures(uris: list[str], config: DedupConfig) -> pa.Table:
+def find_pairs(
+    shards: list[ShardInput], config: DedupConfig, plan: Plan | None = None
+) -> tuple[Candidates, np.ndarray]:
+    """Candidates over every band partition, and the LSH pairs that pass verification."""
+    found = candidate_pairs(
+        shards,
+        config,
+        eligible=plan.eligible if plan else None,
+        is_fresh=plan.is_fresh if plan else None,
+    )
+    return found, _verify(found.lsh, shards, config)
+
+
+def open_shards(uris: list[str], config: DedupConfig) -> tuple[list[ShardInput], dict[str, str]]:
+    """Check parameters from the Parquet footers only; number nodes in sorted URI order."""
     if not uris:
         raise DataError("no signature files given: materialize minhash_signatures first")
     expected = {f"dedup.{k}": v for k, v in config.signature_params().items()}
-    tables = []
-    for uri in uris:
-        table = storage.read_table(uri)
-        found = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
+    shards, fingerprints, offset = [], {}, 0
+    for uri in sorted(set(uris)):
+        if not storage.exists(uri):
+            raise DataError(f"{uri} does not exist: materialize minhash_signatures for it")
+        fs, path = storage.filesystem(uri)
+        with fs.open_input_file(path) as f:
+            parquet = pq.ParquetFile(f)
+            num_rows = parquet.metadata.num_rows
+            raw = parquet.schema_arrow.metadata or {}
+        found = {k.decode(): v.decode() for k, v in raw.items()}
         wrong = {k: (found.get(k), v) for k, v in expected.items() if found.get(k) != v}
         if wrong:
             raise DataError(
                 f"{uri} was computed with other dedup parameters {wrong} (found, expected): "
                 "recompute its signatures with this DedupConfig"
             )
-        tables.append(table.replace_schema_metadata(None))
-    return pa.concat_tables(tables)
+        shards.append(ShardInput(uri=uri, offset=offset, num_rows=num_rows))
+        fingerprints[uri] = found.get("dedup.fingerprint", "")
+        offset += num_rows
+    return shards, fingerprints
 
 
-def _signature_matrix(table: pa.Table) -> np.ndarray:
-    column = table.column("minhash").combine_chunks()
-    values = column.flatten().to_numpy()
-    return values.reshape(table.num_rows, -1) if table.num_rows else values.reshape(0, 1)
+def _per_shard(shards: list[ShardInput], nodes: np.ndarray):
+    """Yield ``(shard, positions in nodes, rows in shard)`` for sorted ``nodes``."""
+    for shard in shards:
+        lo, hi = np.searchsorted(nodes, [shard.offset, shard.offset + shard.num_rows])
+        if hi > lo:
+            yield shard, np.arange(lo, hi), nodes[lo:hi] - shard.offset
 
 
-def _exact_edges(frame: pl.DataFrame) -> np.ndarray:
-    edges = (
-        frame.select("node", "exact_hash")
-        .with_columns(pl.col("node").min().over("exact_hash").alias("first"))
-        .filter(pl.col("node") != pl.col("first"))
-    )
-    return edges.select("first", "node").to_numpy().astype(np.int64).reshape(-1, 2)
+def _node_info(shards: list[ShardInput], nodes: np.ndarray) -> pl.DataFrame:
+    frames = []
+    for shard, _, rows in _per_shard(shards, nodes):
+        table = storage.read_table(shard.uri, columns=INFO_COLUMNS).take(rows)
+        frame = pl.from_arrow(table)
+        assert isinstance(frame, pl.DataFrame)
+        frames.append(frame.with_columns(shard=pl.lit(shard.uri), row=pl.Series(rows)))
+    schema = {"id": pl.String, "source": pl.String, "quality_score": pl.Float32,
+              "exact_hash": pl.UInt64, "url_hash": pl.UInt64, "shard": pl.String,
+              "row": pl.Int64}  # fmt: skip
+    if not frames:
+        return pl.DataFrame(schema=schema).with_columns(node=pl.Series([], dtype=pl.Int64))
+    return pl.concat(frames).cast(schema).with_columns(node=pl.Series(nodes))  # type: ignore[arg-type]
 
 
-def _candidate_edges(frame: pl.DataFrame, bands: int, max_bucket_pairs: int) -> np.ndarray:
-    long = pl.concat(
-        [
-            frame.select(
-                pl.lit(band, pl.Int32).alias("band"), pl.col(f"band_{band}").alias("h"), "node"
-            )
-            for band in range(bands)
-        ]
-    )
-    members = long.with_columns(
-        pl.len().over("band", "h").alias("size"),
-        pl.col("node").min().over("band", "h").alias("first"),
-    ).filter(pl.col("size") > 1)
-    small = members.filter(pl.col("size") <= max_bucket_pairs).select("band", "h", "node")
-    all_pairs = (
-        small.join(small, on=["band", "h"], suffix="_b")
-        .filter(pl.col("node") < pl.col("node_b"))
-        .select(pl.col("node").alias("a"), pl.col("node_b").alias("b"))
-    )
-    star_pairs = members.filter(
-        (pl.col("size") > max_bucket_pairs) & (pl.col("node") != pl.col("first"))
-    ).select(pl.col("first").alias("a"), pl.col("node").alias("b"))
-    pairs = pl.concat([all_pairs, star_pairs]).unique().sort("a", "b")
-    return pairs.to_numpy().astype(np.int64).reshape(-1, 2)
+def _verify(pairs: np.ndarray, shards: list[ShardInput], config: DedupConfig) -> np.ndarray:
+    if config.verify == "none" or len(pairs) == 0:
+        return pairs
+    nodes = np.unique(pairs)
+    left, right = np.searchsorted(nodes, pairs[:, 0]), np.searchsorted(nodes, pairs[:, 1])
+    if config.verify == "signature":
+        parts = [
+            np.stack(storage.read_table(s.uri, columns=["minhash"]).column("minhash")
+                     .take(rows).to_numpy(zero_copy_only=False))
+            for s, _, rows in _per_shard(shards, nodes)
+        ]  # fmt: skip
+        signature = np.concatenate(parts)
+        score = (signature[left] == signature[right]).mean(axis=1)
+    else:
+        texts = []
+        for shard, _, rows in _per_shard(shards, nodes):
+            fs, path = storage.filesystem(shard.uri)
+            with fs.open_input_file(path) as f:
+                meta = pq.ParquetFile(f).schema_arrow.metadata or {}
+            docs_uri = meta[b"dedup.documents_uri"].decode()
+            texts.append(storage.read_table(docs_uri, columns=["text"]).column("text").take(rows))
+        text = pl.concat([pl.Series("text", t) for t in texts])
+        score = jaccard_pairs(batch_shingles(text, config), left, right)
+    return pairs[score >= config.threshold]
 
 
-def _verify(pairs: np.ndarray, signature: np.ndarray, config: DedupConfig) -> np.ndarray:
-    keep = np.zeros(len(pairs), dtype=bool)
-    for start in range(0, len(pairs), _VERIFY_CHUNK):
-        chunk = pairs[start : start + _VERIFY_CHUNK]
-        agreement = (signature[chunk[:, 0]] == signature[chunk[:, 1]]).mean(axis=1)
-        keep[start : start + _VERIFY_CHUNK] = agreement >= config.threshold
-    return pairs[keep]
-
-
-def _connected_components(num_nodes: int, edges: np.ndarray) -> np.ndarray:
-    """Union-find (path halving, smaller root wins) → root node of each node."""
-    parent = np.arange(num_nodes)
-    for a, b in edges.tolist():
+def _components(edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Union-find over the nodes that have an edge → (sorted nodes, root of each)."""
+    nodes = np.unique(edges)
+    parent = np.arange(len(nodes))
+    local = np.searchsorted(nodes, edges)
+    for a, b in local.tolist():
         ra, rb = _find(parent, a), _find(parent, b)
         if ra != rb:
             parent[max(ra, rb)] = min(ra, rb)
-    return np.array([_find(parent, node) for node in range(num_nodes)], dtype=np.int64)
+    return nodes, np.array([_find(parent, n) for n in range(len(nodes))], dtype=np.int64)
 
 
 def _find(parent: np.ndarray, node: int) -> int:
@@ -194,33 +208,56 @@ def _find(parent: np.ndarray, node: int) -> int:
     return int(node)
 
 
-def _assign_survivors(frame: pl.DataFrame, roots: np.ndarray) -> pl.DataFrame:
-    grouped = (
-        frame.select("id", "quality_score", "exact_hash")
-        .with_columns(pl.Series("root", roots))
-        .filter(pl.len().over("root") > 1)
+def _assign_survivors(info: pl.DataFrame, plan: Plan, *, incremental: bool) -> pl.DataFrame:
+    nodes = info["node"].to_numpy()
+    anchor = plan.is_anchor(nodes) if incremental else np.zeros(len(nodes), bool)
+    ranked = (
+        info.with_columns(anchor=pl.Series(anchor))
         .sort(
-            ["root", "quality_score", "id"],
-            descending=[False, True, False],
+            ["root", "anchor", "quality_score", "id"],
+            descending=[False, True, True, False],
             nulls_last=True,
-        )
+        )  # fmt: skip
+        .unique("id", keep="first", maintain_order=True)  # one id listed by two shards
+        .filter(pl.len().over("root") > 1)
         .with_columns(
-            pl.col("id").first().over("root").alias("survivor_id"),
-            pl.col("exact_hash").first().over("root").alias("survivor_hash"),
+            pl.col(c).first().over("root").alias(f"survivor_{c}")
+            for c in ("id", "exact_hash", "url_hash")
         )
     )
-    order = grouped.select("survivor_id").unique().sort("survivor_id").with_row_index("cluster_id")
+    reason = (
+        pl.when(pl.col("id") == pl.col("survivor_id"))
+        .then(pl.lit("survivor"))
+        .when(pl.col("exact_hash") == pl.col("survivor_exact_hash"))
+        .then(pl.lit("exact_duplicate"))
+        .when(pl.col("url_hash") == pl.col("survivor_url_hash"))
+        .then(pl.lit("url_duplicate"))
+        .otherwise(pl.lit("near_duplicate"))
+    )
+    # Anchors other than the survivor keep their earlier rows (or stay unlisted).
     return (
-        grouped.join(order, on="survivor_id")
-        .with_columns(
-            pl.when(pl.col("id") == pl.col("survivor_id"))
-            .then(pl.lit("survivor"))
-            .when(pl.col("exact_hash") == pl.col("survivor_hash"))
-            .then(pl.lit("exact_duplicate"))
-            .otherwise(pl.lit("near_duplicate"))
-            .alias("reason"),
-            pl.col("cluster_id").cast(pl.Int64),
-        )
-        .sort("cluster_id", "id")
-        .select("id", "cluster_id", "survivor_id", "reason")
+        ranked.with_columns(reason=reason, cluster_id=pl.lit(0, pl.Int64))
+        .filter(~pl.col("anchor") | (pl.col("reason") == "survivor"))
+        .select(list(ROW_SCHEMA))
+        .cast(ROW_SCHEMA)  # type: ignore[arg-type]
     )
+
+
+def _finish_rows(rows: pl.DataFrame) -> pl.DataFrame:
+    """One row per id; cluster ids numbered by sorted survivor id; stable row order."""
+    rows = rows.unique("id", keep="first", maintain_order=True)
+    order = rows.select("survivor_id").unique().sort("survivor_id").with_row_index("cid")
+    return (
+        rows.join(order, on="survivor_id")
+        .with_columns(pl.col("cid").cast(pl.Int64).alias("cluster_id"))
+        .select(list(ROW_SCHEMA))
+        .sort("cluster_id", "id")
+    )
+
+
+def _removed_rows(rows: pl.DataFrame, shards: list[ShardInput]) -> list[np.ndarray]:
+    removed = rows.filter(pl.col("reason") != "survivor")
+    return [
+        np.sort(removed.filter(pl.col("shard") == s.uri)["row"].to_numpy()).astype(np.int64)
+        for s in shards
+    ]

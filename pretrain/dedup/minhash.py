@@ -1,10 +1,9 @@
-"""Vectorized MinHash signatures, compatible with datasketch's ``affine32`` scheme.
+"""Vectorized MinHash signatures per shard, compatible with datasketch's ``affine32`` scheme.
 
-Each document is normalized (lowercase, collapsed whitespace), cut into word 5-gram shingles
-(character n-grams for CJK/Thai text), and each shingle becomes a 32-bit hash. For a batch of
-documents the permutations ``fmix32(h) * a + b  (mod 2^32)`` — exactly what
-``datasketch.MinHash(num_perm, seed, scheme="affine32")`` computes, with its ``a, b`` — run over
-all shingles at once with numpy and are reduced per document with ``np.minimum.reduceat``::
+For a batch of documents the shingle hashes (:mod:`pretrain.dedup.shingles`) go through the
+permutations ``fmix32(h) * a + b  (mod 2^32)`` — exactly what
+``datasketch.MinHash(num_perm, seed, scheme="affine32")`` computes, with its ``a, b`` — all at
+once with numpy, reduced per document with ``np.minimum.reduceat``::
 
     from pretrain.dedup.config import DedupConfig
     from pretrain.dedup.minhash import compute_signatures
@@ -14,35 +13,40 @@ all shingles at once with numpy and are reduced per document with ``np.minimum.r
         DedupConfig(),
     )
 
-Output columns: ``id, source, quality_score, exact_hash`` (uint64 of the normalized text),
-``band_0 .. band_{B-1}`` (uint64 band hashes) and ``minhash`` (all ``num_perm`` uint32 values,
-for candidate verification). The Parquet schema metadata records the signature parameters.
+Three files in the output folder:
+
+- ``signatures.parquet``: ``id, source, quality_score, exact_hash, url_hash, band_0 ..
+  band_{B-1}, minhash`` (all ``num_perm`` uint32 values); schema metadata records the
+  parameters, the documents URI and a content fingerprint (incremental dedup compares it).
+- ``buckets.parquet``: long ``(band, h, row)`` sorted by ``(band, h)`` with small row groups,
+  so the clustering stage reads one band partition with row-group pruning. Band -1 holds exact
+  text hashes, band -2 URL hashes; documents without shingles get no LSH rows.
+- ``lines.parquet``: ``(h, row)`` sorted, one row per distinct line/paragraph of a document
+  (only when line dedup is on).
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import re
+import io
 from dataclasses import asdict, dataclass
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from pretrain import storage
+from pretrain.dedup import lines
 from pretrain.dedup.config import DedupConfig
+from pretrain.dedup.shingles import batch_shingles, text_hashes
 from pretrain.errors import DataError
 
 MAX_HASH = np.uint32(0xFFFFFFFF)
-SHINGLES_PER_CHUNK = 1 << 17  # bounds the (shingles x num_perm) matrix to ~60 MB
-_CJK = re.compile(
-    r"[\u0e00-\u0e7f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]"
-)
-# Odd 64-bit multipliers that give each n-gram position its own weight.
-_POSITION_MULTIPLIERS = np.array(
-    [((0x9E3779B97F4A7C15 ^ (i * 0xBF58476D1CE4E5B9)) & 0xFFFFFFFFFFFFFFFF) | 1 for i in range(64)],
-    dtype=np.uint64,
-)
+SHINGLES_PER_CHUNK = 1 << 12  # (4096 x num_perm) uint32 stays in cache: 2.5x faster than 1<<17
+EXACT_BAND, URL_BAND = -1, -2
+BUCKET_ROW_GROUP = 16_384  # small row groups: a band partition reads only its own ranges
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,19 +54,11 @@ class SignatureStats:
     documents: int
     shingles: int
     char_shingled: int  # documents shingled by characters (CJK/Thai)
-    empty: int  # documents without a single shingle (signature is all 0xFFFFFFFF)
+    empty: int  # documents without a single shingle (linked by exact hash only)
+    line_rows: int = 0  # distinct (document, line) pairs recorded for line dedup
 
     def as_metadata(self) -> dict[str, int | float | str]:
         return asdict(self)
-
-
-def normalize_for_hash(text: str) -> str:
-    return " ".join(text.lower().split())
-
-
-def exact_hash(normalized: str) -> int:
-    digest = hashlib.blake2b(normalized.encode("utf-8", "surrogatepass"), digest_size=8)
-    return int.from_bytes(digest.digest(), "big")
 
 
 def permutations(config: DedupConfig) -> tuple[np.ndarray, np.ndarray]:
@@ -87,55 +83,24 @@ def fmix32(h: np.ndarray) -> np.ndarray:
     return h ^ (h >> np.uint32(16))
 
 
-def shingle_hashes(text: str, config: DedupConfig, vocab: dict[str, int]) -> np.ndarray:
-    """Unique uint32 shingle hashes of one text (``vocab`` caches token hashes)."""
-    normalized = normalize_for_hash(text)
-    if _is_cjk(normalized, config):
-        tokens, n = list(normalized.replace(" ", "")), config.char_ngram
-    else:
-        tokens, n = normalized.split(), config.ngram
-    if not tokens:
-        return np.empty(0, dtype=np.uint32)
-    ids = np.fromiter((_token_hash(t, vocab) for t in tokens), dtype=np.uint64, count=len(tokens))
-    n = min(n, len(ids))  # a short text is one shingle of all its tokens
-    width = len(ids) - n + 1
-    combined = np.zeros(width, dtype=np.uint64)
-    for k in range(n):
-        combined = combined * _POSITION_MULTIPLIERS[k % 64] + ids[k : k + width]
-    folded = (combined ^ (combined >> np.uint64(32))).astype(np.uint32)
-    return np.unique(folded)
-
-
-def _is_cjk(normalized: str, config: DedupConfig) -> bool:
-    letters = len(normalized) - normalized.count(" ")
-    return letters > 0 and len(_CJK.findall(normalized)) >= config.cjk_fraction * letters
-
-
-def _token_hash(token: str, vocab: dict[str, int]) -> int:
-    value = vocab.get(token)
-    if value is None:
-        digest = hashlib.blake2b(token.encode("utf-8", "surrogatepass"), digest_size=8).digest()
-        value = vocab[token] = int.from_bytes(digest, "little")
-    return value
-
-
-def signatures(shingles: list[np.ndarray], config: DedupConfig) -> np.ndarray:
-    """(documents, num_perm) uint32 MinHash matrix for per-document shingle hash arrays."""
+def signatures(
+    hashes: np.ndarray, owner: np.ndarray, num_docs: int, config: DedupConfig
+) -> np.ndarray:
+    """(documents, num_perm) uint32 MinHash matrix from flat shingle hashes sorted by owner."""
     a, b = permutations(config)
-    out = np.full((len(shingles), config.num_perm), MAX_HASH, dtype=np.uint32)
-    counts = np.array([len(s) for s in shingles], dtype=np.int64)
-    if counts.sum() == 0:
-        return out
-    hashes = fmix32(np.concatenate(shingles).astype(np.uint32))
-    owner = np.repeat(np.arange(len(shingles)), counts)
-    for start in range(0, len(hashes), SHINGLES_PER_CHUNK):
+    out = np.full((num_docs, config.num_perm), MAX_HASH, dtype=np.uint32)
+    mixed = fmix32(hashes.astype(np.uint32))
+    for start in range(0, len(mixed), SHINGLES_PER_CHUNK):
         chunk = slice(start, start + SHINGLES_PER_CHUNK)
-        permuted = hashes[chunk, None] * a[None, :] + b[None, :]  # wraps mod 2^32 on purpose
+        permuted = np.multiply(mixed[chunk, None], a[None, :])  # wraps mod 2^32 on purpose
+        permuted += b[None, :]
         docs = owner[chunk]
         starts = np.flatnonzero(np.r_[True, docs[1:] != docs[:-1]])
         minima = np.minimum.reduceat(permuted, starts, axis=0)
-        # A document can straddle two chunks: merge its partial minima.
-        np.minimum.at(out, docs[starts], minima)
+        # A document can straddle two chunks: merge its partial minima (owners are unique
+        # within one chunk, so plain fancy indexing is safe and much faster than ufunc.at).
+        owners = docs[starts]
+        out[owners] = np.minimum(out[owners], minima)
     return out
 
 
@@ -152,57 +117,140 @@ def band_hashes(signature: np.ndarray, bands: int, rows: int) -> np.ndarray:
     return out
 
 
+def url_hashes(urls: pa.Array, seed: int) -> pa.Array:
+    """uint64 hash of each http(s) URL without fragment or trailing slash; null otherwise."""
+    series = pl.Series("url", urls).cast(pl.String).str.strip_chars()
+    web = series.str.contains(r"(?i)^https?://")
+    key = series.str.replace(r"#.*$", "").str.strip_chars_end("/")
+    hashed = key.hash(seed=seed + 7)
+    return pa.array(hashed.to_numpy(), pa.uint64(), mask=~web.fill_null(False).to_numpy())
+
+
 def compute_signatures(input_uri: str, output_uri: str, config: DedupConfig) -> SignatureStats:
-    """Write the signatures Parquet (one row per document of ``input_uri``) to ``output_uri``."""
+    """Write signatures, buckets and line files for ``input_uri`` next to ``output_uri``."""
     bands, rows = config.band_rows
-    columns: dict[str, list] = {"id": [], "source": [], "quality_score": [], "exact_hash": []}
-    parts: list[np.ndarray] = []
+    meta_parts: list[pa.Table] = []
+    matrices: list[np.ndarray] = []
+    line_parts: list[np.ndarray] = []
     shingles_total = char_shingled = empty = 0
-    vocab: dict[str, int] = {}
-    for batch in storage.iter_table_batches(input_uri, batch_size=4096):
-        if "text" not in batch.schema.names or "id" not in batch.schema.names:
+    offset = 0
+    for batch in storage.iter_table_batches(input_uri, batch_size=8192):
+        names = batch.schema.names
+        if "text" not in names or "id" not in names:
             raise DataError(f"{input_uri} lacks 'id'/'text' columns: not a documents table")
-        texts = batch.column("text").to_pylist()
-        shingles = [shingle_hashes(t or "", config, vocab) for t in texts]
-        char_shingled += sum(_is_cjk(normalize_for_hash(t or ""), config) for t in texts)
-        shingles_total += sum(len(s) for s in shingles)
-        empty += sum(len(s) == 0 for s in shingles)
-        parts.append(signatures(shingles, config))
-        columns["id"] += batch.column("id").to_pylist()
-        columns["source"] += batch.column("source").to_pylist()
-        if "quality_score" in batch.schema.names:
-            columns["quality_score"] += batch.column("quality_score").to_pylist()
-        else:
-            columns["quality_score"] += [None] * len(texts)
-        columns["exact_hash"] += [exact_hash(normalize_for_hash(t or "")) for t in texts]
-        if len(vocab) > 2_000_000:
-            vocab.clear()  # bound memory on huge shards; hashes do not depend on the cache
-    matrix = np.concatenate(parts) if parts else np.empty((0, config.num_perm), np.uint32)
-    storage.write_table(_signature_table(columns, matrix, config, bands, rows), output_uri)
+        texts = batch.column("text")
+        shingled = batch_shingles(_series(texts), config)
+        char_shingled += int(shingled.char_shingled.sum())
+        shingles_total += len(shingled.hashes)
+        empty += int((shingled.counts == 0).sum())
+        matrices.append(signatures(shingled.hashes, shingled.owner, batch.num_rows, config))
+        nulls = pa.nulls(batch.num_rows)
+        meta_parts.append(
+            pa.table(
+                {
+                    "id": batch.column("id").cast(pa.string()),
+                    "source": batch.column("source").cast(pa.string()),
+                    "quality_score": _column(batch, "quality_score", nulls).cast(pa.float32()),
+                    "exact_hash": pa.array(text_hashes(_series(texts), config.seed), pa.uint64()),
+                    "url_hash": url_hashes(_column(batch, "url", nulls), config.seed),
+                    "empty": pa.array(shingled.counts == 0),
+                }
+            )
+        )
+        if config.lines.enabled:
+            sources = _column(batch, "source", nulls).to_pylist()
+            line_parts.append(lines.line_rows(texts, sources, config.lines, offset))
+        offset += batch.num_rows
+    meta = pa.concat_tables(meta_parts) if meta_parts else _empty_meta()
+    matrix = np.concatenate(matrices) if matrices else np.empty((0, config.num_perm), np.uint32)
+    banded = band_hashes(matrix, bands, rows)
+    folder = output_uri.rsplit("/", 1)[0]
+    write_parquet(_buckets_table(meta, banded), storage.join(folder, "buckets.parquet"))
+    line_table = lines.rows_table(line_parts, config.lines)
+    write_parquet(line_table, storage.join(folder, "lines.parquet"))
+    table = _signature_table(meta.drop_columns(["empty"]), banded, matrix, config, input_uri)
+    storage.write_table(table, output_uri)
     return SignatureStats(
-        documents=len(columns["id"]),
+        documents=meta.num_rows,
         shingles=shingles_total,
         char_shingled=char_shingled,
         empty=empty,
+        line_rows=line_table.num_rows,
+    )
+
+
+def write_parquet(table: pa.Table, uri: str, row_group_size: int = BUCKET_ROW_GROUP) -> None:
+    """Atomic Parquet write with small row groups (statistics let readers skip ranges)."""
+    buf = io.BytesIO()
+    pq.write_table(table, buf, compression="zstd", row_group_size=row_group_size)
+    storage.write_bytes(buf.getvalue(), uri)
+
+
+def _series(texts: pa.ChunkedArray | pa.Array) -> pl.Series:
+    return pl.Series("text", texts.cast(pa.string()))
+
+
+def _column(batch: pa.RecordBatch, name: str, default: pa.Array) -> pa.Array:
+    return batch.column(name) if name in batch.schema.names else default
+
+
+def _empty_meta() -> pa.Table:
+    return pa.table(
+        {
+            "id": pa.array([], pa.string()),
+            "source": pa.array([], pa.string()),
+            "quality_score": pa.array([], pa.float32()),
+            "exact_hash": pa.array([], pa.uint64()),
+            "url_hash": pa.array([], pa.uint64()),
+            "empty": pa.array([], pa.bool_()),
+        }
+    )
+
+
+def _buckets_table(meta: pa.Table, banded: np.ndarray) -> pa.Table:
+    """Long ``(band, h, row)`` table sorted by ``(band, h, row)``."""
+    num_docs, bands = banded.shape
+    rows = np.arange(num_docs, dtype=np.uint32)
+    has_shingles = ~meta.column("empty").to_numpy(zero_copy_only=False).astype(bool)
+    url = meta.column("url_hash")
+    url_valid = url.is_valid().to_numpy(zero_copy_only=False).astype(bool)
+    band_ids = [np.full(num_docs, EXACT_BAND, np.int16)]
+    hashes = [meta.column("exact_hash").to_numpy()]
+    row_ids = [rows]
+    band_ids.append(np.full(int(url_valid.sum()), URL_BAND, np.int16))
+    hashes.append(url.filter(url.is_valid()).to_numpy())
+    row_ids.append(rows[url_valid])
+    for band in range(bands):
+        band_ids.append(np.full(int(has_shingles.sum()), band, np.int16))
+        hashes.append(banded[has_shingles, band])
+        row_ids.append(rows[has_shingles])
+    band_col, h_col, row_col = (np.concatenate(x) for x in (band_ids, hashes, row_ids))
+    order = np.lexsort((row_col, h_col, band_col))
+    return pa.table(
+        {
+            "band": pa.array(band_col[order], pa.int16()),
+            "h": pa.array(h_col[order].astype(np.uint64), pa.uint64()),
+            "row": pa.array(row_col[order], pa.uint32()),
+        }
     )
 
 
 def _signature_table(
-    columns: dict[str, list], matrix: np.ndarray, config: DedupConfig, bands: int, rows: int
+    meta: pa.Table, banded: np.ndarray, matrix: np.ndarray, config: DedupConfig, input_uri: str
 ) -> pa.Table:
-    banded = band_hashes(matrix, bands, rows)
-    arrays = {
-        "id": pa.array(columns["id"], pa.string()),
-        "source": pa.array(columns["source"], pa.string()),
-        "quality_score": pa.array(columns["quality_score"], pa.float32()),
-        "exact_hash": pa.array(columns["exact_hash"], pa.uint64()),
-    }
-    for band in range(bands):
+    arrays = {name: meta.column(name) for name in meta.column_names}
+    for band in range(banded.shape[1]):
         arrays[f"band_{band}"] = pa.array(banded[:, band], pa.uint64())
     flat = pa.array(matrix.reshape(-1), pa.uint32())
     offsets = pa.array(np.arange(0, matrix.size + 1, config.num_perm, dtype=np.int32))
     arrays["minhash"] = pa.ListArray.from_arrays(offsets, flat)
     table = pa.table(arrays)
-    return table.replace_schema_metadata(
-        {f"dedup.{k}": v for k, v in config.signature_params().items()}
-    )
+    fingerprint = hashlib.blake2b(digest_size=16)
+    keys = pl.from_arrow(table.select(["id", "exact_hash", "url_hash"]))
+    assert isinstance(keys, pl.DataFrame)
+    fingerprint.update(keys.hash_rows(seed=0).to_numpy().tobytes())
+    fingerprint.update(matrix.tobytes())
+    metadata = {f"dedup.{k}": v for k, v in config.signature_params().items()}
+    metadata["dedup.documents_uri"] = input_uri
+    metadata["dedup.fingerprint"] = fingerprint.hexdigest()
+    return table.replace_schema_metadata(metadata)

@@ -1,0 +1,148 @@
+"""Vectorized shingling: a batch of texts → one flat array of (document, shingle hash).
+
+Normalization (lowercase, whitespace collapsed), tokenization (word tokens, or characters for
+CJK/Thai text) and token hashing run inside polars over the whole batch; n-gram combination and
+per-document de-duplication run in numpy over flat arrays. No Python object is built per
+document or per token::
+
+    from pretrain.dedup.config import DedupConfig
+    from pretrain.dedup.shingles import batch_shingles
+    batch = batch_shingles(["the cat sat on the mat today", "", "中文评论很好很好"], DedupConfig())
+    batch.hashes, batch.owner    # uint32 shingle hashes, sorted by (document, hash); owner doc
+    batch.counts                 # shingles per document: [3, 0, 4]
+
+A text shorter than the shingle size is one shingle of all its tokens; an empty text has none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from pretrain.dedup.config import DedupConfig
+
+# CJK ideographs, kana, hangul and Thai: scripts written without spaces between words.
+_CJK_CLASS = "[\u0e00-\u0e7f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]"
+_TOKEN_SEED = 0x5EED
+# Odd 64-bit multipliers that give each n-gram position its own weight.
+_POSITION_MULTIPLIERS = np.array(
+    [((0x9E3779B97F4A7C15 ^ (i * 0xBF58476D1CE4E5B9)) & 0xFFFFFFFFFFFFFFFF) | 1 for i in range(64)],
+    dtype=np.uint64,
+)
+
+
+@dataclass(frozen=True)
+class ShingleBatch:
+    hashes: np.ndarray  # uint32, unique within a document, sorted by (owner, hash)
+    owner: np.ndarray  # int64 document index of each hash
+    counts: np.ndarray  # int64 shingles per document
+    char_shingled: np.ndarray  # bool per document: CJK/Thai text, cut into character n-grams
+
+    def per_document(self) -> list[np.ndarray]:
+        """Split into one array per document (tests and small tools; not the hot path)."""
+        return np.split(self.hashes, np.cumsum(self.counts)[:-1]) if len(self.counts) else []
+
+
+def normalized(texts: pl.Series) -> pl.Series:
+    """Lowercase with whitespace runs collapsed to one space and ends stripped."""
+    return texts.fill_null("").str.to_lowercase().str.replace_all(r"\s+", " ").str.strip_chars()
+
+
+def text_hashes(texts: pl.Series, seed: int) -> np.ndarray:
+    """uint64 hash of each normalized text (exact-duplicate key)."""
+    return normalized(texts).hash(seed=seed).to_numpy().astype(np.uint64)
+
+
+def batch_shingles(texts: list[str | None] | pl.Series, config: DedupConfig) -> ShingleBatch:
+    """Shingle hashes of every text in the batch (see module docstring)."""
+    series = texts if isinstance(texts, pl.Series) else pl.Series("text", texts, pl.String)
+    norm = normalized(series)
+    num_docs = len(norm)
+    letters = norm.str.len_chars().fill_null(0) - norm.str.count_matches(" ").fill_null(0)
+    cjk = norm.str.count_matches(_CJK_CLASS).fill_null(0)
+    is_cjk = ((letters > 0) & (cjk >= config.cjk_fraction * letters)).to_numpy()
+
+    frame = pl.DataFrame({"doc": np.arange(num_docs, dtype=np.int64), "t": norm, "cjk": is_cjk})
+    words = frame.filter(~pl.col("cjk")).select("doc", pl.col("t").str.split(" ").alias("tok"))
+    chars = frame.filter(pl.col("cjk")).select(
+        "doc", pl.col("t").str.replace_all(" ", "", literal=True).str.split("").alias("tok")
+    )
+    tokens = (
+        pl.concat([words, chars])
+        .explode("tok")
+        .filter(pl.col("tok").is_not_null() & (pl.col("tok") != ""))
+        .sort("doc", maintain_order=True)
+    )
+    ids = tokens["tok"].hash(seed=_TOKEN_SEED + config.seed).to_numpy().astype(np.uint64)
+    doc = tokens["doc"].to_numpy()
+    lengths = np.bincount(doc, minlength=num_docs).astype(np.int64)
+    ngram = np.where(is_cjk, config.char_ngram, config.ngram).astype(np.int64)
+    hashes, owner = _ngram_hashes(ids, lengths, np.minimum(ngram, lengths))
+    counts = np.bincount(owner, minlength=num_docs).astype(np.int64)
+    return ShingleBatch(hashes=hashes, owner=owner, counts=counts, char_shingled=is_cjk)
+
+
+def _ngram_hashes(
+    ids: np.ndarray, lengths: np.ndarray, n: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Unique uint32 n-gram hashes per document over the flat token array ``ids``."""
+    widths = np.where(lengths > 0, lengths - n + 1, 0)
+    total = int(widths.sum())
+    if total == 0:
+        return np.empty(0, np.uint32), np.empty(0, np.int64)
+    owner = np.repeat(np.arange(len(lengths)), widths)
+    doc_start = np.cumsum(lengths) - lengths
+    width_start = np.cumsum(widths) - widths
+    starts = np.arange(total) - width_start[owner] + doc_start[owner]
+    n_of = n[owner]
+    combined = np.zeros(total, dtype=np.uint64)
+    for k in range(int(n.max())):
+        use = k < n_of  # a short document's single shingle has fewer than ngram tokens
+        index = np.where(use, starts + k, 0)
+        term = ids[index] * _POSITION_MULTIPLIERS[k % 64]
+        combined += np.where(use, term, np.uint64(0))
+    folded = (combined ^ (combined >> np.uint64(32))).astype(np.uint32)
+    # One sort over (document, hash) removes repeats within each document.
+    keys = np.sort((owner.astype(np.uint64) << np.uint64(32)) | folded.astype(np.uint64))
+    keys = keys[np.r_[True, keys[1:] != keys[:-1]]]  # sort + mask beats np.unique's hashing
+    return (keys & np.uint64(0xFFFFFFFF)).astype(np.uint32), (keys >> np.uint64(32)).astype(
+        np.int64
+    )
+
+
+def shingle_hashes(text: str, config: DedupConfig) -> np.ndarray:
+    """Unique uint32 shingle hashes of one text (convenience wrapper over a batch of one)."""
+    return batch_shingles([text], config).hashes
+
+
+def jaccard_pairs(
+    batch: ShingleBatch, left: np.ndarray, right: np.ndarray, chunk: int = 4096
+) -> np.ndarray:
+    """True Jaccard of shingle sets for document pairs ``(left[i], right[i])`` of ``batch``."""
+    offsets = np.concatenate([[0], np.cumsum(batch.counts)])
+    out = np.zeros(len(left), dtype=np.float64)
+    for start in range(0, len(left), chunk):
+        a, b = left[start : start + chunk], right[start : start + chunk]
+        pair = np.arange(len(a), dtype=np.int64)
+        keys = []
+        for side in (a, b):
+            sizes = batch.counts[side]
+            pos = np.repeat(offsets[side], sizes) + _ranges(sizes)
+            keys.append(
+                (np.repeat(pair, sizes).astype(np.uint64) << np.uint64(32)) | batch.hashes[pos]
+            )
+        both = np.sort(np.concatenate(keys))
+        shared = both[1:][both[1:] == both[:-1]] >> np.uint64(32)
+        inter = np.bincount(shared.astype(np.int64), minlength=len(a))
+        union = batch.counts[a] + batch.counts[b] - inter
+        out[start : start + chunk] = np.where(union > 0, inter / np.maximum(union, 1), 1.0)
+    return out
+
+
+def _ranges(sizes: np.ndarray) -> np.ndarray:
+    """Concatenated ``arange(s)`` for each size (vectorized)."""
+    total = int(sizes.sum())
+    starts = np.cumsum(sizes) - sizes
+    return np.arange(total) - np.repeat(starts, sizes)
