@@ -1,15 +1,26 @@
 """Asset jobs, one per stage boundary, so partitions run as separate runs.
 
-A per-shard stage (``shard_pipeline``, ``deduped_shards``) runs once per shard partition;
-the global stages (``dedup_clusters``, ``corpus``) run once over all shards.
+A per-shard stage (``ingest``, ``shard_pipeline``, ``apply_dedup``) runs once per shard
+partition; the global stages (``quality``, ``dedup``, ``corpus``) run once over all shards.
+Order: ``ingest`` per shard → ``quality`` → ``shard_pipeline`` per shard → ``dedup`` → ...
 """
 
 from dagster import AssetSelection, define_asset_job
 
+ingest_job = define_asset_job(
+    "ingest",
+    selection=AssetSelection.assets("raw_shards"),
+    description="Read one shard group's raw files into documents + rejects.",
+)
+quality_job = define_asset_job(
+    "quality",
+    selection=AssetSelection.assets("quality_classifier"),
+    description="Train the fastText quality classifier on every raw shard (before filtering).",
+)
 shard_pipeline_job = define_asset_job(
     "shard_pipeline",
-    selection=AssetSelection.assets("raw_shards", "filtered_shards", "minhash_signatures"),
-    description="Ingest, filter and sign one shard group.",
+    selection=AssetSelection.assets("filtered_shards", "minhash_signatures"),
+    description="Filter and sign one shard group (needs its raw shard and the classifier).",
 )
 dedup_clusters_job = define_asset_job(
     "dedup",
@@ -40,6 +51,8 @@ plan_job = define_asset_job(
 
 ASSET_JOBS = [
     plan_job,
+    ingest_job,
+    quality_job,
     shard_pipeline_job,
     dedup_clusters_job,
     deduped_shards_job,

@@ -138,10 +138,19 @@ def read_table(uri: str, columns: list[str] | None = None) -> pa.Table:
         raise DataError(f"{uri} does not exist") from exc
 
 
-def write_table(table: pa.Table, uri: str) -> None:
-    """Write a Parquet table atomically (zstd compressed, deterministic bytes)."""
+ROW_GROUP_ROWS = 4096
+
+
+def write_table(table: pa.Table, uri: str, row_group_size: int = ROW_GROUP_ROWS) -> None:
+    """Write a Parquet table atomically (zstd compressed, deterministic bytes).
+
+    Row groups are bounded (``row_group_size`` rows), so a reader that streams with
+    ``iter_table_batches`` holds one group at a time, not the whole file.
+    """
     buf = io.BytesIO()
-    pq.write_table(table, buf, compression="zstd", write_statistics=True)
+    pq.write_table(
+        table, buf, compression="zstd", write_statistics=True, row_group_size=row_group_size
+    )
     write_bytes(buf.getvalue(), uri)
 
 

@@ -21,6 +21,7 @@ from pretrain_assets.data_assets import filtered_shards, raw_shards
 from pretrain_assets.dedup_assets import dedup_clusters, deduped_shards, minhash_signatures
 from pretrain_assets.model_assets import checkpoints, eval_reports
 from pretrain_assets.plan_assets import scaling_plan
+from pretrain_assets.quality_assets import quality_classifier
 from resources.launcher import TorchrunLauncher
 from resources.storage import ArtifactStore
 from sensors.eval_sensor import eval_sensor
@@ -28,6 +29,7 @@ from sensors.eval_sensor import eval_sensor
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 ASSETS = [
     raw_shards,
+    quality_classifier,
     filtered_shards,
     minhash_signatures,
     dedup_clusters,

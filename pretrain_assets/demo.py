@@ -4,7 +4,7 @@
     .venv/bin/python -m pretrain_assets.demo --source /data/crawl --source-name web --steps 300
 
 Every stage runs as a Dagster job on the project instance (visible afterwards in
-``make ui``): ``shard_pipeline`` per shard, ``dedup``, ``apply_dedup`` per shard,
+``make ui``): ``ingest`` per shard, ``quality`` (the quality classifier), ``shard_pipeline`` per shard, ``dedup``, ``apply_dedup`` per shard,
 ``corpus``, ``train`` and ``evaluate`` for the final checkpoint. Prints a summary at the end.
 """
 
@@ -96,7 +96,10 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     execute(defs, "plan", instance)
     per_shard: list[dict[str, dict[str, Any]]] = []
     for key in keys:
-        per_shard.append(execute(defs, "shard_pipeline", instance, partition_key=key))
+        per_shard.append(execute(defs, "ingest", instance, partition_key=key))
+    quality = execute(defs, "quality", instance)
+    for key, results in zip(keys, per_shard, strict=True):
+        results.update(execute(defs, "shard_pipeline", instance, partition_key=key))
     clusters = execute(defs, "dedup", instance)
     deduped = [execute(defs, "apply_dedup", instance, partition_key=key) for key in keys]
     corpus = execute(defs, "corpus", instance, run_config=configs["corpus"])
@@ -109,6 +112,7 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
         "root": root,
         "final_checkpoint": final_key,
         "shards": per_shard,
+        "quality": quality,
         "clusters": clusters,
         "deduped": deduped,
         "corpus": corpus,

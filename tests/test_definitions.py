@@ -5,7 +5,8 @@ from dagster import AssetKey, validate_run_config
 from pretrain_assets.definitions import build_definitions
 
 EXPECTED_EDGES = {
-    "filtered_shards": {"raw_shards"},
+    "quality_classifier": {"raw_shards"},
+    "filtered_shards": {"raw_shards", "quality_classifier"},
     "minhash_signatures": {"filtered_shards"},
     "dedup_clusters": {"minhash_signatures"},
     "deduped_shards": {"filtered_shards", "dedup_clusters"},
@@ -51,6 +52,7 @@ def test_every_asset_has_checks(tmp_path) -> None:
         "packed_tokens",
         "eval_reports",
         "scaling_plan",
+        "quality_classifier",
     }
 
 
@@ -68,7 +70,16 @@ def test_job_run_configs_validate(tmp_path) -> None:
         },
     )
     assert ok["ops"]["train_model"]["config"]["max_steps"] == 10
-    for name in ["plan", "shard_pipeline", "dedup", "apply_dedup", "corpus", "evaluate"]:
+    for name in [
+        "plan",
+        "ingest",
+        "quality",
+        "shard_pipeline",
+        "dedup",
+        "apply_dedup",
+        "corpus",
+        "evaluate",
+    ]:
         assert validate_run_config(defs.resolve_job_def(name), {}) is not None
     bad = {"ops": {"train_model": {"config": {"max_steps": "many"}}}}
     try:

@@ -22,7 +22,8 @@ ENGLISH = (
     "bank after school to watch the small boats pass and to count the birds that nest in the "
     "reeds. In the summer the current slows, the water turns clear and warm, and families "
     "bring bread and fruit to eat in the shade of the tall trees along the path.\n"
-    "Every autumn the miller repairs the wooden wheel before the first storms arrive."
+    "Every autumn the miller repairs the wooden wheel before the first storms arrive. "
+    "His daughter keeps the accounts and sells flour to bakers in three nearby towns."
 )
 FRENCH = (
     "Le petit marché du samedi ouvre très tôt sur la place de la mairie, et les habitants "
@@ -30,7 +31,8 @@ FRENCH = (
     "marchands installent leurs tables sous les arbres pendant que le soleil se lève "
     "doucement derrière l'église. Vers midi, la place devient calme, les enfants jouent "
     "près de la fontaine et les anciens discutent longuement sur les bancs en regardant "
-    "passer les voitures.\nLe soir, tout le monde rentre à la maison avec un panier plein."
+    "passer les voitures.\nLe soir, tout le monde rentre à la maison avec un panier plein. "
+    "Le dimanche, le marché reste fermé et la ville se repose."
 )
 SPAM = "Click here to win a free phone today!\n" * 30 + "Limited offer, act now."
 CODE = (
@@ -100,10 +102,12 @@ def test_filter_shard_on_mixed_documents(tmp_path: Path) -> None:
     stats = filter_shard(raw_uri, str(out), FilterConfig())
 
     assert stats.documents_in == 6 and stats.kept == 3
-    assert stats.dropped == {"empty": 1, "repeated_lines": 1, "too_short": 1}
+    assert stats.dropped == {"empty": 1, "gopher_dup_line_frac": 1, "too_short": 1}
     assert stats.documents_in == stats.kept + sum(stats.dropped.values())
+    assert stats.chars_in == stats.chars_kept + sum(stats.dropped_chars.values())
     meta = stats.as_metadata()
-    assert meta["dropped_repeated_lines"] == 1 and meta["kept_code"] == 1
+    assert meta["dropped_gopher_dup_line_frac"] == 1 and meta["kept_code"] == 1
+    assert "| gopher_dup_line_frac | 1 |" in meta["funnel_md"]
 
     kept = pq.read_table(out / "documents.parquet")
     assert kept.schema == DOCUMENT_SCHEMA
@@ -121,7 +125,7 @@ def test_filter_shard_on_mixed_documents(tmp_path: Path) -> None:
     rejects = pq.read_table(out / "rejects.parquet")
     assert rejects.schema == REJECT_SCHEMA
     reasons = {r["url"]: (r["stage"], r["reason"]) for r in rejects.to_pylist()}
-    assert reasons["http://example.org/spam"] == ("filter", "repeated_lines")
+    assert reasons["http://example.org/spam"] == ("filter", "gopher_dup_line_frac")
     assert reasons["http://example.org/empty"] == ("filter", "empty")
     assert json.loads((out / "stats.json").read_text())["kept"] == 3
 

@@ -145,7 +145,11 @@ def test_truncated_gzip_and_undecodable_text(tmp_path: Path) -> None:
     assert not any(is_reject(r) for r in records[:-1]) and len(records) > 1
     latin = tmp_path / "latin.txt"
     latin.write_bytes("caf\xe9 cr\xe8me".encode("latin-1"))
-    [reject] = iter_records(RawFile(uri=str(latin), source="prose", kind="text"))
+    [record] = iter_records(RawFile(uri=str(latin), source="prose", kind="text"))
+    assert record["text"] == "café crème"  # charset detected, not rejected
+    noise = tmp_path / "noise.txt"
+    noise.write_bytes(bytes(range(128, 256)) * 3)
+    [reject] = iter_records(RawFile(uri=str(noise), source="prose", kind="text"))
     assert reject["reason"] == "undecodable" and reject["text"] is None
 
 
@@ -192,7 +196,7 @@ def test_build_raw_shard_writes_documents_rejects_and_manifest(tmp_path: Path) -
     jsonl.parent.mkdir()
     rows = [{"text": "one document", "url": "u1"}, {"text": "one document", "url": "u1"}]
     jsonl.write_text("\n".join(json.dumps(r) for r in rows) + "\n{oops\n")
-    (tmp_path / "in" / "b.txt").write_bytes(b"\xff\xfe\xfa not utf-8")
+    (tmp_path / "in" / "b.txt").write_bytes(bytes(range(128, 256)) * 3)  # no charset fits
     (tmp_path / "in" / "c.txt").write_text("plain text file")
     manifest = plan_shards(
         list_source_files(str(tmp_path / "in"), "web"),

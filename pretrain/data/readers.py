@@ -14,7 +14,14 @@ skipped silently, it comes out as a *reject record* carrying a stable ``reason``
 
 Good records: ``{"text", "source", "url"}``. Reject records add ``"reason"`` and
 ``"detail"`` (``text`` may be ``None``). Reasons: ``malformed_json``, ``missing_text``,
-``undecodable``, ``read_error``, ``missing_text_column``, ``non_html``, ``non_http``.
+``undecodable``, ``binary_content``, ``read_error`` (truncated/corrupt gzip or zstd: the
+detail names the file and how many records came before), ``warc_broken_header`` (the reader
+resynchronizes on the next ``WARC/`` line and says at which byte offset), ``empty_file``,
+``missing_text_column``, ``non_html``, ``non_http``.
+
+Bytes are decoded with :func:`pretrain.filters.encoding.decode_bytes` (declared charset, then
+UTF-8, then detection); HTML becomes main text with resiliparse (see ``bench/RESULTS.md`` for
+the measured choice), falling back to a plain tag stripper when it finds no main content.
 """
 
 from __future__ import annotations
@@ -27,11 +34,12 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from email.parser import BytesHeaderParser
-from html.parser import HTMLParser
 from typing import IO, Any
 
 from pretrain import storage
 from pretrain.errors import ConfigError, DataError
+from pretrain.filters.encoding import decode_bytes
+from pretrain.filters.extract import extract_main_text
 
 KINDS = ("text", "jsonl", "parquet", "warc", "metadata")
 _JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".json.gz", ".ndjson")
@@ -88,11 +96,24 @@ def iter_records(raw: RawFile) -> Iterator[dict[str, Any]]:
     if not storage.exists(raw.uri):
         # A manifest naming a missing file is a broken plan, not bad input: stop loudly.
         raise DataError(f"{raw.uri} does not exist: re-plan the shard manifests")
+    count = 0
     try:
-        yield from reader(raw)
-    except (OSError, EOFError, zlib.error, ValueError) as exc:
+        for record in reader(raw):
+            count += 1
+            yield record
+    except (OSError, EOFError, zlib.error, ValueError, _zstd_error()) as exc:
         # Truncated/corrupt compressed streams surface here after earlier records were yielded.
-        yield _reject(raw, raw.uri, "read_error", f"{type(exc).__name__}: {exc}")
+        detail = f"after {count} records of {raw.uri}: {type(exc).__name__}: {exc}"
+        yield _reject(raw, raw.uri, "read_error", detail[:500])
+        return
+    if count == 0:
+        yield _reject(raw, raw.uri, "empty_file", "no records")
+
+
+def _zstd_error() -> type[Exception]:
+    import zstandard
+
+    return zstandard.ZstdError
 
 
 def _open_stream(uri: str) -> IO[bytes]:
@@ -148,8 +169,16 @@ def _iter_jsonl(raw: RawFile) -> Iterator[dict[str, Any]]:
             if not line.strip():
                 continue  # blank separator lines are not records
             try:
-                obj = json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                decoded = line.decode("utf-8")
+            except UnicodeDecodeError:
+                repaired = decode_bytes(line)  # a non-UTF-8 line: detect its charset
+                if repaired is None:
+                    yield _reject(raw, where, "undecodable", "line is not valid UTF-8")
+                    continue
+                decoded = repaired[0]
+            try:
+                obj = json.loads(decoded)
+            except json.JSONDecodeError as exc:
                 yield _reject(raw, where, "malformed_json", str(exc)[:200])
                 continue
             if not isinstance(obj, dict):
@@ -193,12 +222,14 @@ def _parquet_columns(uri: str) -> list[str]:
 def _iter_text(raw: RawFile) -> Iterator[dict[str, Any]]:
     with _open_stream(raw.uri) as stream:
         data = stream.read()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        yield _reject(raw, raw.uri, "undecodable", str(exc)[:200])
+    if b"\x00" in data[:8192]:
+        yield _reject(raw, raw.uri, "binary_content", "NUL bytes in the first 8 KiB")
         return
-    yield {"text": text, "source": raw.source, "url": raw.uri}
+    decoded = decode_bytes(data)
+    if decoded is None:
+        yield _reject(raw, raw.uri, "undecodable", "no charset decodes it plausibly")
+        return
+    yield {"text": decoded[0], "source": raw.source, "url": raw.uri}
 
 
 def _iter_metadata(raw: RawFile) -> Iterator[dict[str, Any]]:
@@ -225,7 +256,11 @@ def _iter_metadata(raw: RawFile) -> Iterator[dict[str, Any]]:
 
 def _iter_warc(raw: RawFile) -> Iterator[dict[str, Any]]:
     with _open_stream(raw.uri) as stream:
-        for headers, block in _warc_records(stream):
+        for headers, block in _warc_records(_Counting(stream)):
+            if "_broken" in headers:
+                yield _reject(raw, f"{raw.uri}@{headers['_offset']}", "warc_broken_header",
+                              headers["_broken"])  # fmt: skip
+                continue
             warc_type = headers.get("warc-type", "")
             url = headers.get("warc-target-uri", "").strip("<>") or raw.uri
             if warc_type == "conversion":  # WET: the block is already extracted text
@@ -238,24 +273,59 @@ def _iter_warc(raw: RawFile) -> Iterator[dict[str, Any]]:
             # request/metadata/warcinfo/resource records are crawl bookkeeping, not documents.
 
 
-def _warc_records(stream: IO[bytes]) -> Iterator[tuple[dict[str, str], bytes]]:
-    while True:
-        line = stream.readline()
-        if not line:
-            return
+class _Counting:
+    """A byte stream that knows its offset (to name where a broken record starts)."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self._stream, self.offset = stream, 0
+
+    def readline(self) -> bytes:
+        line = self._stream.readline()
+        self.offset += len(line)
+        return line
+
+    def read(self, n: int) -> bytes:
+        data = self._stream.read(n)
+        self.offset += len(data)
+        return data
+
+
+def _warc_records(stream: _Counting) -> Iterator[tuple[dict[str, str], bytes]]:
+    """(headers, block) per record; a broken header yields ``{"_broken", "_offset"}`` once and
+    the reader skips to the next line that starts a WARC record."""
+    line = stream.readline()
+    while line:
         if not line.strip():
+            line = stream.readline()
             continue  # record separators (CRLF CRLF), tolerated in any number
+        start = stream.offset - len(line)
         if not line.startswith(b"WARC/"):
-            raise ValueError(f"expected a WARC version line, got {line[:40]!r}")
+            yield {"_broken": f"expected a WARC version line, got {line[:40]!r}",
+                   "_offset": str(start)}, b""  # fmt: skip
+            line = _skip_to_next_record(stream)
+            continue
         headers: dict[str, str] = {}
         while (line := stream.readline()).strip():
             key, _, value = line.decode("utf-8", "replace").partition(":")
             headers[key.strip().lower()] = value.strip()
-        length = int(headers.get("content-length", "0"))
-        block = stream.read(length)
-        if len(block) < length:
-            raise EOFError(f"truncated WARC record ({len(block)}/{length} bytes)")
+        length_text = headers.get("content-length", "0")
+        if not length_text.isdigit():
+            yield {"_broken": f"Content-Length {length_text[:40]!r}", "_offset": str(start)}, b""
+            line = _skip_to_next_record(stream)
+            continue
+        block = stream.read(int(length_text))
+        if len(block) < int(length_text):
+            raise EOFError(
+                f"truncated WARC record at byte {start} ({len(block)}/{length_text} bytes)"
+            )
         yield headers, block
+        line = stream.readline()
+
+
+def _skip_to_next_record(stream: _Counting) -> bytes:
+    while (line := stream.readline()) and not line.startswith(b"WARC/1."):
+        pass
+    return line
 
 
 def _http_response(raw: RawFile, url: str, block: bytes) -> Iterator[dict[str, Any]]:
@@ -309,50 +379,9 @@ def _dechunk(body: bytes) -> bytes:
 def _decoded(
     raw: RawFile, url: str, body: bytes, charset: str | None, *, html: bool
 ) -> Iterator[dict[str, Any]]:
-    text = None
-    for encoding in dict.fromkeys([charset or "utf-8", "utf-8"]):
-        try:
-            text = body.decode(encoding)
-            break
-        except (UnicodeDecodeError, LookupError):
-            continue
-    if text is None:
+    decoded = decode_bytes(body, charset)
+    if decoded is None:
         yield _reject(raw, url, "undecodable", f"charset={charset!r}")
         return
-    yield {"text": html_to_text(text) if html else text, "source": raw.source, "url": url}
-
-
-class _TextExtractor(HTMLParser):
-    _SKIP = {"script", "style", "noscript", "template", "svg", "head"}
-    _BLOCK = {"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "section",
-              "article", "header", "footer", "pre", "blockquote", "table", "ul", "ol", "title"}  # fmt: skip
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[str] = []
-        self._skip_depth = 0
-
-    def handle_starttag(self, tag: str, attrs: list) -> None:
-        if tag in self._SKIP:
-            self._skip_depth += 1
-        elif tag in self._BLOCK:
-            self.parts.append("\n")
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in self._SKIP:
-            self._skip_depth = max(0, self._skip_depth - 1)
-        elif tag in self._BLOCK:
-            self.parts.append("\n")
-
-    def handle_data(self, data: str) -> None:
-        if not self._skip_depth:
-            self.parts.append(data)
-
-
-def html_to_text(html: str) -> str:
-    """Crude, deterministic HTML → text: drop script/style/head, one line per block element."""
-    parser = _TextExtractor()
-    parser.feed(html)
-    parser.close()
-    lines = (" ".join(line.split()) for line in "".join(parser.parts).splitlines())
-    return "\n".join(line for line in lines if line)
+    text = decoded[0]
+    yield {"text": extract_main_text(text) if html else text, "source": raw.source, "url": url}

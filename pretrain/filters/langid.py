@@ -9,6 +9,10 @@ The model is loaded once per process. Code documents are not language-filtered: 
     lid = LanguageFilter(LangIdConfig(languages=("en", "fr"), min_score=0.65))
     doc = {"text": "Le chat dort au soleil depuis ce matin.", "source": "web"}
     lid(doc)  # -> None (kept); doc["language"] == "fr", doc["language_score"] ≈ 0.9
+    strict_zh = LangIdConfig(language_thresholds={"zh": 0.8})  # per-language thresholds
+
+Unsegmented scripts (Chinese, Japanese, Thai) need no special casing here: LID-176 works on
+character n-grams. Batches go through :meth:`LanguageFilter.annotate_batch` (one predict call).
 
 Reasons: ``low_language_score`` (best guess under ``min_score``), ``wrong_language``.
 """
@@ -17,7 +21,7 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pretrain.errors import ConfigError, DataError
@@ -31,7 +35,8 @@ CODE_LANGUAGE = "code"
 @dataclass(frozen=True, kw_only=True)
 class LangIdConfig:
     languages: tuple[str, ...] | None = None  # None keeps every language
-    min_score: float = 0.65
+    min_score: float = 0.65  # default threshold for every language
+    language_thresholds: dict[str, float] = field(default_factory=dict)  # per-language overrides
     code_sources: tuple[str, ...] = ("code",)
     max_chars: int = 20_000  # predict on the head of very long documents (speed)
 
@@ -42,6 +47,9 @@ class LangIdConfig:
             raise ConfigError("languages=(): use None to keep every language, or list some")
         if not 0.0 <= self.min_score <= 1.0:
             raise ConfigError(f"min_score={self.min_score}: use a probability in [0, 1]")
+        bad = {k: v for k, v in self.language_thresholds.items() if not 0.0 <= v <= 1.0}
+        if bad:
+            raise ConfigError(f"language_thresholds {bad}: use probabilities in [0, 1]")
         if self.max_chars < 1:
             raise ConfigError(f"max_chars={self.max_chars}: use a positive number")
 
@@ -94,12 +102,29 @@ class LanguageFilter(Filter):
         [(language, score)] = predict([doc["text"]], max_chars=self.config.max_chars)
         doc["language"], doc["language_score"] = language, score
 
+    def annotate_batch(self, docs: list[Document]) -> None:
+        """Annotate many documents with one fastText call (code documents skip the model)."""
+        prose = [d for d in docs if not is_code(d, self.config.code_sources)]
+        for doc in docs:
+            if is_code(doc, self.config.code_sources):
+                doc["language"], doc["language_score"] = CODE_LANGUAGE, None
+        if prose:
+            found = predict([d["text"] for d in prose], max_chars=self.config.max_chars)
+            for doc, (language, score) in zip(prose, found, strict=True):
+                doc["language"], doc["language_score"] = language, score
+
     def check(self, doc: Document) -> Rejection | None:
-        self.annotate(doc)
+        if "language_score" not in doc or doc.get("language") is None:
+            self.annotate(doc)
+        return self.decide(doc)
+
+    def decide(self, doc: Document) -> Rejection | None:
+        """Keep/drop an already annotated document."""
         if doc["language"] == CODE_LANGUAGE:
             return None
         score = doc["language_score"]
-        if score < self.config.min_score:
+        threshold = self.config.language_thresholds.get(doc["language"], self.config.min_score)
+        if score < threshold:
             return "low_language_score", f"{doc['language']}:{score:.3f}"
         if self.config.languages is not None and doc["language"] not in self.config.languages:
             return "wrong_language", f"{doc['language']}:{score:.3f}"

@@ -1,9 +1,22 @@
-"""The filter stage: raw shard in → normalized, language-tagged, filtered shard out.
+"""The filter stage: raw shard in → cleaned, language-tagged, filtered, PII-masked shard out.
 
-Per document, in order: normalize text (updates ``text`` and ``num_chars``) → drop ``empty``
-→ language ID (sets ``language``/``language_score``) → heuristic rules → ``quality_score``.
-Every dropped document lands in ``rejects.parquet`` with ``stage="filter"``, its reason and a
-detail, and ``documents_in == kept + sum(dropped)`` is checked before anything is written::
+Per document, in order (the first rule that fires decides the reason):
+
+1. null text → ``empty``; more than ``heuristics.max_chars`` → ``too_long`` (before any work);
+   mostly control characters / U+FFFD → ``binary_content``
+2. mojibake repair, NFKC + whitespace normalization; blank → ``empty``; ``too_short``
+3. URL blocklist / adult-spam URL patterns / URL dedup (``url_*``, ``duplicate_url``)
+4. fastText LID-176 (batched): ``low_language_score``, ``wrong_language``
+5. code (``code_sources``): the code rules of :mod:`.heuristics` only; prose: Gopher
+   repetition → Gopher quality → C4 (removes bad lines) → FineWeb → toxicity word lists
+6. ``quality_score`` from the quality classifier (or the heuristic score without one);
+   ``low_quality_score`` under ``min_quality_score`` / outside ``keep_top_fraction``
+7. PII masking of the kept text (never drops)
+
+Batches stream through (memory is bounded by ``batch_size``, not the shard); every dropped
+document lands in ``rejects.parquet`` with its reason and detail; ``documents in = kept +
+Σ dropped`` (documents and raw characters) is enforced before ``stats.json`` is written. An
+unexpected error names the input and the row offset::
 
     from pretrain.filters.pipeline import FilterConfig, filter_shard
     from pretrain.filters.langid import LangIdConfig
@@ -13,8 +26,6 @@ detail, and ``documents_in == kept + sum(dropped)`` is checked before anything i
         FilterConfig(langid=LangIdConfig(languages=("en",))),
     )
     stats.as_metadata()  # {"documents_in": 285, "kept": 240, "dropped_too_short": 12, ...}
-
-Output folder: ``documents.parquet``, ``rejects.parquet``, ``stats.json``.
 """
 
 from __future__ import annotations
@@ -23,21 +34,50 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 from pretrain import storage
-from pretrain.data.schema import documents_table, rejects_table
+from pretrain.data.schema import DOCUMENT_SCHEMA, REJECT_SCHEMA
 from pretrain.errors import ConfigError, DataError
-from pretrain.filters.base import Filter, is_code
+from pretrain.filters.base import Filter, Rejection, is_code
+from pretrain.filters.c4_fineweb import C4Config, C4Filter, FineWebConfig, FineWebFilter
+from pretrain.filters.encoding import binary_fraction, fix_mojibake
+from pretrain.filters.funnel import FilterStats
+from pretrain.filters.gopher import (
+    GopherQuality,
+    GopherQualityConfig,
+    GopherRepetition,
+    GopherRepetitionConfig,
+)
 from pretrain.filters.heuristics import HeuristicConfig, HeuristicFilter, quality_score
 from pretrain.filters.langid import LangIdConfig, LanguageFilter
 from pretrain.filters.normalize import NormalizeConfig, normalize_text
+from pretrain.filters.output import StreamingTableWriter
+from pretrain.filters.pii import PiiConfig, mask_pii
+from pretrain.filters.toxicity import ToxicityConfig, ToxicityFilter
+from pretrain.filters.urls import UrlConfig, UrlFilter
 
 STAGE = "filter"
+__all__ = ["FilterConfig", "FilterStats", "filter_shard"]
+_PRE_REASONS = ("empty", "too_long", "binary_content", "too_short")
 
 
 @dataclass(frozen=True, kw_only=True)
 class FilterConfig:
+    """Every block's config; a block set to ``None`` is switched off."""
+
     normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
     langid: LangIdConfig = field(default_factory=LangIdConfig)
-    heuristics: HeuristicConfig = field(default_factory=HeuristicConfig)
+    heuristics: HeuristicConfig = field(default_factory=HeuristicConfig)  # length + code rules
+    urls: UrlConfig | None = field(default_factory=UrlConfig)
+    gopher_repetition: GopherRepetitionConfig | None = field(default_factory=GopherRepetitionConfig)
+    gopher_quality: GopherQualityConfig | None = field(default_factory=GopherQualityConfig)
+    c4: C4Config | None = field(default_factory=C4Config)
+    fineweb: FineWebConfig | None = field(default_factory=FineWebConfig)
+    toxicity: ToxicityConfig | None = field(default_factory=ToxicityConfig)
+    pii: PiiConfig | None = field(default_factory=PiiConfig)
+    quality_model_uri: str | None = None  # a quality_classifier folder; None: heuristic score
+    min_quality_score: float | None = None  # drop prose under this classifier score
+    keep_top_fraction: float | None = None  # or: keep this top share of the web pool
+    repair_mojibake: bool = True
+    max_binary_fraction: float = 0.1  # control chars + U+FFFD over chars
     code_sources: tuple[str, ...] = ("code",)
     batch_size: int = 2048
 
@@ -50,6 +90,16 @@ class FilterConfig:
                 )
         if self.batch_size < 1:
             raise ConfigError(f"batch_size={self.batch_size}: use a positive number")
+        if not 0.0 < self.max_binary_fraction <= 1.0:
+            raise ConfigError(f"max_binary_fraction={self.max_binary_fraction}: use (0, 1]")
+        if self.min_quality_score is not None and self.keep_top_fraction is not None:
+            raise ConfigError("set min_quality_score or keep_top_fraction, not both")
+        if (
+            self.min_quality_score is not None or self.keep_top_fraction is not None
+        ) and self.quality_model_uri is None:
+            raise ConfigError(
+                "a quality threshold needs quality_model_uri (the quality_classifier folder)"
+            )
 
     @classmethod
     def for_code_sources(cls, code_sources: tuple[str, ...], **kwargs: object) -> FilterConfig:
@@ -66,68 +116,99 @@ class FilterConfig:
         return asdict(self)
 
 
-@dataclass(frozen=True, kw_only=True)
-class FilterStats:
-    documents_in: int
-    kept: int
-    dropped: dict[str, int]
-    chars_in: int
-    chars_kept: int
-    kept_by_source: dict[str, int] = field(default_factory=dict)
-    kept_by_language: dict[str, int] = field(default_factory=dict)
+class _Rules:
+    """The configured blocks for one shard (URL dedup state lives here)."""
 
-    def __post_init__(self) -> None:
-        if self.documents_in != self.kept + sum(self.dropped.values()):
-            raise DataError(
-                f"filter accounting broken: {self.documents_in} in != {self.kept} kept + "
-                f"{sum(self.dropped.values())} dropped"
-            )
+    def __init__(self, config: FilterConfig) -> None:
+        self.config = config
+        self.url = UrlFilter(config.urls) if config.urls else None
+        self.lid = LanguageFilter(config.langid)
+        self.code = HeuristicFilter(config.heuristics)
+        optional: list[tuple[object, type]] = [
+            (config.gopher_repetition, GopherRepetition),
+            (config.gopher_quality, GopherQuality),
+            (config.c4, C4Filter),
+            (config.fineweb, FineWebFilter),
+            (config.toxicity, ToxicityFilter),
+        ]
+        self.prose: list[Filter] = [cls(c) for c, cls in optional if c is not None]
+        self.model = None
+        self.threshold = config.min_quality_score
+        if config.quality_model_uri:
+            from pretrain.quality.classifier import QualityModel
 
-    def as_metadata(self) -> dict[str, int | float | str]:
-        out: dict[str, int | float | str] = {
-            "documents_in": self.documents_in,
-            "kept": self.kept,
-            "dropped": self.documents_in - self.kept,
-            "keep_rate": round(self.kept / self.documents_in, 6) if self.documents_in else 0.0,
-            "chars_in": self.chars_in,
-            "chars_kept": self.chars_kept,
-        }
-        out.update({f"dropped_{reason}": n for reason, n in sorted(self.dropped.items())})
-        out.update({f"kept_{src}": n for src, n in sorted(self.kept_by_source.items())})
-        top = sorted(self.kept_by_language.items(), key=lambda kv: (-kv[1], str(kv[0])))[:10]
-        out["top_languages"] = ", ".join(f"{lang}:{n}" for lang, n in top)
-        return out
+            self.model = QualityModel.load(config.quality_model_uri)
+            if config.keep_top_fraction is not None:
+                self.threshold = self.model.threshold_for_top_fraction(config.keep_top_fraction)
 
 
 def filter_shard(input_uri: str, output_dir_uri: str, config: FilterConfig) -> FilterStats:
     """Filter one documents.parquet into ``output_dir_uri`` (documents, rejects, stats.json)."""
-    rules: list[Filter] = [LanguageFilter(config.langid), HeuristicFilter(config.heuristics)]
-    kept: list[dict] = []
-    rejects: list[dict] = []
-    documents_in = chars_in = 0
-    for batch in storage.iter_table_batches(input_uri, batch_size=config.batch_size):
-        missing = {"id", "text", "source"} - set(batch.schema.names)
-        if missing:
-            raise DataError(f"{input_uri} lacks columns {sorted(missing)}: not a documents table")
-        for doc in batch.to_pylist():
-            documents_in += 1
-            chars_in += len(doc["text"] or "")
-            reason = _filter_one(doc, rules, config)
-            if reason is None:
-                kept.append(doc)
-            else:
-                rejects.append({**doc, "stage": STAGE, "reason": reason[0], "detail": reason[1]})
-    stats = FilterStats(
-        documents_in=documents_in,
-        kept=len(kept),
-        dropped=dict(sorted(Counter(r["reason"] for r in rejects).items())),
-        chars_in=chars_in,
-        chars_kept=sum(d["num_chars"] for d in kept),
-        kept_by_source=dict(sorted(Counter(d["source"] for d in kept).items())),
-        kept_by_language=dict(sorted(Counter(d["language"] for d in kept).items())),
-    )
-    storage.write_table(documents_table(kept), storage.join(output_dir_uri, "documents.parquet"))
-    storage.write_table(rejects_table(rejects), storage.join(output_dir_uri, "rejects.parquet"))
+    rules = _Rules(config)
+    dropped: Counter[str] = Counter()
+    dropped_chars: Counter[str] = Counter()
+    order: dict[str, None] = dict.fromkeys(_PRE_REASONS)
+    kept_sources: Counter[str] = Counter()
+    kept_languages: Counter[str] = Counter()
+    pii: Counter[str] = Counter()
+    totals = Counter()
+    offset = 0
+    docs_uri = storage.join(output_dir_uri, "documents.parquet")
+    rejects_uri = storage.join(output_dir_uri, "rejects.parquet")
+    with (
+        StreamingTableWriter(docs_uri, DOCUMENT_SCHEMA) as kept_out,
+        StreamingTableWriter(rejects_uri, REJECT_SCHEMA) as rejects_out,
+    ):
+        for batch in storage.iter_table_batches(input_uri, batch_size=config.batch_size):
+            missing = {"id", "text", "source"} - set(batch.schema.names)
+            if missing:
+                raise DataError(
+                    f"{input_uri} lacks columns {sorted(missing)}: not a documents table"
+                )
+            docs = batch.to_pylist()
+            try:
+                decisions = _filter_batch(docs, rules, totals)
+            except Exception as exc:
+                raise DataError(
+                    f"filtering {input_uri} failed in the batch at row offset {offset} "
+                    f"({len(docs)} rows): {type(exc).__name__}: {exc}"
+                ) from exc
+            kept, rejects = [], []
+            for doc, decision in zip(docs, decisions, strict=True):
+                raw_chars = doc.pop("_raw_chars")
+                doc.pop("_words", None)
+                if decision is None:
+                    kept.append(doc)
+                    kept_sources[doc["source"]] += 1
+                    kept_languages[doc["language"]] += 1
+                    pii.update(doc.pop("_pii", {}))
+                    totals["chars_kept"] += raw_chars
+                    totals["chars_out"] += doc["num_chars"]
+                else:
+                    doc.pop("_pii", None)
+                    order.setdefault(decision[0])
+                    dropped[decision[0]] += 1
+                    dropped_chars[decision[0]] += raw_chars
+                    rejects.append(
+                        {**doc, "stage": STAGE, "reason": decision[0], "detail": decision[1]}
+                    )
+            kept_out.write_rows(kept)
+            rejects_out.write_rows(rejects)
+            offset += len(docs)
+        stats = FilterStats(
+            documents_in=offset,
+            kept=kept_out.rows,
+            dropped=dict(sorted(dropped.items())),
+            chars_in=totals["chars_in"],
+            chars_kept=totals["chars_kept"],
+            dropped_chars=dict(sorted(dropped_chars.items())),
+            chars_out=totals["chars_out"],
+            kept_by_source=dict(sorted(kept_sources.items())),
+            kept_by_language=dict(sorted(kept_languages.items())),
+            pii_masked=dict(sorted(pii.items())),
+            mojibake_repaired=totals["mojibake_repaired"],
+            reason_order=tuple(r for r in order if r in dropped),
+        )
     storage.write_json(
         {**asdict(stats), "config": config.as_dict(), "input": input_uri},
         storage.join(output_dir_uri, "stats.json"),
@@ -135,19 +216,76 @@ def filter_shard(input_uri: str, output_dir_uri: str, config: FilterConfig) -> F
     return stats
 
 
-def _filter_one(doc: dict, rules: list[Filter], config: FilterConfig) -> tuple[str, str] | None:
-    """Normalize ``doc`` in place and return ``(reason, detail)`` if a rule drops it."""
-    code = is_code(doc, config.code_sources)
-    text = doc["text"]
+def _filter_batch(docs: list[dict], rules: _Rules, totals: Counter) -> list[Rejection | None]:
+    """Decide every document of a batch; kept documents are cleaned in place."""
+    decisions: list[Rejection | None] = [_prepare(doc, rules, totals) for doc in docs]
+    alive = [d for d, decision in zip(docs, decisions, strict=True) if decision is None]
+    rules.lid.annotate_batch(alive)
+    for i, doc in enumerate(docs):
+        if decisions[i] is None:
+            decisions[i] = _apply_rules(doc, rules)
+    survivors = [
+        d for d, decision in zip(docs, decisions, strict=True)
+        if decision is None and not is_code(d, rules.config.code_sources)
+    ]  # fmt: skip
+    if rules.model is not None:
+        scores = rules.model.score([d["text"] for d in survivors])
+        for doc, score in zip(survivors, scores, strict=True):
+            doc["quality_score"] = score
+    for i, doc in enumerate(docs):
+        if decisions[i] is not None:
+            continue
+        code = is_code(doc, rules.config.code_sources)
+        if doc.get("quality_score") is None or code:
+            doc["quality_score"] = quality_score(doc["text"], code=code)
+        elif rules.threshold is not None and doc["quality_score"] < rules.threshold:
+            decisions[i] = (
+                "low_quality_score",
+                f"{doc['quality_score']:.4f} < {rules.threshold:.4f}",
+            )
+            continue
+        if rules.config.pii is not None:
+            doc["text"], doc["_pii"] = mask_pii(doc["text"], rules.config.pii)
+        doc["num_chars"] = len(doc["text"])
+    return decisions
+
+
+def _prepare(doc: dict, rules: _Rules, totals: Counter) -> Rejection | None:
+    """Cheap checks and cleaning before language ID."""
+    config, text = rules.config, doc["text"]
+    doc["_raw_chars"] = len(text) if text is not None else 0
+    doc["quality_score"] = None
+    totals["chars_in"] += doc["_raw_chars"]
     if text is None:
         return "empty", "null text"
+    if len(text) > config.heuristics.max_chars:
+        return "too_long", f"{len(text)} chars"
+    if len(text) >= 32 and (share := binary_fraction(text)) > config.max_binary_fraction:
+        return "binary_content", f"{share:.3f} control/replacement chars"
+    code = is_code(doc, config.code_sources)
+    if config.repair_mojibake and not code:
+        repaired = fix_mojibake(text)
+        totals["mojibake_repaired"] += repaired != text
+        text = repaired
     doc["text"] = normalize_text(text, code=code, config=config.normalize)
     doc["num_chars"] = len(doc["text"])
     if not doc["text"].strip():
-        return "empty", f"{len(text)} chars before normalization"
-    for rule in rules:
+        return "empty", f"{doc['_raw_chars']} chars before normalization"
+    if doc["num_chars"] < config.heuristics.min_chars:
+        return "too_short", f"{doc['num_chars']} chars"
+    if rules.url is not None:
+        return rules.url.check(doc)
+    return None
+
+
+def _apply_rules(doc: dict, rules: _Rules) -> Rejection | None:
+    rejection = rules.lid.decide(doc)
+    if rejection is not None:
+        return rejection
+    if is_code(doc, rules.config.code_sources):
+        return rules.code.check(doc)
+    for rule in rules.prose:
         rejection = rule.check(doc)
         if rejection is not None:
             return rejection
-    doc["quality_score"] = quality_score(doc["text"], code=code)
     return None

@@ -1,0 +1,149 @@
+"""Our filter rules vs datatrove 0.10.1 on the same real web text: documents/s and agreement.
+
+    .venv/bin/python bench/filter_vs_datatrove.py [--repeats 3]
+
+Input: every document of ``../shared/data/web/cc_dolma_*.jsonl.gz`` and
+``oscar2019_hf_dummy_166langs.jsonl.gz`` (real Common Crawl text, many languages, real spam).
+Both sides run in one process each (same process count), over the same texts, the same
+LID-176 model file and the same rule chain with published defaults:
+LanguageFilter(en, 0.65) → Gopher repetition → Gopher quality → C4 → FineWeb.
+Ours runs in this venv; datatrove runs in ``.venv-bench-datatrove/`` (created here on first
+use: datatrove needs ``xxhash<4`` and spaCy) through ``bench/_datatrove_runner.py``.
+Prints both rates, the ratio, the keep/drop agreement, the disagreement classes, and ends
+with one JSON line of figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+WEB = ROOT / ".." / "shared" / "data" / "web"
+INPUTS = (
+    WEB / "cc_dolma_CC-MAIN-20190717121559-20190717143559-00140.jsonl.gz",
+    WEB / "cc_dolma_ccnet_head_and_provided_30docs.jsonl.gz",
+    WEB / "oscar2019_hf_dummy_166langs.jsonl.gz",
+)
+BENCH_VENV = ROOT / ".venv-bench-datatrove"
+BENCH_PINS = ("datatrove==0.10.1", "xxhash<4", "fasttext-numpy2-wheel==0.9.2", "spacy==3.8.18",
+              "regex", "fasteners", "zstandard")  # fmt: skip
+
+
+def load_rows() -> list[dict]:
+    rows = []
+    for path in INPUTS:
+        if not path.exists():
+            raise SystemExit(f"{path} is missing: this benchmark needs ../shared/data")
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            for i, line in enumerate(f):
+                text = json.loads(line).get("text") or ""
+                if text.strip():
+                    rows.append({"id": f"{path.name}:{i}", "text": text})
+    return rows
+
+
+def ensure_bench_venv() -> Path:
+    python = BENCH_VENV / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(BENCH_VENV)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", *BENCH_PINS], check=True)
+    return python
+
+
+def run_ours(rows: list[dict], repeats: int) -> tuple[list[float], dict[str, str | None]]:
+    from pretrain.filters.c4_fineweb import C4Filter, FineWebFilter
+    from pretrain.filters.gopher import (
+        GopherQuality,
+        GopherQualityConfig,
+        GopherRepetition,
+    )
+    from pretrain.filters.langid import LangIdConfig, LanguageFilter
+
+    lid = LanguageFilter(LangIdConfig(languages=("en",), min_score=0.65))
+    # datatrove applies the English stop-word rule to every document: do the same here.
+    rules = [GopherRepetition(), GopherQuality(GopherQualityConfig(default_stop_words_language="en")),
+             C4Filter(), FineWebFilter()]  # fmt: skip
+
+    def one_pass() -> dict[str, str | None]:
+        decisions: dict[str, str | None] = {}
+        for start in range(0, len(rows), 1024):
+            docs = [{"text": r["text"], "source": "web"} for r in rows[start : start + 1024]]
+            lid.annotate_batch(docs)
+            for row, doc in zip(rows[start : start + 1024], docs, strict=True):
+                rejection = lid.decide(doc)
+                for rule in rules:
+                    if rejection is not None:
+                        break
+                    rejection = rule.check(doc)
+                decisions[row["id"]] = None if rejection is None else rejection[0]
+        return decisions
+
+    one_pass()  # warm-up: model load
+    times, decisions = [], {}
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = one_pass()
+        times.append(time.perf_counter() - start)
+        decisions = decisions or result
+    return times, decisions
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    rows = load_rows()
+    from pretrain.filters.langid import model_path
+
+    python = ensure_bench_venv()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "input.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        ours_times, ours = run_ours(rows, args.repeats)
+        proc = subprocess.run(
+            [str(python), str(ROOT / "bench" / "_datatrove_runner.py"), str(path), model_path(),
+             str(args.repeats)],
+            check=True, capture_output=True, text=True,
+        )  # fmt: skip
+    theirs_out = json.loads(proc.stdout.strip().splitlines()[-1])
+    theirs, theirs_times = theirs_out["decisions"], theirs_out["seconds"]
+    ours_rate = len(rows) / min(ours_times)
+    theirs_rate = len(rows) / min(theirs_times)
+    agree = sum((ours[k] is None) == (theirs[k] is None) for k in ours)
+    classes = Counter(
+        (ours[k] or "kept", (theirs[k] or "kept").split(":")[-1])
+        for k in ours
+        if (ours[k] is None) != (theirs[k] is None)
+    )
+    past_lid = [k for k in ours if theirs[k] is None or not theirs[k].startswith("🌍")]
+    agree_past_lid = sum((ours[k] is None) == (theirs[k] is None) for k in past_lid)
+    print(f"documents: {len(rows)}  (1 process each, best of {args.repeats} passes)")
+    print(f"ours:      {ours_rate:8.1f} docs/s  kept {sum(v is None for v in ours.values())}")
+    print(f"datatrove: {theirs_rate:8.1f} docs/s  kept {sum(v is None for v in theirs.values())}")
+    print(f"ratio:     {ours_rate / theirs_rate:.2f}x")
+    print(f"agreement: {agree / len(rows):.4f} overall, {agree_past_lid / len(past_lid):.4f} on "
+          f"the {len(past_lid)} documents datatrove's LID keeps")  # fmt: skip
+    print("disagreements (ours, datatrove): count")
+    for (a, b), n in classes.most_common(15):
+        print(f"  {a:32s} {b:32s} {n}")
+    print(json.dumps({
+        "bench": "filter_vs_datatrove", "documents": len(rows), "processes": 1,
+        "ours_docs_per_s": round(ours_rate, 1), "datatrove_docs_per_s": round(theirs_rate, 1),
+        "ratio": round(ours_rate / theirs_rate, 2), "agreement": round(agree / len(rows), 4),
+        "agreement_after_lid": round(agree_past_lid / len(past_lid), 4),
+        "kept_ours": sum(v is None for v in ours.values()),
+        "kept_datatrove": sum(v is None for v in theirs.values()),
+        "disagreements": {f"{a}|{b}": n for (a, b), n in classes.most_common()},
+    }))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
