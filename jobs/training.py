@@ -46,6 +46,13 @@ class TrainRunConfig(Config):
     global_batch_sequences: int = 16
     learning_rate: float | None = None
     warmup_steps: int | None = None
+    schedule_steps: int | None = None  # LR schedule horizon; defaults to max_steps
+    lr_schedule: str | None = None  # "cosine" or "wsd"; None keeps the recipe's
+    z_loss_weight: float | None = None
+    healthy_every: int | None = None  # label finite-loss checkpoints healthy every N steps
+    async_checkpoint: bool = False
+    activation_checkpointing: bool = False
+    compile: bool = False
     seed: int = 0
     wandb_mode: str = "offline"
 
@@ -67,6 +74,13 @@ def resolve_train_config(config: TrainRunConfig, store: ArtifactStore) -> TrainC
         global_batch_sequences=config.global_batch_sequences,
         learning_rate=config.learning_rate,
         warmup_steps=config.warmup_steps,
+        schedule_steps=config.schedule_steps,
+        schedule=config.lr_schedule,
+        z_loss_weight=config.z_loss_weight,
+        healthy_every=config.healthy_every,
+        async_checkpoint=config.async_checkpoint,
+        activation_checkpointing=config.activation_checkpointing,
+        compile=config.compile,
         seed=config.seed,
         wandb_mode=config.wandb_mode,
     )
@@ -107,7 +121,7 @@ def train_model(
             context.instance.add_dynamic_partitions(checkpoint_partitions.name, [event["key"]])
             context.log_event(checkpoint_materialization(event, context.run_id))
             summary["checkpoints"].append(event["key"])
-        elif event.get("event") == "finished":
+        elif event.get("event") in ("finished", "stopped"):
             summary.update(event)
 
     returncode = launcher.launch(
@@ -116,11 +130,19 @@ def train_model(
         log_path=str(branch_dir / f"torchrun-{context.run_id}.log"),
         on_message=on_message,
     )
-    if returncode != 0:
+    if returncode != 0 or summary.get("event") != "finished":
+        # a SIGTERM from outside Dagster ends the trainer cleanly (checkpoint, exit 0), but the
+        # campaign did not reach max_steps: the run must not look successful
         log_tail = Path(branch_dir / f"torchrun-{context.run_id}.log").read_text()[-4000:]
+        what = (
+            f"exit code {returncode}" if returncode else f"trainer {summary.get('event', 'ended')}"
+        )
         raise Failure(
-            description=f"torchrun exited with code {returncode}",
-            metadata={"log_tail": MetadataValue.text(log_tail), **summary},
+            description=f"training did not finish ({what}); resume from the latest checkpoint",
+            metadata={
+                "log_tail": MetadataValue.text(log_tail),
+                "checkpoints": summary["checkpoints"],
+            },
         )
     context.log.info(f"training finished: {summary}")
     return summary

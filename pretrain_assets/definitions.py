@@ -16,6 +16,7 @@ from dagster import Definitions
 
 from jobs.asset_jobs import ASSET_JOBS
 from jobs.training import train_job
+from pretrain import storage
 from pretrain_assets.corpus_assets import data_mixture, packed_tokens, tokenizer
 from pretrain_assets.data_assets import filtered_shards, raw_shards
 from pretrain_assets.dedup_assets import dedup_clusters, deduped_shards, minhash_signatures
@@ -23,8 +24,12 @@ from pretrain_assets.model_assets import checkpoints, eval_reports
 from pretrain_assets.plan_assets import scaling_plan
 from pretrain_assets.quality_assets import quality_classifier
 from resources.launcher import TorchrunLauncher
+from resources.metrics import RecoveryThresholds, WandbMetricsReader
 from resources.storage import ArtifactStore
 from sensors.eval_sensor import eval_sensor
+from sensors.failure_sensor import training_failure_sensor
+from sensors.loss_spike_sensor import loss_spike_sensor
+from sensors.lr_sensor import lr_sensor
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 ASSETS = [
@@ -53,16 +58,23 @@ def build_definitions(
     nproc_per_node: int = 2,
 ) -> Definitions:
     """Definitions with the given storage root; tests build their own with a temp root."""
+    root = artifact_root or default_artifact_root()
     return Definitions(
         assets=ASSETS,
         jobs=[*ASSET_JOBS, train_job],
-        sensors=[eval_sensor],
+        sensors=[eval_sensor, loss_spike_sensor, lr_sensor, training_failure_sensor],
         resources={
             "store": ArtifactStore(
-                root=artifact_root or default_artifact_root(),
+                root=root,
                 s3_endpoint_url=s3_endpoint_url or os.environ.get("PRETRAIN_S3_ENDPOINT_URL"),
             ),
             "launcher": TorchrunLauncher(nproc_per_node=nproc_per_node),
+            # the same run root string the training op uses: W&B run ids hash its path
+            "metrics": WandbMetricsReader(
+                run_root=storage.join(root, "runs"),
+                mode=os.environ.get("PRETRAIN_WANDB_MODE", "offline"),
+            ),
+            "recovery": RecoveryThresholds(),
         },
     )
 

@@ -88,3 +88,9 @@ def test_job_run_configs_validate(tmp_path) -> None:
         assert "max_steps" in str(exc)
     else:
         raise AssertionError("an invalid run config validated")
+
+
+def test_recovery_and_eval_sensors_are_registered(tmp_path) -> None:
+    defs = build_definitions(artifact_root=str(tmp_path))
+    names = {s.name for s in defs.get_repository_def().sensor_defs}
+    assert names == {"eval_sensor", "loss_spike_sensor", "lr_sensor", "training_failure_sensor"}

@@ -17,11 +17,26 @@ from pretrain.data.raw import build_raw_shard, list_source_files, plan_shards
 from pretrain.filters.pipeline import FilterConfig, filter_shard
 from pretrain.verify import count_rows
 
-TEXT = (
-    "The committee met on Tuesday to review the proposed budget for the coming year. "
-    "Members discussed the allocation of funds to schools, roads and public libraries, "
-    "and agreed to publish a detailed report before the next meeting in the spring. "
-)
+SENTENCES = [
+    "The committee met on Tuesday to review the proposed budget for the coming year.",
+    "Members discussed the allocation of funds to schools, roads and public libraries.",
+    "They agreed to publish a detailed report before the next meeting in the spring.",
+    "A local business owner asked whether the new parking rules would affect her shop.",
+    "The chair explained that the changes were meant to make the town centre safer.",
+    "Several residents said that the bus service had improved over the last few months.",
+    "Others were worried about the cost of repairing the bridge near the old mill.",
+    "The engineer who inspected it last winter will present her findings in April.",
+    "After a short break, the meeting turned to plans for the summer festival.",
+    "Volunteers will be needed to set up the stage and to sell tickets at the gate.",
+    "The treasurer reminded everyone that last year's event had made a small profit.",
+    "The meeting closed at nine o'clock, and the minutes will be posted online.",
+]
+
+
+def document(i: int) -> str:
+    """Twelve distinct sentences in a rotated order: ordinary prose with no repetition."""
+    order = SENTENCES[i:] + SENTENCES[:i]
+    return f"Report number {i}. " + " ".join(order)
 
 
 @pytest.fixture(scope="module")
@@ -80,10 +95,7 @@ def test_storage_round_trips_on_s3(s3_endpoint: str) -> None:
 
 
 def test_raw_and_filter_stages_read_and_write_s3(s3_endpoint: str) -> None:
-    lines = [
-        json.dumps({"text": f"Report {i}. " + TEXT * 3, "url": f"https://example.org/{i}"})
-        for i in range(6)
-    ]
+    lines = [json.dumps({"text": document(i), "url": f"https://example.org/{i}"}) for i in range(6)]
     lines.append("{not json")
     storage.write_bytes(
         gzip.compress("\n".join(lines).encode()), "s3://campaign/raw/part-0.jsonl.gz"

@@ -342,13 +342,14 @@ def run(cfg: TrainConfig, events: EventSink | None = None) -> TrainResult:
         metrics.close()
 
 
-def test_sigterm_stops_cleanly(packed: Path, tmp_path: Path) -> None:
+def test_sigterm_finishes_the_step_checkpoints_and_exits_0(packed: Path, tmp_path: Path) -> None:
     cfg = make_config(packed, tmp_path, max_steps=5000, schedule_steps=5000, every=25, keep_last=2)
     (tmp_path / "run.json").write_text(cfg.to_json())
     proc = subprocess.Popen(
         [sys.executable, "-m", "pretrain.train", "--config", str(tmp_path / "run.json")],
         cwd=REPO,
         env={**os.environ, **TRAINER_ENV},
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
     metrics = tmp_path / "b00" / "metrics.jsonl"
@@ -358,13 +359,22 @@ def test_sigterm_stops_cleanly(packed: Path, tmp_path: Path) -> None:
     ):
         time.sleep(0.1)
     proc.send_signal(signal.SIGTERM)
-    _, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 143, stderr.decode()[-2000:]
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr.decode()[-2000:]  # graceful stop = success
     events = read_jsonl(tmp_path / "b00" / "events.jsonl")
-    assert events[-1]["event"] == "stopped" and events[-1]["signal"] == "SIGTERM"
-    assert events[-1]["step"] < 5000
+    stopped = events[-1]
+    assert stopped["event"] == "stopped" and stopped["signal"] == "SIGTERM"
+    assert 0 < stopped["step"] < 5000
+    # the step it stopped at is checkpointed (not only the last every-25 one), then announced
+    last = ckpt.latest_checkpoint(tmp_path, "b00")
+    assert last == tmp_path / "b00" / ckpt.step_dir_name(stopped["step"])
+    assert stopped["checkpoint"] == str(last)
+    assert events[-2]["event"] == "checkpoint" and events[-2]["step"] == stopped["step"]
+    assert ckpt.read_meta(last)["data_state"]["position"] % 8 == 0
+    assert max(losses(tmp_path)) == stopped["step"]  # no step trained past the checkpoint
     leftovers = [p.name for p in (tmp_path / "b00").iterdir() if p.name.startswith(".")]
-    assert leftovers == [] and ckpt.list_checkpoints(tmp_path, "b00")
+    assert leftovers == []
+    assert f"stopped by SIGTERM after step {stopped['step']}" in stdout.decode()
 
 
 def test_importing_the_packages_does_not_import_torch() -> None:

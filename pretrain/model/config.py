@@ -26,6 +26,10 @@ class ModelConfig:
     ``n_heads // n_kv_heads`` query heads). The SwiGLU hidden size is 8/3 · d_model rounded
     up to a multiple of ``ffn_multiple_of`` (see :func:`ffn_hidden_dim`); ``init_std`` is the
     std of every weight matrix (residual output projections get it scaled by 1/sqrt(2·layers)).
+    ``qk_norm`` adds an RMSNorm over each head's queries and keys after the projections and
+    before RoPE (OLMo-2, Gemma-3): it bounds the attention logits and removes a common source of
+    loss spikes at scale. The z-loss is a term of the objective, not of the architecture: see
+    ``optim.z_loss_weight`` in ``pretrain/train/config.py``.
     """
 
     vocab_size: int
@@ -40,6 +44,7 @@ class ModelConfig:
     rope_theta: float = 10000.0
     norm_eps: float = 1e-5
     init_std: float = 0.02
+    qk_norm: bool = False
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "max_seq_len"):
@@ -103,7 +108,7 @@ def num_params(cfg: ModelConfig) -> int:
     d, kv_dim = cfg.d_model, cfg.n_kv_heads * cfg.head_dim
     attention = d * d + 2 * d * kv_dim + d * d  # wq, wk, wv, wo
     feed_forward = 3 * d * cfg.ffn_hidden  # w1, w3 (gate, up), w2 (down)
-    norms = 2 * d
+    norms = 2 * d + (2 * cfg.head_dim if cfg.qk_norm else 0)  # qk_norm: one gain per q, k
     per_layer = attention + feed_forward + norms
     embedding = cfg.vocab_size * d
     output = 0 if cfg.tie_embeddings else cfg.vocab_size * d

@@ -9,7 +9,8 @@ file knows nothing about processes.
     init_weights(model, seed=0)
     logits = model(tokens)            # tokens: (batch, seq) int64 -> (batch, seq, vocab)
 
-Blocks are pre-norm: ``x + attn(rmsnorm(x))`` then ``x + swiglu(rmsnorm(x))``. Attention
+Blocks are pre-norm: ``x + attn(rmsnorm(x))`` then ``x + swiglu(rmsnorm(x))``; with
+``cfg.qk_norm`` queries and keys are RMS-normalized per head before RoPE. Attention
 uses ``F.scaled_dot_product_attention(is_causal=True)`` (grouped-query via ``enable_gqa``),
 or ``flash_attn_func`` when flash-attn is importable and the tensors are bf16/fp16 on CUDA.
 """
@@ -69,12 +70,17 @@ class Attention(nn.Module):
         self.wk = nn.Linear(cfg.d_model, cfg.n_kv_heads * cfg.head_dim, bias=False)
         self.wv = nn.Linear(cfg.d_model, cfg.n_kv_heads * cfg.head_dim, bias=False)
         self.wo = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.d_model, bias=False)
+        # one gain vector of size head_dim, shared by all heads (OLMo-2 / Gemma-3 style)
+        self.q_norm = RMSNorm(cfg.head_dim, cfg.norm_eps) if cfg.qk_norm else None
+        self.k_norm = RMSNorm(cfg.head_dim, cfg.norm_eps) if cfg.qk_norm else None
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         batch, seq, _ = x.shape
         q = self.wq(x).view(batch, seq, self.n_heads, self.head_dim)
         k = self.wk(x).view(batch, seq, self.n_kv_heads, self.head_dim)
         v = self.wv(x).view(batch, seq, self.n_kv_heads, self.head_dim)
+        if self.q_norm is not None and self.k_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         if flash_attn_func is not None and q.is_cuda and q.dtype in (torch.bfloat16, torch.float16):
             out = flash_attn_func(q, k, v, causal=True)  # (batch, seq, heads, head_dim), GQA-aware
@@ -158,7 +164,7 @@ def init_std(cfg: ModelConfig, name: str) -> float | None:
     Output projections of each residual branch (``wo``, ``w2``) are scaled by
     1/sqrt(2·n_layers) (GPT-2) so the residual stream's variance does not grow with depth.
     """
-    if name.endswith("norm.weight"):
+    if name.endswith("norm.weight"):  # block norms, final norm, q_norm, k_norm
         return None
     if name.endswith(("attention.wo.weight", "feed_forward.w2.weight")):
         return cfg.init_std / math.sqrt(2 * cfg.n_layers)

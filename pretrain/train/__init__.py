@@ -11,12 +11,16 @@
 | recipes.py      | named training recipes (``debug_tiny`` ... ``llama_70b``)            |
 | data.py         | packed-token reader with a resumable (epoch, position) cursor        |
 | process.py      | ``ProcessInfo``, process group, seeding, RNG state, SIGTERM flag     |
-| parallel.py     | meta-device build, FSDP2 ``fully_shard`` per block + root, init      |
-| optim.py        | AdamW, warmup + cosine LR                                            |
-| checkpoint.py   | atomic DCP checkpoints, ``latest_checkpoint``, consolidated loading  |
-| metrics.py      | W&B (offline) + ``metrics.jsonl``, MFU                               |
+| parallel.py     | meta-device build, AC + compile per block, FSDP2 per block + root    |
+| optim.py        | AdamW, warmup + cosine or WSD LR                                     |
+| step.py         | one optimizer update; cross-entropy + z-loss; data-wait time         |
+| checkpoint.py   | naming, listing, healthy labels, pruning, loading (torch-free names) |
+| checkpointer.py | collective DCP save, sync or async, atomic commit                    |
+| export.py       | consolidated single-file export (``python -m pretrain.train.export``) |
+| metrics.py      | W&B (offline) + ``metrics.jsonl``, MFU peak table                    |
 | events.py       | lifecycle events (``events.jsonl`` + an optional external sink)      |
-| loop.py         | ``train(cfg, proc, events=..., metrics=...)``                        |
+| callbacks.py    | metrics/progress/console, skip events, checkpoints, val-loss hook    |
+| loop.py         | ``train(cfg, proc, events=..., metrics=..., callbacks=...)``         |
 
 Importing this package does not import torch: ``TrainConfig`` and the checkpoint naming and
 listing helpers are available to the Dagster layer without it.
@@ -24,13 +28,17 @@ listing helpers are available to the Dagster layer without it.
 
 from pretrain.train.checkpoint import (
     checkpoint_key,
+    is_healthy,
     latest_checkpoint,
+    latest_healthy_checkpoint,
     list_checkpoints,
     load_consolidated_model,
+    mark_healthy,
     read_meta,
 )
 from pretrain.train.config import (
     CheckpointConfig,
+    ComputeConfig,
     DataConfig,
     MetricsConfig,
     OptimConfig,
@@ -41,6 +49,7 @@ from pretrain.train.events import EventSink, JsonlEventSink
 
 __all__ = [
     "CheckpointConfig",
+    "ComputeConfig",
     "DataConfig",
     "EventSink",
     "JsonlEventSink",
@@ -49,8 +58,11 @@ __all__ = [
     "RunConfig",
     "TrainConfig",
     "checkpoint_key",
+    "is_healthy",
     "latest_checkpoint",
+    "latest_healthy_checkpoint",
     "list_checkpoints",
     "load_consolidated_model",
+    "mark_healthy",
     "read_meta",
 ]

@@ -25,8 +25,13 @@ The ``MALLOC_*`` values stop glibc from returning large tensor buffers to the ke
 step (measured: up to half of a small CPU training step's time went to page faults).
 
 Writes ``<out>/<branch>/step-<N:08d>/`` checkpoints, ``<out>/<branch>/metrics.jsonl``,
-``<out>/<branch>/events.jsonl`` and ``<out>/wandb/offline-run-*``. Exit status: 0 when done,
-143 after a graceful stop on SIGTERM/SIGINT (no half checkpoint is ever visible), 1 on error.
+``<out>/<branch>/events.jsonl`` and ``<out>/wandb/offline-run-*``, and prints a progress line
+every ``metrics.console_every_steps`` steps on rank 0.
+
+SIGTERM/SIGINT stop gracefully: the current step finishes, every rank agrees, a checkpoint of
+that step is committed (``run.checkpoint_on_stop``, default true), a ``stopped`` event is
+emitted and the process exits 0; ``--resume latest`` continues from exactly there. Exit status:
+0 when done or stopped (the last event, ``finished`` or ``stopped``, tells which), 1 on error.
 """
 
 from __future__ import annotations
@@ -39,8 +44,6 @@ from pathlib import Path
 from pretrain.errors import ConfigError
 from pretrain.train.config import TrainConfig
 from pretrain.train.events import EventSink, FanoutSink, JsonlEventSink, NullSink, load_sink
-
-EXIT_STOPPED = 143
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -122,7 +125,13 @@ def main(argv: list[str] | None = None) -> int:
         except BaseException as exc:
             events.emit({"event": "failed", "error": f"{type(exc).__name__}: {exc}"})
             raise
-        return EXIT_STOPPED if result.stopped_by else 0
+        if result.stopped_by:
+            print(
+                f"stopped by {result.stopped_by} after step {result.step}; checkpoint: "
+                f"{result.last_checkpoint}",
+                flush=True,
+            )
+        return 0
     finally:
         try:
             events.close()

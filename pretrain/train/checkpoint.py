@@ -6,19 +6,25 @@ Layout (one directory per step, per branch)::
         .metadata, __0_0.distcp, ...   DCP: {"model": ..., "optim": ...} via get_state_dict
         rng-rank00000.pt ...           per-rank RNG states (python, numpy, torch, cuda)
         meta.json                      step, data-reader state, resolved config, lineage,
-                                       loss window, skipped steps, tokens seen
+                                       loss window, skipped steps, tokens seen, fingerprint
         _COMMITTED                     written last
+        HEALTHY                        optional label, added after the commit
 
 Protocol: all ranks write into ``<branch>/.tmp-step-<N:08d>``; after a barrier rank 0 writes
 ``meta.json``, renames the folder to ``step-<N:08d>`` and writes ``_COMMITTED``. Readers
 (:func:`latest_checkpoint`, :func:`list_checkpoints`) only see committed ``step-*`` folders, so a
 crash at any point leaves nothing half-visible. Older committed checkpoints beyond
-``keep_last`` (except ``protected_steps``) are renamed away, then deleted.
+``keep_last`` are renamed away, then deleted — except ``protected_steps`` and checkpoints
+labelled healthy (:func:`mark_healthy`), the rollback targets of the recovery loop. The save
+side (sync or async) is :mod:`pretrain.train.checkpointer`; the consolidated, topology-free
+export is :mod:`pretrain.train.export`.
 
 Naming and listing are torch-free (sensors import them); torch loads inside save/load.
 
     latest_checkpoint("runs", "b00")             # Path('runs/b00/step-00000040') or None
     checkpoint_key("b00", 40)                    # 'b00-s000000040' (Dagster partition key)
+    mark_healthy("runs/b00/step-00000040", reason="no spike through step 60")
+    latest_healthy_checkpoint("runs", "b00", before_step=57)
     model = load_consolidated_model("runs/b00/step-00000040")   # one process, no process group
 """
 
@@ -29,13 +35,13 @@ import json
 import os
 import re
 import shutil
+import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pretrain
 from pretrain import storage
 from pretrain.errors import CheckpointError
 from pretrain.model.config import ModelConfig
@@ -49,6 +55,7 @@ if TYPE_CHECKING:
     from pretrain.train.process import ProcessInfo
 
 META = "meta.json"
+HEALTHY = "HEALTHY"
 _STEP_RE = re.compile(r"^step-(\d{8})$")
 
 
@@ -139,58 +146,16 @@ def save_checkpoint(
     step: int,
     meta: dict[str, Any],
 ) -> Path:
-    """Collective: every rank calls it. Returns the committed ``step-<N>`` directory."""
-    import torch
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_state_dict
+    """Collective, synchronous save; returns the committed ``step-<N>`` directory.
 
-    from pretrain.train.process import barrier, rng_state
+    The trainer uses :class:`pretrain.train.checkpointer.Checkpointer` (async option, commit
+    callbacks); this is the one-call form of it."""
+    from pretrain.train.checkpointer import Checkpointer
 
-    branch_dir = cfg.branch_dir()
-    final = branch_dir / step_dir_name(step)
-    tmp = branch_dir / f".tmp-{step_dir_name(step)}"
-    if proc.is_main:
-        if storage.is_committed(str(final)):
-            raise CheckpointError(
-                f"{final} already exists; a branch never rewrites a step — resume onto a new "
-                "branch (run.branch) instead"
-            )
-        for stale in (tmp, final):  # leftovers of a crash between write and commit
-            shutil.rmtree(stale, ignore_errors=True)
-        tmp.mkdir(parents=True)
-    barrier(proc)
-    model_sd, optim_sd = get_state_dict(model, optimizer)
-    with _single_process_quiet():
-        dcp.save(
-            {"model": model_sd, "optim": optim_sd},
-            checkpoint_id=str(tmp),
-            no_dist=not proc.distributed,
-        )
-    torch.save(rng_state(proc), tmp / f"rng-rank{proc.rank:05d}.pt")
-    fingerprint = weights_fingerprint(model, distributed=proc.distributed)
-    barrier(proc)
-    if proc.is_main:
-        full_meta = {
-            "weights_fingerprint": fingerprint,
-            "step": step,
-            "branch": cfg.run.branch,
-            "key": checkpoint_key(cfg.run.branch, step),
-            "world_size": proc.world_size,
-            "code_version": pretrain.__version__,
-            "config": cfg.to_dict(),
-            **meta,
-        }
-        storage.write_json(full_meta, str(tmp / META))
-        os.rename(tmp, final)
-        storage.commit_marker(str(final), {"step": step, "key": full_meta["key"]})
-        prune_checkpoints(
-            cfg.checkpoint.run_root,
-            cfg.run.branch,
-            cfg.checkpoint.keep_last,
-            protected=cfg.checkpoint.protected_steps,
-        )
-    barrier(proc)
-    return final
+    checkpointer = Checkpointer(cfg, proc, async_save=False)
+    path = checkpointer.save(model=model, optimizer=optimizer, step=step, meta=meta)
+    assert path is not None  # a synchronous save commits before returning
+    return path
 
 
 def weights_fingerprint(model: nn.Module, *, distributed: bool = False) -> dict[str, int]:
@@ -225,17 +190,54 @@ def weights_fingerprint(model: nn.Module, *, distributed: bool = False) -> dict[
 def prune_checkpoints(
     run_root: str | Path, branch: str, keep_last: int, protected: tuple[int, ...] = ()
 ) -> list[Path]:
-    """Delete committed checkpoints older than the newest ``keep_last`` (sparing ``protected``
-    steps). Each is renamed out of the ``step-*`` namespace first, so it vanishes atomically."""
+    """Delete committed checkpoints older than the newest ``keep_last``, sparing ``protected``
+    steps and checkpoints labelled healthy. Each is renamed out of the ``step-*`` namespace
+    first, so it vanishes atomically."""
     removed = []
     for path in list_checkpoints(run_root, branch)[:-keep_last]:
-        if int(path.name.removeprefix("step-")) in protected:
+        if step_of(path) in protected or is_healthy(path):
             continue
         doomed = path.with_name(f".deleting-{path.name}")
         os.rename(path, doomed)
         shutil.rmtree(doomed)
         removed.append(path)
     return removed
+
+
+def step_of(ckpt_dir: str | Path) -> int:
+    match = _STEP_RE.match(Path(ckpt_dir).name)
+    if not match:
+        raise CheckpointError(f"{ckpt_dir} is not a step-<N:08d> checkpoint directory")
+    return int(match.group(1))
+
+
+def mark_healthy(ckpt_dir: str | Path, reason: str) -> None:
+    """Label a committed checkpoint healthy (a rollback target; pruning never deletes it).
+
+    Writes ``HEALTHY`` (JSON: reason, time) atomically next to ``meta.json``; the checkpoint's
+    own files are never rewritten. Idempotent."""
+    path = Path(ckpt_dir)
+    if not storage.is_committed(str(path)):
+        raise CheckpointError(f"{path} is not a committed checkpoint; cannot label it healthy")
+    storage.write_json(
+        {"healthy": True, "reason": reason, "time": time.time()}, str(path / HEALTHY)
+    )
+
+
+def is_healthy(ckpt_dir: str | Path) -> bool:
+    return (Path(ckpt_dir) / HEALTHY).exists()
+
+
+def latest_healthy_checkpoint(
+    run_root: str | Path, branch: str, before_step: int | None = None
+) -> Path | None:
+    """Newest checkpoint labelled healthy (with ``step < before_step`` when given), or None."""
+    found = [
+        p
+        for p in list_checkpoints(run_root, branch)
+        if is_healthy(p) and (before_step is None or step_of(p) < before_step)
+    ]
+    return found[-1] if found else None
 
 
 def load_checkpoint(
@@ -255,7 +257,7 @@ def load_checkpoint(
 
     meta = read_meta(path)
     saved_model = meta.get("config", {}).get("model")
-    if saved_model != cfg.model.to_dict():
+    if saved_model is None or ModelConfig.from_dict(saved_model) != cfg.model:
         raise CheckpointError(
             f"{path} was trained with model config {saved_model}, this run has "
             f"{cfg.model.to_dict()}; resume with the checkpoint's model config"

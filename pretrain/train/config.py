@@ -29,14 +29,20 @@ from pretrain.model.config import ModelConfig
 
 _BRANCH_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 WANDB_MODES = ("offline", "online", "disabled")
+SCHEDULES = ("cosine", "wsd")
 
 
 @dataclass(frozen=True, kw_only=True)
 class OptimConfig:
-    """AdamW with linear warmup to ``lr`` then cosine decay to ``lr * min_lr_ratio``.
+    """AdamW with linear warmup to ``lr``, then a decay to ``lr * min_lr_ratio`` at
+    ``schedule_steps``: ``schedule="cosine"`` (cosine over the whole rest) or ``"wsd"``
+    (warmup-stable-decay: hold ``lr``, then decay linearly over the last ``decay_fraction`` of
+    the schedule; a WSD run can be extended by moving ``schedule_steps`` before the decay).
 
-    ``schedule_steps`` is the horizon of the cosine (normally the planned total step count);
-    it is separate from ``run.max_steps`` so stopping early and resuming keeps the same curve.
+    ``schedule_steps`` is the horizon (normally the planned total step count); it is separate
+    from ``run.max_steps`` so stopping early and resuming keeps the same curve.
+    ``z_loss_weight`` > 0 adds ``z_loss_weight · mean(logsumexp(logits)²)`` to the loss (PaLM
+    uses 1e-4): it keeps the output logits from drifting and is logged as ``z_loss``.
     """
 
     lr: float = 3e-4
@@ -47,8 +53,22 @@ class OptimConfig:
     warmup_steps: int = 100
     schedule_steps: int
     min_lr_ratio: float = 0.1
+    schedule: str = "cosine"
+    decay_fraction: float = 0.2
+    z_loss_weight: float = 0.0
 
     def __post_init__(self) -> None:
+        if self.schedule not in SCHEDULES:
+            raise ConfigError(f"optim.schedule={self.schedule!r}; use one of {SCHEDULES}")
+        if not 0 < self.decay_fraction <= 1:
+            raise ConfigError(
+                f"optim.decay_fraction={self.decay_fraction} must be in (0, 1] (WSD decays over "
+                "that fraction of schedule_steps; 0.1-0.2 is usual)"
+            )
+        if self.z_loss_weight < 0:
+            raise ConfigError(
+                f"optim.z_loss_weight must be >= 0 (1e-4 is usual), got {self.z_loss_weight}"
+            )
         if self.lr <= 0:
             raise ConfigError(f"optim.lr must be > 0, got {self.lr}")
         if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
@@ -105,12 +125,22 @@ class DataConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class CheckpointConfig:
-    """Checkpoints go to ``<run_root>/<branch>/step-<N:08d>`` (local path)."""
+    """Checkpoints go to ``<run_root>/<branch>/step-<N:08d>`` (local path).
+
+    Pruning keeps the newest ``keep_last`` checkpoints plus every checkpoint labelled healthy
+    and every step in ``protected_steps``. The trainer labels a checkpoint healthy when its step
+    is a multiple of ``healthy_every_steps`` (0: never) and its loss window is finite; the
+    recovery loop labels others with :func:`pretrain.train.checkpoint.mark_healthy`.
+    ``async_save`` writes with ``torch.distributed.checkpoint.async_save`` in a background thread
+    (staged to CPU first); the commit happens before the next save or at the end of the run.
+    """
 
     run_root: str
     every_steps: int = 100
     keep_last: int = 3
     protected_steps: tuple[int, ...] = ()
+    healthy_every_steps: int = 0
+    async_save: bool = False
 
     def __post_init__(self) -> None:
         if not self.run_root or self.run_root.startswith("s3://"):
@@ -120,18 +150,32 @@ class CheckpointConfig:
             )
         if self.every_steps <= 0 or self.keep_last <= 0:
             raise ConfigError("checkpoint.every_steps and checkpoint.keep_last must be >= 1")
+        if self.healthy_every_steps < 0 or self.healthy_every_steps % self.every_steps:
+            raise ConfigError(
+                f"checkpoint.healthy_every_steps={self.healthy_every_steps} must be 0 (off) or a "
+                f"multiple of every_steps={self.every_steps}, or no checkpoint would match"
+            )
 
 
 @dataclass(frozen=True, kw_only=True)
 class RunConfig:
-    """One invocation of the trainer on one branch of the run's history."""
+    """One invocation of the trainer on one branch of the run's history.
+
+    On SIGTERM/SIGINT the trainer finishes the current step, saves a checkpoint there
+    (``checkpoint_on_stop``) and exits 0.
+
+    ``inject_nan_at_step`` is a fault-injection hook for tests only (off by default): the logits
+    of that step become NaN, so its loss, gradients and then the weights are NaN, as a corrupt
+    batch or an overflow would make them. A skip window covering the step avoids it.
+    """
 
     branch: str = "b00"
     max_steps: int
     resume: str = "latest"
     lr_scale: float = 1.0
     skip_windows: tuple[tuple[int, int], ...] = ()
-    checkpoint_on_stop: bool = False
+    checkpoint_on_stop: bool = True
+    inject_nan_at_step: int | None = None  # tests only: see the class docstring
 
     def __post_init__(self) -> None:
         if not _BRANCH_RE.match(self.branch):
@@ -145,6 +189,8 @@ class RunConfig:
             raise ConfigError("run.resume must be 'latest', 'none' or a checkpoint directory")
         if self.lr_scale <= 0:
             raise ConfigError(f"run.lr_scale must be > 0, got {self.lr_scale}")
+        if self.inject_nan_at_step is not None and self.inject_nan_at_step < 1:
+            raise ConfigError(f"run.inject_nan_at_step must be >= 1, got {self.inject_nan_at_step}")
         for window in self.skip_windows:
             if len(window) != 2 or not 1 <= window[0] < window[1]:
                 raise ConfigError(
@@ -164,7 +210,10 @@ class MetricsConfig:
     W&B files go to ``<wandb_dir>/wandb/offline-run-*`` (default ``<run_root>``). The W&B run id
     defaults to ``<branch>-<hash of run_root>`` so a crash-resume of a branch appends to its run.
     A progress event is emitted when at least ``progress_every_steps`` steps **and**
-    ``progress_min_interval_s`` seconds have passed since the last one.
+    ``progress_min_interval_s`` seconds have passed since the last one. Rank 0 prints a console
+    progress line every ``console_every_steps`` steps (0: never). ``val_every_steps`` > 0 runs
+    the validation-loss hook on the first ``val_sequences`` sequences of the ``val`` split.
+    ``peak_flops_per_device`` overrides the MFU peak table (bf16 dense FLOP/s per device).
     """
 
     wandb_mode: str = "offline"
@@ -176,14 +225,44 @@ class MetricsConfig:
     progress_every_steps: int = 10
     progress_min_interval_s: float = 30.0
     peak_flops_per_device: float | None = None
+    console_every_steps: int = 10
+    val_every_steps: int = 0
+    val_sequences: int = 32
 
     def __post_init__(self) -> None:
+        if self.console_every_steps < 0 or self.val_every_steps < 0 or self.val_sequences <= 0:
+            raise ConfigError(
+                "metrics.console_every_steps and val_every_steps must be >= 0 (0: off), "
+                "val_sequences >= 1"
+            )
         if self.wandb_mode not in WANDB_MODES:
             raise ConfigError(f"metrics.wandb_mode={self.wandb_mode!r}; use one of {WANDB_MODES}")
         if self.progress_every_steps <= 0 or self.progress_min_interval_s < 0:
             raise ConfigError("metrics.progress_every_steps must be >= 1, min_interval_s >= 0")
         if self.peak_flops_per_device is not None and self.peak_flops_per_device <= 0:
             raise ConfigError("metrics.peak_flops_per_device must be > 0 (FLOP/s) or null")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ComputeConfig:
+    """How the model's compute runs; none of it changes the weights' layout or checkpoint keys.
+
+    ``activation_checkpointing``: recompute each block's activations in the backward pass
+    (about 1/3 more compute, activation memory of one block instead of all). ``compile``:
+    ``torch.compile`` each block (``compile_backend="inductor"``; ``"eager"`` only traces, for
+    tests). Both apply before FSDP2 sharding, per block, as in torchtitan.
+    """
+
+    activation_checkpointing: bool = False
+    compile: bool = False
+    compile_backend: str = "inductor"
+
+    def __post_init__(self) -> None:
+        if self.compile_backend not in ("inductor", "aot_eager", "eager"):
+            raise ConfigError(
+                f"compute.compile_backend={self.compile_backend!r}; use 'inductor' (GPU and "
+                "CPU with a C++ compiler), 'aot_eager' or 'eager'"
+            )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -194,6 +273,7 @@ class TrainConfig:
     checkpoint: CheckpointConfig
     run: RunConfig
     metrics: MetricsConfig = MetricsConfig()
+    compute: ComputeConfig = ComputeConfig()
     seed: int = 0
     deterministic: bool = False
 
@@ -279,64 +359,10 @@ def _convert(hint: Any, value: Any, where: str) -> Any:
     return value
 
 
-def train_config_from_overrides(
-    *,
-    recipe: str,
-    packed_dir: str,
-    run_root: str,
-    max_steps: int,
-    branch: str = "b00",
-    resume: str = "latest",
-    lr_scale: float = 1.0,
-    skip_windows: tuple[tuple[int, int], ...] | list = (),
-    checkpoint_every: int | None = None,
-    keep_last: int | None = None,
-    micro_batch_size: int | None = None,
-    global_batch_sequences: int | None = None,
-    learning_rate: float | None = None,
-    warmup_steps: int | None = None,
-    schedule_steps: int | None = None,
-    seed: int = 0,
-    wandb_mode: str = "offline",
-) -> TrainConfig:
-    """A named training recipe with an operator's launch-time settings applied (``None`` keeps
-    the recipe's value). ``schedule_steps`` defaults to ``max_steps``. Reads the packed index
-    (vocab size, context length). Used by the Dagster training op to write ``run.json``."""
-    from pretrain.train.recipes import get_train_recipe  # recipes.py imports this module
+def train_config_from_overrides(**overrides: Any) -> TrainConfig:
+    """A named recipe with an operator's launch-time settings applied; the Dagster training op
+    calls this. Keyword arguments and their defaults: :func:`pretrain.train.recipes.with_overrides`
+    (it lives there because it needs the recipes, which import this module)."""
+    from pretrain.train.recipes import with_overrides
 
-    horizon = schedule_steps or max_steps
-    cfg = get_train_recipe(recipe)(
-        packed_dir=packed_dir,
-        out_dir=run_root,
-        max_steps=horizon,
-        branch=branch,
-        wandb_mode=wandb_mode,
-    )
-
-    def keep(value: Any, default: Any) -> Any:
-        return default if value is None else value
-
-    optim = dataclasses.replace(
-        cfg.optim,
-        lr=keep(learning_rate, cfg.optim.lr),
-        warmup_steps=min(keep(warmup_steps, cfg.optim.warmup_steps), horizon),
-    )
-    data = dataclasses.replace(
-        cfg.data,
-        micro_batch_size=keep(micro_batch_size, cfg.data.micro_batch_size),
-        global_batch_sequences=keep(global_batch_sequences, cfg.data.global_batch_sequences),
-        seed=seed,
-    )
-    checkpoint = dataclasses.replace(
-        cfg.checkpoint,
-        every_steps=keep(checkpoint_every, cfg.checkpoint.every_steps),
-        keep_last=keep(keep_last, cfg.checkpoint.keep_last),
-    )
-    run = RunConfig(
-        branch=branch,
-        max_steps=max_steps,
-        resume=resume,
-        lr_scale=lr_scale,
-        skip_windows=tuple((int(a), int(b)) for a, b in skip_windows),
-    )
-    return cfg.replace(optim=optim, data=data, checkpoint=checkpoint, run=run, seed=seed)
+    return with_overrides(**overrides)

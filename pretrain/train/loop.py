@@ -1,18 +1,20 @@
 """The training loop: one function, :func:`train`, run identically on 1 or N processes.
 
     result = train(cfg, proc, events=JsonlEventSink("events.jsonl"), metrics=MetricsLogger(cfg))
+    result = train(cfg, proc, events=sink, metrics=logger, callbacks=[MyEvalHook()])
 
-Per step ``s`` (1-based): read this rank's slice of global batch ``s``, run
-``accum = global_batch / (micro_batch × world_size)`` forward/backward passes (FSDP's gradient
-reduce-scatter only on the last), clip the global gradient norm, AdamW step at ``lr_at(s)``,
-average the loss over ranks, log metrics (rank 0), emit a throttled progress event, and save a
-checkpoint every ``checkpoint.every_steps`` steps and at ``run.max_steps``. Steps inside a
-``run.skip_windows`` range consume their batch without training on it.
+Per step ``s`` (1-based): train on this rank's slice of global batch ``s`` at ``lr_at(s)``
+(:func:`pretrain.train.step.train_step`), or consume the batch without training when ``s`` is
+in a ``run.skip_windows`` range; update the trainer's state (step, tokens seen, loss window);
+run the callbacks (:mod:`pretrain.train.callbacks`: metrics + progress, eval hooks,
+checkpoints); then agree across ranks whether a SIGTERM/SIGINT arrived. After a stop the
+checkpoint callback saves the step just finished and the loop ends with ``stopped_by`` set (the
+CLI exits 0).
 
 Exact resume: all state that influences step ``s+1`` — weights, AdamW moments and step count,
 the data cursor, RNG states — is in the step-``s`` checkpoint, and the LR is a function of the
 step, so with ``deterministic=True`` on CPU a resumed run reproduces an uninterrupted run's
-losses bit for bit.
+losses bit for bit, even after a ``kill -9`` (tests/test_train_resume.py).
 """
 
 from __future__ import annotations
@@ -23,21 +25,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-import torch.distributed as dist
-import torch.nn.functional as F
-
 import pretrain
 from pretrain.errors import CheckpointError, ConfigError
 from pretrain.model.config import flops_per_token, num_params
 from pretrain.train import checkpoint as ckpt
+from pretrain.train.callbacks import Callback, StepRecord, default_callbacks
+from pretrain.train.checkpointer import Checkpointer, healthy_reason
 from pretrain.train.config import TrainConfig
 from pretrain.train.data import BatchReader, PackedIndex, PackedSplit, read_packed_index
-from pretrain.train.events import EventSink, ProgressThrottle
+from pretrain.train.events import EventSink
 from pretrain.train.metrics import Metrics, finite_or_none, memory_gb, mfu, peak_flops_per_device
-from pretrain.train.optim import build_optimizer, lr_at, set_lr
-from pretrain.train.parallel import autocast, build_model, clip_grad_norm, set_gradient_sync
+from pretrain.train.optim import build_optimizer, lr_at
+from pretrain.train.parallel import build_model
 from pretrain.train.process import ProcessInfo, StopFlag, agree_to_stop, set_determinism
+from pretrain.train.step import train_step
 
 LOSS_WINDOW = 50
 
@@ -78,7 +79,12 @@ def _loss_summary(window: deque[tuple[int, float]]) -> dict[str, Any]:
 
 
 class Trainer:
-    """The state of one training invocation; :func:`train` is the public entry point."""
+    """The state of one training invocation; :func:`train` is the public entry point.
+
+    Callbacks read (and eval hooks may use) ``cfg``, ``proc``, ``model``, ``optimizer``,
+    ``index``, ``step``, ``tokens_seen``, ``loss_window``, ``events``, ``metrics``,
+    ``checkpointer``, ``last_checkpoint`` and ``step_metrics`` (extra values for this step's
+    metrics row)."""
 
     def __init__(self, cfg: TrainConfig, proc: ProcessInfo, events: EventSink, metrics: Metrics):
         self.cfg, self.proc, self.events, self.metrics = cfg, proc, events, metrics
@@ -86,7 +92,7 @@ class Trainer:
         self.index = read_packed_index(cfg.data.packed_dir)
         check_data(cfg, self.index)
         self.accum = cfg.data.accum_steps(proc.world_size)
-        self.model = build_model(cfg.model, proc, seed=cfg.seed)
+        self.model = build_model(cfg.model, proc, seed=cfg.seed, compute=cfg.compute)
         self.optimizer = build_optimizer(self.model, cfg.optim)
         self.reader = BatchReader(
             PackedSplit(self.index, "train"),
@@ -101,6 +107,9 @@ class Trainer:
         self.loss_window: deque[tuple[int, float]] = deque(maxlen=LOSS_WINDOW)
         self.skipped: list[int] = []
         self.parent: Path | None = None
+        self.last_checkpoint: Path | None = None
+        self.step_metrics: dict[str, float] = {}
+        self.checkpointer = Checkpointer(cfg, proc, on_commit=[self._on_commit])
 
     def restore(self) -> None:
         """Load the resume checkpoint (if any); refuse to rewrite an existing branch history."""
@@ -115,10 +124,11 @@ class Trainer:
             window = restored.meta["loss_window"]
             self.loss_window.extend(zip(window["steps"], window["losses"], strict=True))
             self.skipped = list(restored.meta.get("skipped_steps", []))
+        self.last_checkpoint = self.parent
         ahead = [
             p
             for p in ckpt.list_checkpoints(cfg.checkpoint.run_root, cfg.run.branch)
-            if int(p.name.removeprefix("step-")) > self.step
+            if ckpt.step_of(p) > self.step
         ]
         if ahead:
             raise CheckpointError(
@@ -126,40 +136,12 @@ class Trainer:
                 f"point (step {self.step}); resume onto a new branch so no key is reused"
             )
 
-    def train_step(self, lr: float) -> tuple[float, float]:
-        """One optimizer update on this rank's slice of the next global batch.
-
-        Returns (loss averaged over micro-batches and ranks, pre-clip gradient norm)."""
-        set_lr(self.optimizer, lr)
-        batch = torch.from_numpy(self.reader.next_batch())
-        micro = self.cfg.data.micro_batch_size
-        loss_sum = torch.zeros((), device=self.proc.device)
-        for i in range(self.accum):
-            tokens = batch[i * micro : (i + 1) * micro].to(self.proc.device, non_blocking=True)
-            set_gradient_sync(self.model, i == self.accum - 1)
-            with autocast(self.proc):
-                logits = self.model(tokens[:, :-1])
-            loss = F.cross_entropy(
-                logits.float().flatten(0, 1),
-                tokens[:, 1:].flatten(),
-                ignore_index=self.ignore_index,
-            )
-            (loss / self.accum).backward()
-            loss_sum += loss.detach()
-        grad_norm = clip_grad_norm(self.model, self.cfg.optim.grad_clip)
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        mean_loss = loss_sum / self.accum
-        if self.proc.distributed:
-            dist.all_reduce(mean_loss)
-            mean_loss /= self.proc.world_size
-        return float(mean_loss), grad_norm
-
-    def save(self) -> Path:
-        cfg, index = self.cfg, self.index
+    def save(self) -> None:
+        """Checkpoint the current step (collective); the ``checkpoint`` event follows the commit."""
+        index = self.index
         meta = {
             "tokens_seen": self.tokens_seen,
-            "data_state": self.reader.state_dict(),
+            "data_state": self.reader.checkpoint_state(),  # cursor + what a resume verifies
             "loss_window": _loss_summary(self.loss_window),
             "skipped_steps": self.skipped,
             "lineage": {
@@ -169,39 +151,87 @@ class Trainer:
                 "parent": str(self.parent) if self.parent else None,
             },
         }
-        path = ckpt.save_checkpoint(
-            cfg=cfg,
-            proc=self.proc,
+        losses = [loss for _, loss in self.loss_window]
+        self.checkpointer.save(
             model=self.model,
             optimizer=self.optimizer,
             step=self.step,
             meta=meta,
+            healthy_reason=healthy_reason(self.cfg, self.step, losses),
         )
+
+    def _on_commit(self, path: Path, meta: dict[str, Any]) -> None:
+        self.last_checkpoint = path
+        window = meta["loss_window"]
         self.events.emit(
             {
                 "event": "checkpoint",
-                "branch": cfg.run.branch,
-                "step": self.step,
-                "key": ckpt.checkpoint_key(cfg.run.branch, self.step),
+                "branch": self.cfg.run.branch,
+                "step": meta["step"],
+                "key": meta["key"],
                 "path": str(path.absolute()),
-                "loss": self.last_loss(),
-                "tokens_seen": self.tokens_seen,
+                "loss": finite_or_none(window["last"]) if window["last"] is not None else None,
+                "tokens_seen": meta["tokens_seen"],
+                "healthy": ckpt.is_healthy(path),
             }
         )
-        return path
 
     def last_loss(self) -> float | None:
         return finite_or_none(self.loss_window[-1][1]) if self.loss_window else None
 
-    def run(self, stop: StopFlag) -> TrainResult:
+    def one_step(self) -> StepRecord:
+        """Advance one step (train it, or consume its batch inside a skip window)."""
+        cfg, proc = self.cfg, self.proc
+        self.step += 1
+        lr = lr_at(self.step, cfg.optim, cfg.run.lr_scale)
+        if cfg.run.is_skipped(self.step):
+            skipped = self.reader.skip_batch()
+            self.skipped.append(self.step)
+            return StepRecord(
+                step=self.step,
+                lr=lr,
+                tokens_seen=self.tokens_seen,
+                skipped=True,
+                skipped_sequences=skipped,
+            )
+        started = time.perf_counter()
+        out = train_step(
+            self.model,
+            self.optimizer,
+            self.reader,
+            lr=lr,
+            accum=self.accum,
+            micro_batch=cfg.data.micro_batch_size,
+            proc=proc,
+            grad_clip=cfg.optim.grad_clip,
+            ignore_index=self.ignore_index,
+            z_loss_weight=cfg.optim.z_loss_weight,
+            inject_nan=self.step == cfg.run.inject_nan_at_step,
+        )
+        step_time = time.perf_counter() - started
+        self.tokens_seen += self.tokens_per_step
+        self.loss_window.append((self.step, out.loss))
+        tokens_per_s = self.tokens_per_step / step_time
+        return StepRecord(
+            step=self.step,
+            lr=lr,
+            tokens_seen=self.tokens_seen,
+            loss=out.loss,
+            z_loss=out.z_loss,
+            grad_norm=out.grad_norm,
+            step_time_s=step_time,
+            data_wait_s=out.data_wait_s,
+            tokens_per_s=tokens_per_s,
+            mfu=mfu(self.flops_per_token, tokens_per_s, self.peak_flops, proc.world_size),
+            memory_gb=memory_gb(proc.device),
+        )
+
+    def run(self, stop: StopFlag, callbacks: list[Callback]) -> TrainResult:
         cfg, proc = self.cfg, self.proc
         seq_tokens = self.index.seq_len - 1
-        tokens_per_step = cfg.data.global_batch_sequences * seq_tokens
-        fpt = flops_per_token(cfg.model, seq_tokens)
-        peak = peak_flops_per_device(proc.device, cfg.metrics.peak_flops_per_device)
-        throttle = ProgressThrottle(
-            cfg.metrics.progress_every_steps, cfg.metrics.progress_min_interval_s
-        )
+        self.tokens_per_step = cfg.data.global_batch_sequences * seq_tokens
+        self.flops_per_token = flops_per_token(cfg.model, seq_tokens)
+        self.peak_flops = peak_flops_per_device(proc.device, cfg.metrics.peak_flops_per_device)
         self.events.emit(
             {
                 "event": "started",
@@ -213,57 +243,29 @@ class Trainer:
                 "resumed_from": str(self.parent) if self.parent else None,
             }
         )
-        last_checkpoint, stopped_by = self.parent, None
-        skip = _SkipTracker(self.events)
+        for callback in callbacks:
+            callback.on_train_start(self)
+        stopped_by = None
         self.model.train()
         while self.step < cfg.run.max_steps:
-            self.step += 1
-            lr = lr_at(self.step, cfg.optim, cfg.run.lr_scale)
-            if cfg.run.is_skipped(self.step):
-                skip.add(self.step, self.reader.skip_batch())
-                self.skipped.append(self.step)
-                row = {"skipped": True, "lr": lr, "tokens_seen": self.tokens_seen}
-                self.metrics.log(row, step=self.step)
-            else:
-                skip.flush(self.step)
-                started = time.perf_counter()
-                loss, grad_norm = self.train_step(lr)
-                step_time = time.perf_counter() - started
-                self.tokens_seen += tokens_per_step
-                tokens_per_s = tokens_per_step / step_time
-                self.loss_window.append((self.step, loss))
-                self.metrics.log(
-                    {
-                        "loss": loss,
-                        "grad_norm": grad_norm,
-                        "lr": lr,
-                        "tokens_per_s": tokens_per_s,
-                        "step_time_s": step_time,
-                        "mfu": mfu(fpt, tokens_per_s, peak, proc.world_size),
-                        "memory_gb": memory_gb(proc.device),
-                        "tokens_seen": self.tokens_seen,
-                    },
-                    step=self.step,
-                )
-                if throttle.ready(self.step):
-                    self.events.emit(
-                        {
-                            "event": "progress",
-                            "step": self.step,
-                            "loss": finite_or_none(loss),
-                            "tokens_per_s": tokens_per_s,
-                        }
-                    )
-            stopping = agree_to_stop(stop, proc)
-            due = self.step % cfg.checkpoint.every_steps == 0 or self.step == cfg.run.max_steps
-            if due or (stopping and cfg.run.checkpoint_on_stop):
-                last_checkpoint = self.save()
-            if stopping:
+            record = self.one_step()
+            for callback in callbacks:
+                callback.on_step_end(self, record)
+            if agree_to_stop(stop, proc):
                 stopped_by = stop.signal_name or "peer_rank"  # another rank got the signal
-                self.events.emit({"event": "stopped", "step": self.step, "signal": stopped_by})
                 break
-        skip.flush(self.step + 1)
-        if stopped_by is None:
+        for callback in callbacks:
+            callback.on_train_end(self, stopped_by)
+        if stopped_by is not None:
+            self.events.emit(
+                {
+                    "event": "stopped",
+                    "step": self.step,
+                    "signal": stopped_by,
+                    "checkpoint": str(self.last_checkpoint) if self.last_checkpoint else None,
+                }
+            )
+        else:
             self.events.emit(
                 {
                     "event": "finished",
@@ -276,32 +278,9 @@ class Trainer:
             step=self.step,
             final_loss=self.loss_window[-1][1] if self.loss_window else None,
             tokens_seen=self.tokens_seen,
-            last_checkpoint=last_checkpoint,
+            last_checkpoint=self.last_checkpoint,
             stopped_by=stopped_by,
         )
-
-
-class _SkipTracker:
-    """Collapses consecutive skipped steps into one ``skipped`` event."""
-
-    def __init__(self, events: EventSink) -> None:
-        self.events, self.start, self.num_sequences = events, None, 0
-
-    def add(self, step: int, num_sequences: int) -> None:
-        self.start = step if self.start is None else self.start
-        self.num_sequences += num_sequences
-
-    def flush(self, end_step: int) -> None:
-        if self.start is not None:
-            self.events.emit(
-                {
-                    "event": "skipped",
-                    "start_step": self.start,
-                    "end_step": end_step,
-                    "num_sequences": self.num_sequences,
-                }
-            )
-            self.start, self.num_sequences = None, 0
 
 
 def train(
@@ -311,8 +290,15 @@ def train(
     events: EventSink,
     metrics: Metrics,
     stop: StopFlag | None = None,
+    callbacks: list[Callback] | None = None,
 ) -> TrainResult:
-    """Train ``cfg`` on this process (collective when distributed); returns where it ended."""
+    """Train ``cfg`` on this process (collective when distributed); returns where it ended.
+
+    ``callbacks`` run after the default ones (metrics, skip events, eval hook, checkpoints)."""
     trainer = Trainer(cfg, proc, events, metrics)
     trainer.restore()
-    return trainer.run(stop or StopFlag())
+    result = trainer.run(stop or StopFlag(), default_callbacks(trainer) + list(callbacks or []))
+    # not in a `finally`: after an error a rank may be gone, and an uncommitted save stays a
+    # .tmp- folder rather than becoming a checkpoint
+    trainer.checkpointer.close()
+    return result

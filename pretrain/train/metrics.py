@@ -7,8 +7,9 @@ Rank 0 owns the sink; other ranks get :class:`NullMetrics`.
     metrics.close()
 
 Each row of ``metrics.jsonl`` is ``{"step", "loss", "grad_norm", "lr", "tokens_per_s",
-"step_time_s", "mfu", "memory_gb", "tokens_seen"}`` (or ``{"step", "skipped": true, ...}`` for
-a step inside a skip window). The file is appended to: after a crash-resume a step can appear
+"step_time_s", "data_wait_s", "mfu", "memory_gb", "tokens_seen", "time"}`` plus ``z_loss`` /
+``val_loss`` when enabled (or ``{"step", "skipped": true, ...}`` for a step inside a skip
+window); ``time`` is the wall clock when the row was written (the JSONL file only). The file is appended to: after a crash-resume a step can appear
 twice; readers keep the last row per step. W&B offline files land in
 ``<wandb_dir>/wandb/offline-run-*/run-<id>.wandb`` and are flushed every second
 (``x_transaction_log_flush_interval``) so the loss-spike sensor sees them quickly.
@@ -23,6 +24,7 @@ from __future__ import annotations
 import json
 import math
 import resource
+import time
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -85,7 +87,7 @@ class MetricsLogger:
         return Path(self._run.dir).parent if self._run is not None else None
 
     def log(self, metrics: dict[str, Any], step: int) -> None:
-        row = {"step": step, **metrics}
+        row = {"step": step, **metrics, "time": time.time()}
         self._file.write(json.dumps(row, allow_nan=True) + "\n")
         if self._run is not None:
             numeric = {k: v for k, v in metrics.items() if isinstance(v, int | float)}

@@ -1,6 +1,6 @@
 """Parallelism: build the model on the meta device, shard it with FSDP2, materialize it.
 
-    model = build_model(model_cfg, proc, seed=0)
+    model = build_model(model_cfg, proc, seed=0, compute=ComputeConfig(activation_checkpointing=True))
 
 With ``world_size > 1``: every transformer block gets its own ``fully_shard`` (so only one
 block's full parameters live in memory at a time), then the root (embeddings, final norm and
@@ -9,6 +9,11 @@ output head); parameters are sharded along dim 0 over all ranks. On CUDA the FSD
 stays fp32 (bitwise-reproducible runs). Weights are materialized with ``to_empty`` and filled
 by :func:`pretrain.model.transformer.init_weights`, which gives identical values for any world
 size.
+
+``compute.activation_checkpointing`` applies the composable
+``torch.distributed._composable.checkpoint`` to every block and ``compute.compile`` compiles every
+block in place (``Module.compile``), both before sharding (torchtitan's order). Neither changes
+parameter names, so checkpoints, init and export are the same with or without them.
 
 With ``world_size == 1`` the model is a plain ``nn.Module`` (no FSDP): one process needs no
 sharding, and DCP checkpoints of the plain module have the same keys as sharded ones, so a
@@ -25,6 +30,7 @@ from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
 from pretrain.model.config import ModelConfig
 from pretrain.model.transformer import Transformer, init_weights
+from pretrain.train.config import ComputeConfig
 from pretrain.train.process import ProcessInfo
 
 
@@ -34,10 +40,14 @@ def mixed_precision(proc: ProcessInfo) -> MixedPrecisionPolicy:
     return MixedPrecisionPolicy()
 
 
-def build_model(cfg: ModelConfig, proc: ProcessInfo, seed: int) -> Transformer:
+def build_model(
+    cfg: ModelConfig, proc: ProcessInfo, seed: int, compute: ComputeConfig | None = None
+) -> Transformer:
     """The model on ``proc.device``, FSDP2-sharded when distributed, initialized from ``seed``."""
+    compute = compute or ComputeConfig()
     with torch.device("meta"):
         model = Transformer(cfg)
+    apply_compute_options(model, compute)
     if proc.distributed:
         policy = mixed_precision(proc)
         for block in model.layers:
@@ -48,6 +58,17 @@ def build_model(cfg: ModelConfig, proc: ProcessInfo, seed: int) -> Transformer:
         model.tie_weights()
     init_weights(model, seed)
     return model
+
+
+def apply_compute_options(model: Transformer, compute: ComputeConfig) -> None:
+    """Activation checkpointing and ``torch.compile`` per block, in place, names unchanged."""
+    for block in model.layers:
+        if compute.activation_checkpointing:
+            from torch.distributed._composable import checkpoint
+
+            checkpoint(block)  # recompute this block's forward during backward
+        if compute.compile:
+            block.compile(backend=compute.compile_backend, fullgraph=False)
 
 
 def autocast(proc: ProcessInfo) -> contextlib.AbstractContextManager:

@@ -5,17 +5,26 @@
 
 The model's vocab size and context come from the packed data's ``index.json``; everything else
 is a documented default for that scale. ``python -m pretrain.train --recipe NAME --packed DIR
---out DIR`` calls these.
+--out DIR`` calls these. The global batch of the Llama-scale recipes is given in tokens (the
+reference table: 125M ~0.5M, 1.3B ~1M, 7B and 70B ~4M tokens per step) and turned into whole
+sequences of the packed context (see :func:`sequences_for_tokens`); ``debug_tiny`` uses 16
+sequences whatever the context.
+
+    cfg = with_overrides(recipe="debug_tiny", packed_dir=..., run_root=..., max_steps=200,
+                         schedule="wsd", activation_checkpointing=True)
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 from pretrain.errors import ConfigError
 from pretrain.model import recipes as model_recipes
 from pretrain.train.config import (
     CheckpointConfig,
+    ComputeConfig,
     DataConfig,
     MetricsConfig,
     OptimConfig,
@@ -33,7 +42,8 @@ def _recipe(
     max_steps: int,
     lr: float,
     micro_batch_size: int,
-    global_batch_sequences: int,
+    global_batch_sequences: int | None = None,
+    global_batch_tokens: int | None = None,
     warmup_steps: int,
     every_steps: int,
     branch: str,
@@ -44,6 +54,11 @@ def _recipe(
     model = model_recipes.get_recipe(model_name)(
         vocab_size=index.vocab_size, max_seq_len=index.seq_len
     )
+    if global_batch_sequences is None:
+        assert global_batch_tokens is not None, "a recipe gives its batch in tokens or sequences"
+        global_batch_sequences = sequences_for_tokens(
+            global_batch_tokens, index.seq_len - 1, micro_batch_size
+        )
     return TrainConfig(
         model=model,
         optim=OptimConfig(
@@ -59,6 +74,13 @@ def _recipe(
         metrics=MetricsConfig(wandb_mode=wandb_mode),
         deterministic=deterministic,
     )
+
+
+def sequences_for_tokens(num_tokens: int, tokens_per_sequence: int, multiple_of: int) -> int:
+    """Whole sequences closest to ``num_tokens`` per step, a multiple of ``multiple_of`` (the
+    micro-batch) and at least one micro-batch: 1M tokens at context 2048 -> 512 sequences."""
+    micro_batches = max(1, round(num_tokens / (tokens_per_sequence * multiple_of)))
+    return micro_batches * multiple_of
 
 
 def debug_tiny(
@@ -101,7 +123,7 @@ def llama_125m(
         max_steps=max_steps,
         lr=6e-4,
         micro_batch_size=16,
-        global_batch_sequences=256,
+        global_batch_tokens=524_288,
         warmup_steps=700,
         every_steps=1000,
         branch=branch,
@@ -123,9 +145,9 @@ def llama_1b(
         packed_dir=packed_dir,
         out_dir=out_dir,
         max_steps=max_steps,
-        lr=4e-4,
+        lr=2e-4,
         micro_batch_size=8,
-        global_batch_sequences=512,
+        global_batch_tokens=1_048_576,
         warmup_steps=2000,
         every_steps=1000,
         branch=branch,
@@ -149,7 +171,7 @@ def llama_7b(
         max_steps=max_steps,
         lr=3e-4,
         micro_batch_size=2,
-        global_batch_sequences=1024,
+        global_batch_tokens=4_194_304,
         warmup_steps=2000,
         every_steps=1000,
         branch=branch,
@@ -173,7 +195,7 @@ def llama_70b(
         max_steps=max_steps,
         lr=1.5e-4,
         micro_batch_size=1,
-        global_batch_sequences=1024,
+        global_batch_tokens=4_194_304,
         warmup_steps=2000,
         every_steps=500,
         branch=branch,
@@ -198,3 +220,78 @@ def get_train_recipe(name: str) -> Callable[..., TrainConfig]:
         raise ConfigError(
             f"unknown training recipe {name!r}; choose one of {sorted(TRAIN_RECIPES)}"
         ) from None
+
+
+def with_overrides(
+    *,
+    recipe: str,
+    packed_dir: str,
+    run_root: str,
+    max_steps: int,
+    branch: str = "b00",
+    resume: str = "latest",
+    lr_scale: float = 1.0,
+    skip_windows: tuple[tuple[int, int], ...] | list = (),
+    checkpoint_every: int | None = None,
+    keep_last: int | None = None,
+    micro_batch_size: int | None = None,
+    global_batch_sequences: int | None = None,
+    learning_rate: float | None = None,
+    warmup_steps: int | None = None,
+    schedule_steps: int | None = None,
+    seed: int = 0,
+    wandb_mode: str = "offline",
+    schedule: str | None = None,
+    z_loss_weight: float | None = None,
+    healthy_every: int | None = None,
+    async_checkpoint: bool = False,
+    activation_checkpointing: bool = False,
+    compile: bool = False,
+) -> TrainConfig:
+    """A named training recipe with an operator's launch-time settings applied (``None`` keeps
+    the recipe's value). ``schedule_steps`` defaults to ``max_steps``; ``healthy_every`` must be
+    a multiple of the checkpoint interval. Reads the packed index
+    (vocab size, context length). Used by the Dagster training op to write ``run.json``."""
+    horizon = schedule_steps or max_steps
+    cfg = get_train_recipe(recipe)(
+        packed_dir=packed_dir,
+        out_dir=run_root,
+        max_steps=horizon,
+        branch=branch,
+        wandb_mode=wandb_mode,
+    )
+
+    def keep(value: Any, default: Any) -> Any:
+        return default if value is None else value
+
+    optim = dataclasses.replace(
+        cfg.optim,
+        lr=keep(learning_rate, cfg.optim.lr),
+        warmup_steps=min(keep(warmup_steps, cfg.optim.warmup_steps), horizon),
+        schedule=keep(schedule, cfg.optim.schedule),
+        z_loss_weight=keep(z_loss_weight, cfg.optim.z_loss_weight),
+    )
+    data = dataclasses.replace(
+        cfg.data,
+        micro_batch_size=keep(micro_batch_size, cfg.data.micro_batch_size),
+        global_batch_sequences=keep(global_batch_sequences, cfg.data.global_batch_sequences),
+        seed=seed,
+    )
+    checkpoint = dataclasses.replace(
+        cfg.checkpoint,
+        every_steps=keep(checkpoint_every, cfg.checkpoint.every_steps),
+        keep_last=keep(keep_last, cfg.checkpoint.keep_last),
+        healthy_every_steps=keep(healthy_every, cfg.checkpoint.healthy_every_steps),
+        async_save=async_checkpoint,
+    )
+    compute = ComputeConfig(activation_checkpointing=activation_checkpointing, compile=compile)
+    run = RunConfig(
+        branch=branch,
+        max_steps=max_steps,
+        resume=resume,
+        lr_scale=lr_scale,
+        skip_windows=tuple((int(a), int(b)) for a, b in skip_windows),
+    )
+    return cfg.replace(
+        optim=optim, data=data, checkpoint=checkpoint, run=run, compute=compute, seed=seed
+    )

@@ -1,0 +1,81 @@
+"""The checkpoints a branch can roll back to, and persisting the monitor's health labels.
+
+A resumed branch starts from a checkpoint of another branch (``b01`` from
+``b00/step-00000040``), so its rollback candidates are its own checkpoints plus its ancestors'
+up to each fork point::
+
+    ckpts = lineage_checkpoints("runs", "b01", resume_path="runs/b00/step-00000040")
+    apply_health_labels(ckpts, {"b00-s000000040": "healthy"}, reason="no alarm in 20 steps")
+
+Healthy labels are written with :func:`pretrain.train.checkpoint.mark_healthy`, so pruning never
+deletes a rollback target. Torch-free: sensors call this.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from pretrain.control.policy import HEALTHY, PENDING, CheckpointInfo
+from pretrain.errors import CheckpointError
+from pretrain.train import checkpoint as ckpt
+
+MAX_LINEAGE_DEPTH = 64
+
+
+def lineage_checkpoints(
+    run_root: str | Path, branch: str, resume_path: str | Path | None = None
+) -> list[CheckpointInfo]:
+    """Committed checkpoints of ``branch`` and its ancestors, oldest first, with on-disk labels
+    (HEALTHY if marked healthy, else PENDING: not judged yet).
+
+    The fork point of a branch is the ``lineage.parent`` recorded in its oldest checkpoint, or
+    ``resume_path`` (what the running job resumed from) while it has none yet."""
+    found: list[CheckpointInfo] = []
+    seen: set[str] = set()
+    limit: int | None = None
+    for _ in range(MAX_LINEAGE_DEPTH):
+        paths = [
+            p
+            for p in ckpt.list_checkpoints(run_root, branch)
+            if limit is None or ckpt.step_of(p) <= limit
+        ]
+        found[:0] = [_info(branch, p) for p in paths]
+        seen.add(branch)
+        parent = _parent(paths[0]) if paths else (Path(resume_path) if resume_path else None)
+        resume_path = None  # only the running branch may lack checkpoints
+        if parent is None or parent.parent.name == branch:
+            return found
+        branch, limit = parent.parent.name, ckpt.step_of(parent)
+        if branch in seen:
+            raise CheckpointError(f"checkpoint lineage loops back to branch {branch!r} at {parent}")
+        if Path(parent.parent.parent).resolve() != Path(run_root).resolve():
+            return found  # forked from another run root: not ours to roll back to
+    raise CheckpointError(f"checkpoint lineage of {branch!r} is deeper than {MAX_LINEAGE_DEPTH}")
+
+
+def _parent(path: Path) -> Path | None:
+    parent = ckpt.read_meta(path).get("lineage", {}).get("parent")
+    return Path(parent) if parent else None
+
+
+def _info(branch: str, path: Path) -> CheckpointInfo:
+    step = ckpt.step_of(path)
+    return CheckpointInfo(
+        key=ckpt.checkpoint_key(branch, step),
+        path=str(path),
+        step=step,
+        label=HEALTHY if ckpt.is_healthy(path) else PENDING,
+    )
+
+
+def apply_health_labels(
+    checkpoints: Sequence[CheckpointInfo], labels: Mapping[str, str], reason: str
+) -> list[str]:
+    """Mark the checkpoints labelled HEALTHY on disk (idempotent); returns the keys newly marked."""
+    marked = []
+    for info in checkpoints:
+        if labels.get(info.key) == HEALTHY and info.label != HEALTHY:
+            ckpt.mark_healthy(info.path, reason=reason)
+            marked.append(info.key)
+    return marked

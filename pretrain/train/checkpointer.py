@@ -1,0 +1,198 @@
+"""The save side of checkpointing: collective DCP writes, synchronous or asynchronous, and the commit.
+
+    checkpointer = Checkpointer(cfg, proc, on_commit=[lambda path, meta: ...])
+    checkpointer.save(model=model, optimizer=optimizer, step=40, meta={...})  # collective;
+                             # returns the committed step-40 dir (None while an async save runs)
+    checkpointer.wait()      # commit an async save still in flight (no-op when sync or idle)
+    checkpointer.close()     # wait, then release the async process group
+
+Protocol (see :mod:`pretrain.train.checkpoint` for the layout): every rank writes its shards
+and RNG state under ``<branch>/.tmp-step-<N>``; after every rank has finished, rank 0 writes
+``meta.json``, renames the folder to ``step-<N>``, writes ``_COMMITTED``, labels it healthy when
+the trainer asked for it, and prunes; then ``on_commit`` callbacks run on every rank.
+
+With ``async_save`` (``checkpoint.async_save``), ``torch.distributed.checkpoint.async_save``
+stages the state dict to CPU memory (a copy, so training may update the weights at once) and
+writes it in a background thread over a dedicated gloo process group (the default group keeps
+serving training collectives). The commit of step N happens at the next ``save``/``wait``, so
+at most one save is in flight and the ``checkpoint`` event of step N arrives late; a crash
+before the commit leaves only a ``.tmp-`` folder, which the next save of that step removes.
+On CPU the same path runs (tests cover it); the win is on GPU, where the write overlaps the
+next steps.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch import nn
+from torch.distributed.checkpoint.state_dict import get_state_dict
+
+import pretrain
+from pretrain import storage
+from pretrain.errors import CheckpointError
+from pretrain.train.checkpoint import (
+    META,
+    _single_process_quiet,
+    checkpoint_key,
+    mark_healthy,
+    prune_checkpoints,
+    step_dir_name,
+    weights_fingerprint,
+)
+from pretrain.train.config import TrainConfig
+from pretrain.train.process import ProcessInfo, barrier, rng_state
+
+CommitCallback = Callable[[Path, dict[str, Any]], None]
+
+
+@dataclass(kw_only=True)
+class _InFlight:
+    step: int
+    tmp: Path
+    final: Path
+    meta: dict[str, Any]
+    future: Future | None = None
+    healthy_reason: str | None = None
+
+
+class Checkpointer:
+    """Collective checkpoint writer for one training invocation (every rank builds one)."""
+
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        proc: ProcessInfo,
+        *,
+        async_save: bool | None = None,
+        on_commit: list[CommitCallback] | None = None,
+    ) -> None:
+        self.cfg, self.proc = cfg, proc
+        self.async_save = cfg.checkpoint.async_save if async_save is None else async_save
+        self.on_commit = list(on_commit or [])
+        self._in_flight: _InFlight | None = None
+        self._group = None
+        if self.async_save and proc.distributed:
+            # collective: every rank creates it at the same point of start-up
+            self._group = dist.new_group(backend="gloo")
+
+    def save(
+        self,
+        *,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        step: int,
+        meta: dict[str, Any],
+        healthy_reason: str | None = None,
+    ) -> Path | None:
+        """Write step ``step``; commits it and returns its directory, or returns None with the
+        write in flight (``async_save``; :meth:`wait` commits it).
+
+        ``healthy_reason`` labels the checkpoint healthy at commit (see ``mark_healthy``)."""
+        self.wait()
+        cfg, proc = self.cfg, self.proc
+        final = cfg.branch_dir() / step_dir_name(step)
+        tmp = cfg.branch_dir() / f".tmp-{step_dir_name(step)}"
+        if proc.is_main:
+            if storage.is_committed(str(final)):
+                raise CheckpointError(
+                    f"{final} already exists; a branch never rewrites a step — resume onto a "
+                    "new branch (run.branch) instead"
+                )
+            for stale in (tmp, final):  # leftovers of a crash between write and commit
+                shutil.rmtree(stale, ignore_errors=True)
+            tmp.mkdir(parents=True)
+        barrier(proc)
+        model_sd, optim_sd = get_state_dict(model, optimizer)
+        state = {"model": model_sd, "optim": optim_sd}
+        torch.save(rng_state(proc), tmp / f"rng-rank{proc.rank:05d}.pt")
+        # computed from the live weights now: identical to what the (staged) save writes
+        fingerprint = weights_fingerprint(model, distributed=proc.distributed)
+        full_meta = {
+            "weights_fingerprint": fingerprint,
+            "step": step,
+            "branch": cfg.run.branch,
+            "key": checkpoint_key(cfg.run.branch, step),
+            "world_size": proc.world_size,
+            "code_version": pretrain.__version__,
+            "config": cfg.to_dict(),
+            **meta,
+        }
+        flight = _InFlight(
+            step=step, tmp=tmp, final=final, meta=full_meta, healthy_reason=healthy_reason
+        )
+        with _single_process_quiet():
+            if self.async_save:
+                flight.future = dcp.async_save(
+                    state,
+                    checkpoint_id=str(tmp),
+                    process_group=self._group,
+                    no_dist=not proc.distributed,
+                )
+            else:
+                dcp.save(state, checkpoint_id=str(tmp), no_dist=not proc.distributed)
+        self._in_flight = flight
+        return None if self.async_save else self.wait()
+
+    @property
+    def in_flight_step(self) -> int | None:
+        return self._in_flight.step if self._in_flight else None
+
+    def wait(self) -> Path | None:
+        """Finish and commit the save in flight (collective); returns its directory or None."""
+        flight, self._in_flight = self._in_flight, None
+        if flight is None:
+            return None
+        if flight.future is not None:
+            flight.future.result()  # re-raises a failed background write
+        barrier(self.proc)
+        cfg = self.cfg
+        if self.proc.is_main:
+            storage.write_json(flight.meta, str(flight.tmp / META))
+            os.rename(flight.tmp, flight.final)
+            storage.commit_marker(
+                str(flight.final), {"step": flight.step, "key": flight.meta["key"]}
+            )
+            if flight.healthy_reason:
+                mark_healthy(flight.final, flight.healthy_reason)
+            prune_checkpoints(
+                cfg.checkpoint.run_root,
+                cfg.run.branch,
+                cfg.checkpoint.keep_last,
+                protected=cfg.checkpoint.protected_steps,
+            )
+        barrier(self.proc)
+        for callback in self.on_commit:
+            callback(flight.final, flight.meta)
+        return flight.final
+
+    def close(self) -> None:
+        """Commit anything in flight and release the async process group."""
+        try:
+            self.wait()
+        finally:
+            if self._group is not None:
+                dist.destroy_process_group(self._group)
+                self._group = None
+
+
+def healthy_reason(cfg: TrainConfig, step: int, losses: list[float]) -> str | None:
+    """Why the checkpoint at ``step`` is labelled healthy at save time, or None.
+
+    Only every ``checkpoint.healthy_every_steps`` (0: never), and only if every loss in the
+    window is finite; spike-based judgement belongs to the recovery loop, which labels more
+    checkpoints later with :func:`pretrain.train.checkpoint.mark_healthy`."""
+    every = cfg.checkpoint.healthy_every_steps
+    if not every or step % every or not losses or not all(map(math.isfinite, losses)):
+        return None
+    return f"finite loss window of {len(losses)} steps at a healthy_every_steps={every} boundary"

@@ -1,0 +1,93 @@
+"""What the recovery sensors share: finding the running ``train`` run, reading its launch config,
+stopping it with an audit trail, and requesting the resumed run.
+
+The resumed run reuses the stopped run's ``train_model`` config with ``resume``, ``branch``,
+``lr_scale`` and ``skip_windows`` replaced, so a recipe or batch size chosen at launch survives
+every recovery. Stopping goes through ``instance.run_coordinator.cancel_run``: the run ends
+CANCELED (never retried by Dagster), after the op has killed torchrun's whole process group; the
+``gpu`` pool keeps the resumed run queued until then.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, RunRequest, RunsFilter
+
+from pretrain.control.policy import Decision, RunSettings
+from pretrain.train.checkpoint import step_of
+
+TRAIN_JOB = "train"
+TRAIN_OP = "train_model"
+LAUNCH_DEFAULTS: dict[str, Any] = {
+    "branch": "b00",
+    "resume": "latest",
+    "lr_scale": 1.0,
+    "skip_windows": [],
+}
+
+
+def running_train_run(instance: DagsterInstance) -> DagsterRun | None:
+    """The newest ``train`` run in STARTED state (the GPU pool runs one at a time), or None."""
+    runs = instance.get_runs(
+        filters=RunsFilter(job_name=TRAIN_JOB, statuses=[DagsterRunStatus.STARTED]), limit=1
+    )
+    return runs[0] if runs else None
+
+
+def launch_config(run: DagsterRun) -> dict[str, Any]:
+    """The run's ``train_model`` op config with the defaults of the fields recovery changes."""
+    ops = (run.run_config or {}).get("ops", {})
+    return {**LAUNCH_DEFAULTS, **ops.get(TRAIN_OP, {}).get("config", {})}
+
+
+def run_settings(config: dict[str, Any]) -> RunSettings:
+    return RunSettings(
+        branch=config["branch"],
+        lr_scale=float(config["lr_scale"]),
+        skip_windows=tuple((int(a), int(b)) for a, b in config["skip_windows"]),
+    )
+
+
+def resume_step(config: dict[str, Any]) -> int | None:
+    """The step a launch resumed from when it names a checkpoint directory, else None."""
+    resume = config["resume"]
+    return None if resume in ("latest", "none") else step_of(resume)
+
+
+def stop_run(instance: DagsterInstance, run: DagsterRun, decision: Decision, sensor: str) -> None:
+    """Tag ``run`` with the decision, then request its termination (idempotent)."""
+    instance.add_run_tags(run.run_id, {**decision.run_tags(), "pretrain/stopped_by": sensor})
+    instance.run_coordinator.cancel_run(run.run_id)
+
+
+def resume_request(
+    *,
+    run: DagsterRun,
+    decision: Decision,
+    resume: str,
+    branch: str,
+    run_key: str,
+    sensor: str,
+    extra_tags: dict[str, str] | None = None,
+) -> RunRequest:
+    """A ``train`` RunRequest continuing ``run`` per ``decision``; ``run_key`` makes it idempotent."""
+    config = {
+        **launch_config(run),
+        "resume": resume,
+        "branch": branch,
+        "lr_scale": decision.lr_scale,
+        "skip_windows": [list(w) for w in decision.skip_windows],
+    }
+    tags = {
+        **decision.run_tags(),
+        "pretrain/parent_run_id": run.run_id,
+        "pretrain/requested_by": sensor,
+        **(extra_tags or {}),
+    }
+    return RunRequest(
+        run_key=run_key,
+        job_name=TRAIN_JOB,
+        run_config={"ops": {TRAIN_OP: {"config": config}}},
+        tags=tags,
+    )

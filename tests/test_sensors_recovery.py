@@ -1,0 +1,284 @@
+"""Recovery sensors against a real Dagster instance and real offline W&B run files."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dagster import (
+    DagsterEventType,
+    DagsterInstance,
+    DagsterRun,
+    DagsterRunStatus,
+    SensorResult,
+    build_run_status_sensor_context,
+    build_sensor_context,
+)
+from dagster._core.test_utils import instance_for_test
+
+from pretrain import storage
+from pretrain.control.policy import Decision
+from pretrain.control.series import wandb_run_id
+from pretrain.train.checkpoint import is_healthy
+from resources.metrics import RecoveryThresholds, WandbMetricsReader
+from sensors.failure_sensor import training_failure_sensor
+from sensors.loss_spike_sensor import loss_spike_sensor
+from sensors.lr_sensor import lr_sensor
+
+
+@pytest.fixture
+def instance() -> Any:
+    with instance_for_test() as inst:
+        yield inst
+
+
+@pytest.fixture(autouse=True)
+def finish_wandb_runs() -> Any:
+    yield
+    import wandb
+
+    if wandb.run is not None:
+        wandb.run.finish()
+
+
+def write_metrics(run_root: Path, branch: str, losses: dict[int, float], grad: float = 1.0) -> None:
+    """A real offline W&B run for ``branch`` with the trainer's keys, id and folder."""
+    os.environ["WANDB_SILENT"] = "true"
+    import wandb
+
+    run = wandb.init(
+        mode="offline",
+        dir=str(run_root),
+        project="pretrain",
+        id=wandb_run_id(run_root, branch),
+        resume="allow",
+        settings=wandb.Settings(
+            x_transaction_log_flush_interval=1.0, console="off", x_disable_stats=True, silent=True
+        ),
+    )
+    for step, loss in losses.items():
+        run.log(
+            {
+                "train/loss": loss,
+                "train/grad_norm": grad,
+                "train/lr": 1e-3,
+                "train/tokens_seen": 512 * step,
+            },
+            step=step,
+        )
+    run.finish()
+
+
+def write_checkpoint(run_root: Path, branch: str, step: int, parent: str | None = None) -> str:
+    path = run_root / branch / f"step-{step:08d}"
+    path.mkdir(parents=True)
+    (path / "meta.json").write_text(json.dumps({"step": step, "lineage": {"parent": parent}}))
+    storage.commit_marker(str(path))
+    return str(path)
+
+
+def started_train_run(instance: DagsterInstance, **config: Any) -> DagsterRun:
+    run = DagsterRun(
+        job_name="train",
+        run_id=str(uuid.uuid4()),
+        status=DagsterRunStatus.STARTED,
+        run_config={"ops": {"train_model": {"config": {"max_steps": 200, **config}}}},
+    )
+    instance.add_run(run)
+    return run
+
+
+def resources(run_root: Path, **policy: float) -> dict[str, Any]:
+    return {
+        "metrics": WandbMetricsReader(run_root=str(run_root)),
+        "recovery": RecoveryThresholds(policy={"health_window_steps": 10, **policy}),
+    }
+
+
+def flat(until: int) -> dict[int, float]:
+    return {s: 2.0 + 0.01 * (s % 3) for s in range(1, until + 1)}
+
+
+def test_loss_spike_rolls_back_once_to_a_healthy_checkpoint(
+    tmp_path: Path, instance: DagsterInstance
+) -> None:
+    run_root = tmp_path / "runs"
+    paths = {s: write_checkpoint(run_root, "b00", s) for s in (20, 40, 50, 60)}
+    write_metrics(run_root, "b00", {**flat(69), 70: 3.5, 71: 2.01, 72: 2.0, 73: 2.02})
+    run = started_train_run(
+        instance, branch="b00", lr_scale=0.5, skip_windows=[[5, 6]], recipe="debug_tiny"
+    )
+    context = build_sensor_context(instance=instance, cursor=None, resources=resources(run_root))
+    result = loss_spike_sensor(context)
+    assert isinstance(result, SensorResult) and len(result.run_requests) == 1
+    [request] = result.run_requests
+    assert request.run_key == "rollback-b00-s000000070-to-b01"
+    assert request.run_config == {
+        "ops": {
+            "train_model": {
+                "config": {
+                    "max_steps": 200,
+                    "recipe": "debug_tiny",
+                    "branch": "b01",
+                    "resume": paths[50],
+                    "lr_scale": 0.5,
+                    "skip_windows": [[5, 6], [70, 71]],
+                }
+            }
+        }
+    }
+    decision = Decision.from_json(request.tags["pretrain/decision"])
+    assert (decision.kind, decision.spike_step, decision.onset_step) == ("bad_batch", 70, 70)
+    assert decision.skip_tokens == (69 * 512, 70 * 512)
+    assert request.tags["pretrain/parent_run_id"] == run.run_id
+    assert request.tags["pretrain/checkpoint_key"] == "b00-s000000050"
+    [observation] = result.asset_events
+    assert observation.partition == "b00-s000000050"
+    # the running run was tagged and asked to stop; the clean checkpoints are labelled healthy
+    stopped = instance.get_run_by_id(run.run_id)
+    assert stopped.status == DagsterRunStatus.CANCELING
+    assert stopped.tags["pretrain/stopped_by"] == "loss_spike_sensor"
+    assert [is_healthy(paths[s]) for s in (20, 40, 50, 60)] == [True, True, True, False]
+    # duplicate ticks: from the new cursor, or replaying the old one, request nothing more
+    again = loss_spike_sensor(
+        build_sensor_context(instance=instance, cursor=result.cursor, resources=resources(run_root))
+    )
+    assert again.run_requests == [] and again.skip_reason.skip_message == "no train run in progress"
+    replay = loss_spike_sensor(
+        build_sensor_context(instance=instance, cursor=None, resources=resources(run_root))
+    )
+    assert replay.run_requests == []
+    # the resumed run starts on b01: the sensor follows it and keeps watching
+    write_checkpoint(run_root, "b01", 80, parent=paths[50])
+    write_metrics(run_root, "b01", {s: 2.0 for s in range(51, 90)})
+    resumed = started_train_run(instance, branch="b01", resume=paths[50], lr_scale=0.5)
+    follow = loss_spike_sensor(
+        build_sensor_context(instance=instance, cursor=result.cursor, resources=resources(run_root))
+    )
+    assert follow.run_requests == [] and follow.skip_reason.skip_message == "no alarm"
+    state = json.loads(follow.cursor)
+    assert (state["run_id"], state["branch"], state["rollbacks"]) == (resumed.run_id, "b01", [70])
+    assert state["scanned_through"] == 89
+
+
+def test_second_spike_in_window_escalates_to_stop(
+    tmp_path: Path, instance: DagsterInstance
+) -> None:
+    run_root = tmp_path / "runs"
+    write_checkpoint(run_root, "b00", 20)
+    write_metrics(run_root, "b00", {**flat(40), 41: math_nan(), 42: 2.0})
+    run = started_train_run(instance, branch="b00")
+    res = resources(run_root, max_rollbacks_in_window=1)
+    first_state = json.dumps({"rollbacks": [30], "tail": [], "flagged": []})
+    result = loss_spike_sensor(
+        build_sensor_context(instance=instance, cursor=first_state, resources=res)
+    )
+    assert result.run_requests == [] and result.skip_reason.skip_message.startswith("STOPPED:")
+    stopped = instance.get_run_by_id(run.run_id)
+    assert (
+        stopped.status == DagsterRunStatus.CANCELING and stopped.tags["pretrain/action"] == "stop"
+    )
+    assert json.loads(result.cursor)["stopped"] is not None
+
+
+def math_nan() -> float:
+    return float("nan")
+
+
+def test_lr_sensor_restarts_latest_with_lower_lr(tmp_path: Path, instance: DagsterInstance) -> None:
+    run_root = tmp_path / "runs"
+    write_metrics(run_root, "b02", {s: 2.0 for s in range(1, 42)})
+    started_train_run(instance, branch="b02", lr_scale=0.9, resume="/x/b01/step-00000010")
+    res = {
+        **resources(run_root),
+        "recovery": RecoveryThresholds(detector={"plateau_steps": 20, "creep_steps": 20}),
+    }
+    result = lr_sensor(build_sensor_context(instance=instance, cursor=None, resources=res))
+    [request] = result.run_requests
+    assert request.run_key == "reduce-lr-b02-s000000041"
+    config = request.run_config["ops"]["train_model"]["config"]
+    assert (config["resume"], config["branch"], config["lr_scale"]) == (
+        "latest",
+        "b02",
+        pytest.approx(0.72),
+    )
+    assert request.tags["pretrain/action"] == "reduce_lr"
+
+
+def failed_train_run(instance: DagsterInstance, tags: dict[str, str], **config: Any) -> Any:
+    run = DagsterRun(
+        job_name="train",
+        run_id=str(uuid.uuid4()),
+        status=DagsterRunStatus.STARTED,
+        run_config={"ops": {"train_model": {"config": config}}},
+        tags=tags,
+    )
+    instance.add_run(run)
+    instance.report_run_failed(run, "torchrun exited with code -9")
+    [entry] = instance.all_logs(run.run_id, of_type=DagsterEventType.RUN_FAILURE)
+    return run.run_id, entry.dagster_event
+
+
+def evaluate_failure(instance: DagsterInstance, run_id: str, event: Any, run_root: Path) -> Any:
+    context = build_run_status_sensor_context(
+        sensor_name="training_failure_sensor",
+        dagster_event=event,
+        dagster_instance=instance,
+        dagster_run=instance.get_run_by_id(run_id),
+        resources=resources(run_root),
+    ).for_run_failure()
+    return training_failure_sensor(context)
+
+
+def test_failure_sensor_resumes_with_a_budget(tmp_path: Path, instance: DagsterInstance) -> None:
+    run_root = tmp_path / "runs"
+    write_checkpoint(run_root, "b01", 30)
+    run_id, event = failed_train_run(instance, {}, branch="b01", lr_scale=0.8, max_steps=100)
+    result = evaluate_failure(instance, run_id, event, run_root)
+    [request] = result.run_requests
+    assert request.run_key == f"crash-resume-{run_id}"
+    assert request.run_config["ops"]["train_model"]["config"] == {
+        "branch": "b01",
+        "lr_scale": 0.8,
+        "max_steps": 100,
+        "resume": "latest",
+        "skip_windows": [],
+    }
+    assert request.tags["pretrain/auto_resume_attempt"] == "1"
+    assert request.tags["pretrain/resume_checkpoint_step"] == "30"
+    # a resumed run that crashed again without a new checkpoint uses up the budget
+    tags = {"pretrain/auto_resume_attempt": "3", "pretrain/resume_checkpoint_step": "30"}
+    run_id, event = failed_train_run(instance, tags, branch="b01")
+    result = evaluate_failure(instance, run_id, event, run_root)
+    assert result.run_requests == [] and "crashed 4 times" in result.skip_reason.skip_message
+    # ... but one that committed a checkpoint first starts a fresh budget
+    write_checkpoint(run_root, "b01", 40)
+    result = evaluate_failure(instance, run_id, event, run_root)
+    assert result.run_requests[0].tags["pretrain/auto_resume_attempt"] == "1"
+    retried, event = failed_train_run(instance, {"dagster/will_retry": "true"}, branch="b01")
+    assert evaluate_failure(instance, retried, event, run_root).run_requests == []
+
+
+def test_sensors_load_in_definitions_with_their_resources(tmp_path: Path) -> None:
+    from dagster import Definitions
+
+    from jobs.training import train_job
+    from resources.launcher import TorchrunLauncher
+    from resources.storage import ArtifactStore
+
+    defs = Definitions(
+        jobs=[train_job],
+        sensors=[loss_spike_sensor, lr_sensor, training_failure_sensor],
+        resources={
+            **resources(tmp_path / "runs"),
+            "store": ArtifactStore(root=str(tmp_path)),
+            "launcher": TorchrunLauncher(nproc_per_node=1),
+        },
+    )
+    Definitions.validate_loadable(defs)
+    names = {s.name for s in defs.get_repository_def().sensor_defs}
+    assert names == {"loss_spike_sensor", "lr_sensor", "training_failure_sensor"}
