@@ -30,9 +30,10 @@ from typing import Any, Protocol
 
 import torch
 
+from pretrain.hardware import PEAK_BF16_FLOPS
 from pretrain.train.config import TrainConfig
 
-PEAK_FLOPS = {"cpu": 1e12, "a100": 312e12, "h100": 989e12, "h200": 989e12}
+PEAK_FLOPS = PEAK_BF16_FLOPS  # one table, shared with compute planning (pretrain.hardware)
 
 
 def peak_flops_per_device(device: torch.device, override: float | None = None) -> float:
