@@ -26,10 +26,13 @@ from pretrain_assets.quality_assets import quality_classifier
 from resources.launcher import TorchrunLauncher
 from resources.metrics import RecoveryThresholds, WandbMetricsReader
 from resources.storage import ArtifactStore
+from resources.sources import ShardSource
+from sensors.backfill_schedule import shard_backfill_schedule
 from sensors.eval_sensor import eval_sensor
 from sensors.failure_sensor import training_failure_sensor
 from sensors.loss_spike_sensor import loss_spike_sensor
 from sensors.lr_sensor import lr_sensor
+from sensors.shard_discovery import shard_discovery_sensor
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 ASSETS = [
@@ -62,7 +65,14 @@ def build_definitions(
     return Definitions(
         assets=ASSETS,
         jobs=[*ASSET_JOBS, train_job],
-        sensors=[eval_sensor, loss_spike_sensor, lr_sensor, training_failure_sensor],
+        sensors=[
+            eval_sensor,
+            loss_spike_sensor,
+            lr_sensor,
+            training_failure_sensor,
+            shard_discovery_sensor,
+        ],
+        schedules=[shard_backfill_schedule],
         resources={
             "store": ArtifactStore(
                 root=root,
@@ -75,6 +85,10 @@ def build_definitions(
                 mode=os.environ.get("PRETRAIN_WANDB_MODE", "offline"),
             ),
             "recovery": RecoveryThresholds(),
+            "shard_source": ShardSource(
+                uri=os.environ.get("PRETRAIN_SOURCE_URI"),
+                source_name=os.environ.get("PRETRAIN_SOURCE_NAME", "web"),
+            ),
         },
     )
 

@@ -93,4 +93,12 @@ def test_job_run_configs_validate(tmp_path) -> None:
 def test_recovery_and_eval_sensors_are_registered(tmp_path) -> None:
     defs = build_definitions(artifact_root=str(tmp_path))
     names = {s.name for s in defs.get_repository_def().sensor_defs}
-    assert names == {"eval_sensor", "loss_spike_sensor", "lr_sensor", "training_failure_sensor"}
+    assert names == {
+        "eval_sensor",
+        "loss_spike_sensor",
+        "lr_sensor",
+        "training_failure_sensor",
+        "shard_discovery_sensor",
+    }
+    schedules = {s.name for s in defs.get_repository_def().schedule_defs}
+    assert schedules == {"shard_backfill_schedule"}

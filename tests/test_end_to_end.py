@@ -14,13 +14,15 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from dagster import AssetKey, DagsterInstance
+from dagster import AssetKey, DagsterInstance, SkipReason, build_schedule_context
 
 from pretrain import storage
 from pretrain.data.harvest import discover_embedded
 from pretrain.data.readers import iter_records
 from pretrain.verify import count_rows
+from pretrain_assets.definitions import build_definitions
 from pretrain_assets.demo import parse_args, run_demo
+from sensors.backfill_schedule import shard_backfill_schedule
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_FILES = 40
@@ -75,6 +77,11 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> dict:
             str(key): instance.event_log_storage.get_latest_asset_check_execution_by_key([key])
             for key in _check_keys(instance)
         }
+        schedule_context = build_schedule_context(
+            instance=instance,
+            repository_def=build_definitions(artifact_root=root).get_repository_def(),
+        )
+        backfill = shard_backfill_schedule(schedule_context)
         checkpoint_keys = instance.get_dynamic_partitions("checkpoints")
         materialized = instance.get_materialized_partitions(AssetKey("checkpoints"))
     return {
@@ -84,12 +91,11 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "checks": checks,
         "checkpoint_keys": checkpoint_keys,
         "checkpoints_materialized": materialized,
+        "backfill": backfill,
     }
 
 
 def _check_keys(instance: DagsterInstance) -> list:
-    from pretrain_assets.definitions import build_definitions
-
     return list(build_definitions().resolve_asset_graph().asset_check_keys)
 
 
@@ -213,3 +219,9 @@ def test_checkpoints_are_materialized_partitions(campaign: dict) -> None:
     keys, materialized = campaign["checkpoint_keys"], campaign["checkpoints_materialized"]
     assert f"b00-s{STEPS:09d}" in keys and len(keys) >= 4
     assert set(keys) == materialized  # every checkpoint key was reported while training ran
+
+
+def test_backfill_schedule_finds_every_shard_current(campaign: dict) -> None:
+    backfill = campaign["backfill"]
+    assert isinstance(backfill, SkipReason)
+    assert backfill.skip_message == "all 3 shards are current"

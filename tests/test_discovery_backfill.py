@@ -1,0 +1,117 @@
+"""New-shard discovery and the backfill schedule, against a real Dagster instance."""
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from dagster import (
+    DagsterInstance,
+    SensorResult,
+    SkipReason,
+    build_schedule_context,
+    build_sensor_context,
+    instance_for_test,
+)
+
+from pretrain.data.discovery import plan_new_shards
+from pretrain.data.raw import RawFile
+from pretrain.errors import ConfigError
+from pretrain_assets.definitions import build_definitions
+from resources.sources import ShardSource
+from resources.storage import ArtifactStore
+from sensors.backfill_schedule import CHAIN, shard_backfill_schedule, stale_chain
+from sensors.shard_discovery import shard_discovery_sensor
+
+
+def raw(name: str) -> RawFile:
+    return RawFile(uri=f"/data/{name}.jsonl", source="web", kind="jsonl")
+
+
+def test_plan_new_shards_skips_registered_files_and_continues_numbering() -> None:
+    files = [raw(f"f{i}") for i in range(7)]
+    manifests = plan_new_shards(
+        files,
+        registered_uris={"/data/f0.jsonl", "/data/f1.jsonl"},
+        existing_keys=["web-0000", "web-0003", "news-0009"],
+        prefix="web",
+        files_per_shard=2,
+    )
+    assert [m.key for m in manifests] == ["web-0004", "web-0005"]
+    assert [[f.uri for f in m.files] for m in manifests] == [
+        ["/data/f2.jsonl", "/data/f3.jsonl"],
+        ["/data/f4.jsonl", "/data/f5.jsonl"],
+    ]  # f6 waits for a full group
+    only = plan_new_shards(
+        [raw("x")], registered_uris=set(), existing_keys=[], prefix="web", files_per_shard=4
+    )
+    assert [m.key for m in only] == ["web-0000"]  # a lone partial group is still work
+    with pytest.raises(ConfigError, match="files_per_shard"):
+        plan_new_shards(
+            files, registered_uris=set(), existing_keys=[], prefix="web", files_per_shard=0
+        )
+
+
+def write_jsonl(folder: Path, name: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    with gzip.open(folder / f"{name}.jsonl.gz", "wt") as f:
+        f.write(json.dumps({"text": f"document {name}"}) + "\n")
+
+
+def test_discovery_sensor_registers_new_shards_once(tmp_path: Path) -> None:
+    instance = DagsterInstance.ephemeral()
+    incoming = tmp_path / "incoming"
+    for name in ("a", "b", "c", "d"):
+        write_jsonl(incoming, name)
+    resources = {
+        "store": ArtifactStore(root=str(tmp_path / "artifacts")),
+        "shard_source": ShardSource(uri=str(incoming), source_name="web", files_per_shard=2),
+    }
+    result = shard_discovery_sensor(build_sensor_context(instance=instance, resources=resources))
+    assert isinstance(result, SensorResult)
+    (request,) = result.dynamic_partitions_requests
+    assert request.partitions_def_name == "shards"
+    assert list(request.partition_keys) == ["web-0000", "web-0001"]
+    assert [(r.run_key, r.partition_key) for r in result.run_requests] == [
+        ("ingest-web-0000", "web-0000"),
+        ("ingest-web-0001", "web-0001"),
+    ]
+    replay = shard_discovery_sensor(build_sensor_context(instance=instance, resources=resources))
+    assert isinstance(replay, SkipReason)  # manifests hold every file: nothing planned twice
+    write_jsonl(incoming, "e")
+    write_jsonl(incoming, "f")
+    later = shard_discovery_sensor(build_sensor_context(instance=instance, resources=resources))
+    assert list(later.dynamic_partitions_requests[0].partition_keys) == ["web-0002"]
+    off = shard_discovery_sensor(
+        build_sensor_context(
+            instance=instance, resources={**resources, "shard_source": ShardSource()}
+        )
+    )
+    assert isinstance(off, SkipReason) and "ShardSource.uri" in off.skip_message
+
+
+def test_stale_chain_restarts_at_the_first_missing_or_outdated_asset() -> None:
+    current = {
+        "raw_shards": "raw-v1",
+        "filtered_shards": "filter-v2",
+        "minhash_signatures": "minhash-v2",
+    }
+    materialized = {
+        "raw_shards": {"s0": "raw-v1", "s1": "raw-v1", "s2": "raw-v1"},
+        "filtered_shards": {"s0": "filter-v2", "s1": "filter-v1"},
+        "minhash_signatures": {"s0": "minhash-v2", "s1": "minhash-v2"},
+    }
+    plan = stale_chain(["s0", "s1", "s2", "s3"], materialized, current)
+    assert plan == {"s1": CHAIN[1:], "s2": CHAIN[1:], "s3": CHAIN}
+
+
+def test_backfill_schedule_waits_for_shards_and_the_classifier(tmp_path: Path) -> None:
+    defs = build_definitions(artifact_root=str(tmp_path))
+    with instance_for_test() as instance:  # a real SQLite instance in a temp DAGSTER_HOME
+        context = build_schedule_context(
+            instance=instance, repository_def=defs.get_repository_def()
+        )
+        assert isinstance(shard_backfill_schedule(context), SkipReason)  # no shards yet
+        instance.add_dynamic_partitions("shards", ["web-0000"])
+        skip = shard_backfill_schedule(context)
+        assert isinstance(skip, SkipReason) and "quality_classifier" in skip.skip_message
