@@ -11,7 +11,6 @@ from dagster import (
     SkipReason,
     build_schedule_context,
     build_sensor_context,
-    instance_for_test,
 )
 
 from pretrain.data.discovery import plan_new_shards
@@ -59,7 +58,11 @@ def write_jsonl(folder: Path, name: str) -> None:
 
 
 def test_discovery_sensor_registers_new_shards_once(tmp_path: Path) -> None:
-    instance = DagsterInstance.ephemeral()
+    with DagsterInstance.ephemeral() as instance:  # disposed: no global state leaks on
+        run_discovery(instance, tmp_path)
+
+
+def run_discovery(instance: DagsterInstance, tmp_path: Path) -> None:
     incoming = tmp_path / "incoming"
     for name in ("a", "b", "c", "d"):
         write_jsonl(incoming, name)
@@ -107,7 +110,9 @@ def test_stale_chain_restarts_at_the_first_missing_or_outdated_asset() -> None:
 
 def test_backfill_schedule_waits_for_shards_and_the_classifier(tmp_path: Path) -> None:
     defs = build_definitions(artifact_root=str(tmp_path))
-    with instance_for_test() as instance:  # a real SQLite instance in a temp DAGSTER_HOME
+    (tmp_path / "home").mkdir()
+    instance = DagsterInstance.local_temp(tempdir=str(tmp_path / "home"))  # real SQLite
+    try:
         context = build_schedule_context(
             instance=instance, repository_def=defs.get_repository_def()
         )
@@ -115,3 +120,5 @@ def test_backfill_schedule_waits_for_shards_and_the_classifier(tmp_path: Path) -
         instance.add_dynamic_partitions("shards", ["web-0000"])
         skip = shard_backfill_schedule(context)
         assert isinstance(skip, SkipReason) and "quality_classifier" in skip.skip_message
+    finally:
+        instance.dispose()
