@@ -225,3 +225,16 @@ def test_backfill_schedule_finds_every_shard_current(campaign: dict) -> None:
     backfill = campaign["backfill"]
     assert isinstance(backfill, SkipReason)
     assert backfill.skip_message == "all 3 shards are current"
+
+
+def test_cli_status_and_export_read_the_campaign(
+    campaign: dict, capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    from pretrain_assets.cli import main
+
+    key = campaign["results"]["final_checkpoint"]
+    assert main(["status", "--root", campaign["root"]]) == 0
+    out = capsys.readouterr().out
+    assert f"latest {key}" in out and out.startswith("b00: ")
+    assert main(["export", key, str(tmp_path / "export"), "--root", campaign["root"]]) == 0
+    assert (tmp_path / "export" / "config.json").exists()

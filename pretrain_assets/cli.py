@@ -1,0 +1,139 @@
+"""``pretrain``: the command line of the product.
+
+    pretrain plan --gpu h100 --gpus 256 --days 14          # compute plan for a budget
+    pretrain plan --params 7e9 --tokens 2e12 --gpu a100    # cost of a given model
+    pretrain demo [demo options]                           # same as `make demo`
+    pretrain status [--root .pretrain/artifacts]           # checkpoints, health, decisions
+    pretrain export CHECKPOINT_KEY OUT [--dtype bf16]      # topology-free export
+
+``status`` reads the artifact store (checkpoints and their health labels) and, when
+``DAGSTER_HOME`` holds an instance, the recovery decisions recorded as run tags.
+"""
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from pretrain.scaling import ComputeBudget, plan_for_model, plan_from_budget
+
+    if args.params:
+        plan = plan_for_model(
+            num_params=args.params, tokens=args.tokens, gpu=args.gpu, mfu=args.mfu,
+            dollars_per_gpu_hour=args.price,
+        )  # fmt: skip
+        print(
+            f"{plan.num_params:.3g} params on {plan.tokens:.3g} tokens: {plan.flops:.3g} FLOPs, "
+            f"{plan.gpu_hours:,.0f} {args.gpu.upper()}-hours at MFU {args.mfu:.0%}, "
+            f"${plan.cost_dollars:,.0f}; nearest recipe {plan.recipe}"
+        )
+        return 0
+    budget = ComputeBudget(
+        gpu=args.gpu, num_gpus=args.gpus, days=args.days, dollars_per_gpu_hour=args.price,
+        mfu=args.mfu,
+    )  # fmt: skip
+    print(plan_from_budget(budget).markdown())
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from pretrain_assets import demo
+
+    demo.main(args.rest)
+    return 0
+
+
+def decisions(limit: int = 10) -> list[dict]:
+    """Recent recovery decisions recorded as run tags on the instance in DAGSTER_HOME."""
+    if not os.environ.get("DAGSTER_HOME"):
+        return []
+    from dagster import DagsterInstance, RunsFilter
+
+    instance = DagsterInstance.get()
+    runs = instance.get_runs(RunsFilter(job_name="train"), limit=50)
+    found = []
+    for run in runs:
+        if "pretrain/decision" in run.tags:
+            found.append({"run_id": run.run_id[:8], **json.loads(run.tags["pretrain/decision"])})
+    return found[:limit]
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from pretrain.train.checkpoint import is_healthy, list_checkpoints, read_meta
+
+    run_root = Path(args.root) / "runs"
+    branches = sorted(p.name for p in run_root.iterdir() if p.is_dir()) if run_root.exists() else []
+    if not branches:
+        print(f"no training runs under {run_root}")
+    for branch in branches:
+        checkpoints = list_checkpoints(run_root, branch)
+        if not checkpoints:
+            continue
+        latest = checkpoints[-1]
+        meta = read_meta(latest)
+        healthy = [c.name for c in checkpoints if is_healthy(c)]
+        print(
+            f"{branch}: {len(checkpoints)} checkpoints, latest {meta['key']} "
+            f"(tokens seen {meta.get('tokens_seen', 0):,}), "
+            f"healthy: {', '.join(healthy) if healthy else 'none labelled'}"
+        )
+    for decision in decisions():
+        print(
+            f"decision on run {decision['run_id']}: {decision.get('action')} — "
+            f"{decision.get('reason', '')}"
+        )
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from pretrain.train.checkpoint import checkpoint_dir_for_key
+    from pretrain.train.export import export_checkpoint
+
+    ckpt = checkpoint_dir_for_key(str(Path(args.root) / "runs"), args.key)
+    out = export_checkpoint(ckpt, args.out, dtype=args.dtype)
+    print(f"exported {args.key} to {out}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    root = os.environ.get("PRETRAIN_ROOT", ".pretrain/artifacts")
+    parser = argparse.ArgumentParser(prog="pretrain", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    plan = sub.add_parser("plan", help="compute plan: N, D, FLOPs, GPU-hours, cost, recipe")
+    plan.add_argument("--gpu", default="h100", help="a100, h100, h200")
+    plan.add_argument("--gpus", type=int, default=64)
+    plan.add_argument("--days", type=float, default=14.0)
+    plan.add_argument("--price", type=float, default=2.5, help="$ per GPU-hour")
+    plan.add_argument("--mfu", type=float, default=0.4)
+    plan.add_argument("--params", type=float, help="plan for this model size instead")
+    plan.add_argument("--tokens", type=float, help="with --params (default: 20 per param)")
+    plan.set_defaults(func=cmd_plan)
+
+    demo = sub.add_parser("demo", help="materialize the whole graph (as `make demo`)")
+    demo.add_argument("rest", nargs=argparse.REMAINDER, help="options of pretrain_assets.demo")
+    demo.set_defaults(func=cmd_demo)
+
+    status = sub.add_parser("status", help="latest checkpoints, health, recovery decisions")
+    status.add_argument("--root", default=root, help="artifact root")
+    status.set_defaults(func=cmd_status)
+
+    export = sub.add_parser("export", help="topology-free export of a checkpoint")
+    export.add_argument("key", help="checkpoint key, e.g. b00-s000000600")
+    export.add_argument("out", help="output directory")
+    export.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
+    export.add_argument("--root", default=root, help="artifact root")
+    export.set_defaults(func=cmd_export)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

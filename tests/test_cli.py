@@ -1,0 +1,37 @@
+"""The ``pretrain`` command line, as a user runs it."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+from pretrain_assets.cli import main
+
+
+def test_help_lists_the_commands() -> None:
+    pretrain = Path(sys.executable).with_name("pretrain")
+    out = subprocess.run(
+        [str(pretrain), "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    for command in ("plan", "demo", "status", "export"):
+        assert command in out
+
+
+def test_plan_for_llama2_7b(capsys) -> None:
+    assert (
+        main(["plan", "--params", "6.74e9", "--tokens", "2e12", "--gpu", "a100", "--mfu", "0.4"])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "8.09e+22 FLOPs" in out and "180,021 A100-hours" in out and "llama_7b" in out
+
+
+def test_plan_for_a_budget_prints_both_plans(capsys) -> None:
+    assert main(["plan", "--gpu", "h100", "--gpus", "256", "--days", "14"]) == 0
+    out = capsys.readouterr().out
+    assert "| chinchilla |" in out and "| overtrained |" in out
+
+
+def test_status_without_runs(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    assert main(["status", "--root", str(tmp_path)]) == 0
+    assert "no training runs" in capsys.readouterr().out
