@@ -95,7 +95,9 @@ def list_files(prefix: str, suffixes: tuple[str, ...] = ()) -> list[str]:
 def read_bytes(uri: str) -> bytes:
     fs, path = filesystem(uri)
     try:
-        with fs.open_input_stream(path) as f:
+        # a random-access file knows its size and reads it in one request; an input stream
+        # on S3 reads in small chunks, one request each (minutes for a 100 MB model file)
+        with fs.open_input_file(path) as f:
             return f.read()
     except FileNotFoundError as exc:
         raise DataError(f"{uri} does not exist") from exc

@@ -2,12 +2,7 @@
 
 import gzip
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
+from collections.abc import Iterator
 
 import pyarrow as pa
 import pytest
@@ -16,6 +11,7 @@ from pretrain import storage
 from pretrain.data.raw import build_raw_shard, list_source_files, plan_shards
 from pretrain.filters.pipeline import FilterConfig, filter_shard
 from pretrain.verify import count_rows
+from tests.s3_server import moto_s3
 
 SENTENCES = [
     "The committee met on Tuesday to review the proposed budget for the coming year.",
@@ -40,44 +36,9 @@ def document(i: int) -> str:
 
 
 @pytest.fixture(scope="module")
-def s3_endpoint() -> str:
-    moto = Path(sys.executable).with_name("moto_server")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [str(moto), "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    endpoint = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert time.monotonic() < deadline and proc.poll() is None, "moto_server did not start"
-            time.sleep(0.2)
-    env = {
-        "AWS_ENDPOINT_URL": endpoint,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    import boto3
-
-    boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="campaign")
-    yield endpoint
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
-    proc.terminate()
-    proc.wait(timeout=10)
+def s3_endpoint() -> Iterator[str]:
+    with moto_s3() as endpoint:
+        yield endpoint
 
 
 def test_storage_round_trips_on_s3(s3_endpoint: str) -> None:
