@@ -49,6 +49,17 @@ plan_job = define_asset_job(
     description="The compute plan: Chinchilla and overtrained (N, D), FLOPs, GPU-hours, cost.",
 )
 
+compare_evals_job = define_asset_job(
+    "compare_evals",
+    selection=AssetSelection.assets("eval_comparison"),
+    description="Charts of validation loss and task accuracy across every evaluated checkpoint.",
+)
+hf_export_job = define_asset_job(
+    "export_hf",
+    selection=AssetSelection.assets("hf_export"),
+    description="Export one checkpoint to Hugging Face Llama format.",
+)
+
 ASSET_JOBS = [
     plan_job,
     ingest_job,
@@ -58,4 +69,6 @@ ASSET_JOBS = [
     deduped_shards_job,
     corpus_job,
     eval_job,
+    compare_evals_job,
+    hf_export_job,
 ]

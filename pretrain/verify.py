@@ -164,3 +164,61 @@ def manifest_reconciles(shard_dir_uri: str) -> CheckOutcome:
         f"{records} records read from {len(manifest['files'])} files, {rows} rows written",
         {"records": records, "rows": rows},
     )
+
+
+def train_decontaminated(train_uri: str, decontam: Any, *, examples: int = 5) -> CheckOutcome:
+    """No training document of ``train_uri`` shares an n-gram with the evaluation sets.
+
+    Re-runs the library's matcher (``pretrain.decontam``, 13-grams by default) over the written
+    ``data_mixture/train.parquet``, streamed one row group at a time. ``decontam`` is the
+    mixture's ``DecontamConfig`` (or None). Eval files that are absent are skipped and listed;
+    with none configured or none present the check passes and says so."""
+    import dataclasses
+
+    from pretrain.decontam import EvalNgrams
+
+    files = tuple(decontam.eval_files) if decontam is not None else ()
+    present = [p for p in files if Path(p).is_file()]
+    missing = [p for p in files if not Path(p).is_file()]
+    if not present:
+        why = "no eval files configured" if not files else f"none of {len(files)} eval files exist"
+        return CheckOutcome(
+            True,
+            f"nothing to check: {why} (set decontam eval_files to protect evaluation sets)",
+            {"eval_files": len(present), "missing_eval_files": missing, "contaminated": 0},
+        )
+    ngrams = EvalNgrams.load(dataclasses.replace(decontam, eval_files=tuple(present)))
+    rows, hits, by_set, found = 0, set(), {name: 0 for name in ngrams.sets}, []
+    fs, path = storage.filesystem(train_uri)
+    with fs.open_input_file(path) as f:
+        parquet = pq.ParquetFile(f)
+        for group in range(parquet.num_row_groups):
+            for batch in parquet.iter_batches(columns=["id", "text"], row_groups=[group]):
+                cols = batch.to_pydict()
+                for doc, text in zip(cols["id"], cols["text"], strict=True):
+                    rows += 1
+                    sets = ngrams.matches(text or "")
+                    if not sets or doc in hits:
+                        continue
+                    hits.add(doc)
+                    for name in sets:
+                        by_set[name] += 1
+                    if len(found) < examples:
+                        found.append(f"{doc} ({','.join(sets)})")
+    described = (
+        f"{len(hits)} training documents ({rows} rows read) share a {ngrams.ngram}-gram with "
+        f"{len(present)} eval file(s)" + (f", e.g. {found}" if found else "")
+    )
+    return CheckOutcome(
+        not hits,
+        described + (f"; skipped missing {missing}" if missing else ""),
+        {
+            "contaminated": len(hits),
+            "train_rows": rows,
+            "ngram": ngrams.ngram,
+            "contaminated_by_eval_set": by_set,
+            "eval_files": len(present),
+            "missing_eval_files": missing,
+            "examples": found,
+        },
+    )

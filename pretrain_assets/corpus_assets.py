@@ -48,10 +48,15 @@ def mixture_config(config: MixtureAssetConfig) -> MixtureConfig:
 @asset(
     deps=[deduped_shards],
     group_name="corpus",
-    code_version="mixture-v2",
+    code_version="mixture-v3",  # v3: train/val.parquet in bounded row groups
     check_specs=[
         AssetCheckSpec("train_non_empty", asset="data_mixture"),
         AssetCheckSpec("validation_disjoint_from_train", asset="data_mixture"),
+        AssetCheckSpec(
+            "train_decontaminated",
+            asset="data_mixture",
+            description="no training document shares a 13-gram with a configured eval file",
+        ),
     ],
 )
 def data_mixture(
@@ -69,6 +74,10 @@ def data_mixture(
         check_results=[
             check_result("train_non_empty", verify.non_empty(train)),
             check_result("validation_disjoint_from_train", verify.splits_disjoint(train, val)),
+            check_result(
+                "train_decontaminated",
+                verify.train_decontaminated(train, library_config.decontam),
+            ),
         ],
     )
 

@@ -20,13 +20,14 @@ from pretrain import storage
 from pretrain_assets.corpus_assets import data_mixture, packed_tokens, tokenizer
 from pretrain_assets.data_assets import filtered_shards, raw_shards
 from pretrain_assets.dedup_assets import dedup_clusters, deduped_shards, minhash_signatures
-from pretrain_assets.model_assets import checkpoints, eval_reports
+from pretrain_assets.eval_assets import eval_comparison, hf_export
+from pretrain_assets.model_assets import checkpoint_healthy, checkpoints, eval_reports
 from pretrain_assets.plan_assets import scaling_plan
 from pretrain_assets.quality_assets import quality_classifier
 from resources.launcher import TorchrunLauncher
 from resources.metrics import RecoveryThresholds, WandbMetricsReader
-from resources.storage import ArtifactStore
 from resources.sources import ShardSource
+from resources.storage import ArtifactStore
 from sensors.backfill_schedule import shard_backfill_schedule
 from sensors.eval_sensor import eval_sensor
 from sensors.failure_sensor import training_failure_sensor
@@ -48,6 +49,8 @@ ASSETS = [
     scaling_plan,
     checkpoints,
     eval_reports,
+    eval_comparison,
+    hf_export,
 ]
 
 
@@ -64,6 +67,7 @@ def build_definitions(
     root = artifact_root or default_artifact_root()
     return Definitions(
         assets=ASSETS,
+        asset_checks=[checkpoint_healthy],
         jobs=[*ASSET_JOBS, train_job],
         sensors=[
             eval_sensor,

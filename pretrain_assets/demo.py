@@ -17,6 +17,7 @@ from typing import Any
 
 from dagster import DagsterInstance, Definitions
 
+from pretrain.train.checkpoint import checkpoint_key, list_checkpoints
 from pretrain_assets.definitions import build_definitions, default_artifact_root
 from pretrain_assets.shards import plan_source, register_shards
 from pretrain_assets.summary import format_summary
@@ -32,6 +33,9 @@ def demo_run_config(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
                 "tokenizer": {"config": {"vocab_size": args.vocab_size}},
                 "packed_tokens": {"config": {"seq_len": args.seq_len}},
             }
+        },
+        "evaluate": {
+            "ops": {"eval_reports": {"config": {"max_examples_per_task": args.eval_examples}}}
         },
         "train": {
             "ops": {
@@ -104,10 +108,18 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     deduped = [execute(defs, "apply_dedup", instance, partition_key=key) for key in keys]
     corpus = execute(defs, "corpus", instance, run_config=configs["corpus"])
     trained = execute(defs, "train", instance, run_config=configs["train"])
-    final_key = max(
-        instance.get_dynamic_partitions("checkpoints"), key=lambda k: (k.startswith("b00-"), k)
+    # every checkpoint still on disk (keep-last-K pruned the oldest), then the comparison
+    run_root = store.uri("runs")
+    kept = [c.name for c in list_checkpoints(run_root, "b00")]
+    keys_on_disk = [checkpoint_key("b00", int(name.removeprefix("step-"))) for name in kept]
+    final_key = keys_on_disk[-1]
+    for key in keys_on_disk[:-1]:
+        execute(defs, "evaluate", instance, partition_key=key, run_config=configs["evaluate"])
+    evaluated = execute(
+        defs, "evaluate", instance, partition_key=final_key, run_config=configs["evaluate"]
     )
-    evaluated = execute(defs, "evaluate", instance, partition_key=final_key)
+    comparison = execute(defs, "compare_evals", instance)
+    exported = execute(defs, "export_hf", instance, partition_key=final_key)
     return {
         "root": root,
         "final_checkpoint": final_key,
@@ -118,6 +130,8 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
         "corpus": corpus,
         "trained": trained,
         "eval": evaluated,
+        "comparison": comparison,
+        "hf_export": exported,
     }
 
 
@@ -141,6 +155,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seq-len", type=int, default=256)
     parser.add_argument("--steps", type=int, default=600)
     parser.add_argument("--nproc", type=int, default=2)
+    parser.add_argument(
+        "--eval-examples", type=int, default=500, help="examples per zero-shot task (if present)"
+    )
     return parser.parse_args(argv)
 
 

@@ -29,6 +29,11 @@ def summary_figures(results: dict[str, Any]) -> dict[str, Any]:
         "final_train_loss": trained.get("final_loss"),
         "val_loss": evaluation.get("val_loss"),
         "val_perplexity": evaluation.get("perplexity"),
+        "tasks": {
+            k.removeprefix("acc/"): v
+            for k, v in evaluation.items()
+            if k.startswith("acc/") and isinstance(v, float)
+        },
     }
 
 
@@ -50,6 +55,7 @@ def format_summary(results: dict[str, Any], *, wall_s: float) -> str:
         else "  final train loss     n/a",
         f"  validation loss      {f['val_loss']:>10.4f}",
         f"  validation ppl       {f['val_perplexity']:>10.2f}",
+        *(f"  {task + ' acc':<20} {acc:>10.3f}" for task, acc in sorted(f["tasks"].items())),
         f"  wall time            {wall_s:>10.1f} s",
         f"eval report: {report}",
         "open the UI with `make ui` to see every asset, run and check.",

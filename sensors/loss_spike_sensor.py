@@ -8,14 +8,20 @@ running run is tagged with the decision and terminated, and a ``train`` run is r
 ``resume=<checkpoint>``, ``branch=<new branch>``, ``skip_windows`` and ``lr_scale`` — its
 ``run_key`` names the old branch, the spike step and the new branch, so a repeated tick never
 launches twice. A ``stop`` decision (escalation, grad_norm above the stop threshold, no healthy
-checkpoint) terminates the run with the reason in its tags and an error in the sensor log, and the
-sensor stays idle until another training run starts. The cursor is
-:class:`pretrain.control.monitor.MonitorState` as JSON.
+checkpoint) terminates the run with the reason in its tags, an error in the sensor log and a
+failed ``checkpoints`` ``healthy`` check on the newest checkpoint, and the sensor stays idle until
+another training run starts. The cursor is :class:`pretrain.control.monitor.MonitorState` as JSON.
+
+Checkpoint health: each checkpoint the monitor judges (``healthy`` once its window of steps was
+clean, ``suspect`` when an alarm fell inside it) gets one ``AssetCheckEvaluation`` of the
+``checkpoints`` ``healthy`` check on its partition. A rollback's decision names the documents and
+sources of the skipped steps (:func:`pretrain.control.documents.describe_skip`, from the ledger).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 from dagster import (
     AssetObservation,
@@ -25,16 +31,20 @@ from dagster import (
     sensor,
 )
 
+from jobs.training import train_job
 from pretrain.control.checkpoints import apply_health_labels, lineage_checkpoints
-from pretrain.control.monitor import MonitorState, observe_spikes
+from pretrain.control.documents import describe_skip
+from pretrain.control.monitor import MonitorState, observe_spikes, unreported_labels
 from pretrain.control.policy import decision_metadata
 from resources.metrics import RecoveryThresholds, WandbMetricsReader
 from sensors.training_runs import (
+    health_checks,
     launch_config,
     resume_request,
     resume_step,
     run_settings,
     running_train_run,
+    stop_check,
     stop_run,
 )
 
@@ -43,6 +53,7 @@ NAME = "loss_spike_sensor"
 
 @sensor(
     name=NAME,
+    job=train_job,
     minimum_interval_seconds=10,
     default_status=DefaultSensorStatus.RUNNING,
     description="Loss spike / NaN → roll back to a healthy checkpoint on a new branch.",
@@ -72,16 +83,23 @@ def loss_spike_sensor(
     apply_health_labels(
         checkpoints, result.labels, reason=f"{NAME}: no alarm in the steps after it"
     )
-    decision, cursor = result.decision, result.state.to_json()
+    state, new_labels = unreported_labels(result.state, result.labels)
+    checks = health_checks(checkpoints, new_labels, run.run_id)
+    decision, cursor = result.decision, state.to_json()
     if decision.action == "stop":
         stop_run(context.instance, run, decision, NAME)
         context.log.error(f"training stopped, a human must decide: {decision.reason}")
-        return SensorResult(skip_reason=f"STOPPED: {decision.reason}", cursor=cursor)
+        checks += stop_check(checkpoints, decision, run.run_id)
+        return SensorResult(
+            skip_reason=f"STOPPED: {decision.reason}", cursor=cursor, asset_events=checks
+        )
     if decision.action != "rollback":
         if decision.action == "warn":
             context.log.warning(decision.reason)
-        return SensorResult(skip_reason=decision.reason, cursor=cursor)
+        return SensorResult(skip_reason=decision.reason, cursor=cursor, asset_events=checks)
     assert decision.checkpoint_path and decision.new_branch and decision.spike_step is not None
+    config_path = Path(metrics.run_root) / config["branch"] / f"run-{run.run_id}.json"
+    decision = describe_skip(decision, config_path)
     stop_run(context.instance, run, decision, NAME)
     request = resume_request(
         run=run,
@@ -96,4 +114,4 @@ def loss_spike_sensor(
         partition=decision.checkpoint_key,
         metadata=decision_metadata(decision),
     )
-    return SensorResult(run_requests=[request], asset_events=[observation], cursor=cursor)
+    return SensorResult(run_requests=[request], asset_events=[*checks, observation], cursor=cursor)

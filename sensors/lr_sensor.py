@@ -22,6 +22,7 @@ import dataclasses
 
 from dagster import DefaultSensorStatus, SensorEvaluationContext, SensorResult, sensor
 
+from jobs.training import train_job
 from pretrain.control.monitor import MonitorState, observe_trends
 from resources.metrics import RecoveryThresholds, WandbMetricsReader
 from sensors.training_runs import (
@@ -38,6 +39,7 @@ NAME = "lr_sensor"
 
 @sensor(
     name=NAME,
+    job=train_job,
     minimum_interval_seconds=30,
     default_status=DefaultSensorStatus.RUNNING,
     description="Loss plateau / grad-norm creep → resume from the latest checkpoint with a lower LR.",

@@ -10,11 +10,21 @@ CANCELED (never retried by Dagster), after the op has killed torchrun's whole pr
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, RunRequest, RunsFilter
+from dagster import (
+    AssetCheckEvaluation,
+    AssetCheckSeverity,
+    AssetKey,
+    DagsterInstance,
+    DagsterRun,
+    DagsterRunStatus,
+    RunRequest,
+    RunsFilter,
+)
 
-from pretrain.control.policy import Decision, RunSettings
+from pretrain.control.policy import HEALTHY, CheckpointInfo, Decision, RunSettings
 from pretrain.train.checkpoint import step_of
 
 TRAIN_JOB = "train"
@@ -91,3 +101,55 @@ def resume_request(
         run_config={"ops": {TRAIN_OP: {"config": config}}},
         tags=tags,
     )
+
+
+CHECKPOINTS, HEALTH_CHECK = AssetKey("checkpoints"), "healthy"
+
+
+def health_checks(
+    checkpoints: Sequence[CheckpointInfo], labels: dict[str, str], run_id: str
+) -> list[AssetCheckEvaluation]:
+    """One ``checkpoints`` ``healthy`` check per newly judged checkpoint (healthy passes; suspect
+    fails with WARN: a suspect checkpoint is never a rollback target, nothing is broken yet)."""
+    paths = {c.key: c.path for c in checkpoints}
+    return [
+        AssetCheckEvaluation(
+            asset_key=CHECKPOINTS,
+            check_name=HEALTH_CHECK,
+            partition=key,
+            passed=label == HEALTHY,
+            severity=AssetCheckSeverity.WARN,
+            description=(
+                "no alarm in the loss window after this checkpoint"
+                if label == HEALTHY
+                else "a loss alarm fell inside the window after this checkpoint"
+            ),
+            metadata={"label": label, "path": paths.get(key, ""), "training_run_id": run_id},
+        )
+        for key, label in labels.items()
+    ]
+
+
+def stop_check(
+    checkpoints: Sequence[CheckpointInfo], decision: Decision, run_id: str
+) -> list[AssetCheckEvaluation]:
+    """A stop decision as a failed ERROR check on the newest checkpoint of the lineage (none
+    when the branch has no checkpoint: the run's tags and the sensor log carry the reason)."""
+    if not checkpoints:
+        return []
+    newest = max(checkpoints, key=lambda c: c.step)
+    return [
+        AssetCheckEvaluation(
+            asset_key=CHECKPOINTS,
+            check_name=HEALTH_CHECK,
+            partition=newest.key,
+            passed=False,
+            severity=AssetCheckSeverity.ERROR,
+            description=f"campaign STOPPED, a human must decide: {decision.reason}",
+            metadata={
+                "decision": decision.to_json(),
+                "training_run_id": run_id,
+                "path": newest.path,
+            },
+        )
+    ]

@@ -14,7 +14,9 @@ EXPECTED_EDGES = {
     "tokenizer": {"data_mixture"},
     "packed_tokens": {"data_mixture", "tokenizer"},
     "checkpoints": {"packed_tokens", "tokenizer", "scaling_plan"},
-    "eval_reports": {"checkpoints"},
+    "eval_reports": {"checkpoints", "tokenizer"},
+    "eval_comparison": {"eval_reports"},
+    "hf_export": {"checkpoints", "tokenizer"},
 }
 
 

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 from dagster import (
+    AssetCheckEvaluation,
+    AssetObservation,
     DagsterEventType,
     DagsterInstance,
     DagsterRun,
@@ -136,8 +138,19 @@ def test_loss_spike_rolls_back_once_to_a_healthy_checkpoint(
     assert decision.skip_tokens == (69 * 512, 70 * 512)
     assert request.tags["pretrain/parent_run_id"] == run.run_id
     assert request.tags["pretrain/checkpoint_key"] == "b00-s000000050"
-    [observation] = result.asset_events
-    assert observation.partition == "b00-s000000050"
+    *checks, observation = result.asset_events
+    assert isinstance(observation, AssetObservation) and observation.partition == "b00-s000000050"
+    assert decision.documents == {
+        "steps": [70, 71],
+        "unavailable": f"no trainer config {run_root / 'b00' / f'run-{run.run_id}.json'}",
+    }
+    # one `healthy` check per judged checkpoint: the one whose window holds the spike fails
+    assert {(c.partition, c.passed, c.check_name) for c in checks} == {
+        ("b00-s000000020", True, "healthy"),
+        ("b00-s000000040", True, "healthy"),
+        ("b00-s000000050", True, "healthy"),
+        ("b00-s000000060", False, "healthy"),
+    }
     # the running run was tagged and asked to stop; the clean checkpoints are labelled healthy
     stopped = instance.get_run_by_id(run.run_id)
     assert stopped.status == DagsterRunStatus.CANCELING
@@ -183,6 +196,10 @@ def test_second_spike_in_window_escalates_to_stop(
         stopped.status == DagsterRunStatus.CANCELING and stopped.tags["pretrain/action"] == "stop"
     )
     assert json.loads(result.cursor)["stopped"] is not None
+    # the stop surfaces as a failed ERROR `healthy` check on the newest checkpoint
+    [check] = [e for e in result.asset_events if not e.passed]
+    assert isinstance(check, AssetCheckEvaluation) and check.partition == "b00-s000000020"
+    assert check.severity.value == "ERROR" and "STOPPED" in check.description
 
 
 def math_nan() -> float:

@@ -13,9 +13,11 @@ deletes a rollback target. Torch-free: sensors call this.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from pretrain import storage
 from pretrain.control.policy import HEALTHY, PENDING, CheckpointInfo
 from pretrain.errors import CheckpointError
 from pretrain.train import checkpoint as ckpt
@@ -72,10 +74,25 @@ def _info(branch: str, path: Path) -> CheckpointInfo:
 def apply_health_labels(
     checkpoints: Sequence[CheckpointInfo], labels: Mapping[str, str], reason: str
 ) -> list[str]:
-    """Mark the checkpoints labelled HEALTHY on disk (idempotent); returns the keys newly marked."""
+    """Mark the checkpoints labelled HEALTHY on disk (idempotent); returns the keys newly marked.
+
+    The trainer prunes old checkpoints while the sensor runs: one pruned between listing and
+    marking is passed over (it can no longer be a rollback target), and a label written into a
+    directory that vanished meanwhile is removed again. Any other failure raises."""
     marked = []
     for info in checkpoints:
         if labels.get(info.key) == HEALTHY and info.label != HEALTHY:
-            ckpt.mark_healthy(info.path, reason=reason)
+            try:
+                ckpt.mark_healthy(info.path, reason=reason)
+            except CheckpointError:
+                if storage.is_committed(info.path):
+                    raise
+                continue  # pruned since it was listed
+            if not storage.is_committed(info.path):  # pruned while we wrote the label
+                label = Path(info.path) / ckpt.HEALTHY
+                label.unlink(missing_ok=True)
+                with contextlib.suppress(OSError):  # only if nothing else is in it
+                    Path(info.path).rmdir()
+                continue
             marked.append(info.key)
     return marked

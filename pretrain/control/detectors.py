@@ -193,14 +193,24 @@ def _onset(row: MetricRow, history: list[MetricRow], baseline: float, cfg: Detec
 def classify_recovery(alarm: Alarm, rows: Sequence[MetricRow], cfg: DetectorConfig) -> str | None:
     """``"bad_batch"`` if the loss is back near its baseline within ``bad_batch_steps`` trained
     steps after the spike, ``"slow"`` if it is not, None while those steps are not logged yet."""
+    if recovered_at(alarm, rows, cfg) is not None:
+        return "bad_batch"
+    after = [r for r in rows if r.step > alarm.step and not r.skipped and r.loss is not None]
+    return "slow" if len(after) >= cfg.bad_batch_steps else None
+
+
+def recovered_at(alarm: Alarm, rows: Sequence[MetricRow], cfg: DetectorConfig) -> int | None:
+    """The first trained step within ``bad_batch_steps`` after the spike whose loss is back under
+    baseline × (1 + ``recovery_fraction``), or None. The steps between the spike and it are the
+    rest of the bad data (a poisoned range two batches long spikes on both)."""
     if alarm.baseline is None:
         raise ValueError(f"only loss spikes are classified, not {alarm.kind}")
     after = [r for r in rows if r.step > alarm.step and not r.skipped and r.loss is not None]
     limit = alarm.baseline * (1 + cfg.recovery_fraction)
     for row in after[: cfg.bad_batch_steps]:
         if row.finite and row.loss <= limit:  # type: ignore[operator]
-            return "bad_batch"
-    return "slow" if len(after) >= cfg.bad_batch_steps else None
+            return row.step
+    return None
 
 
 def detect_plateau(rows: Sequence[MetricRow], cfg: DetectorConfig) -> str | None:

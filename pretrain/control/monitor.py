@@ -32,6 +32,7 @@ from pretrain.control.detectors import (
     detect_plateau,
     find_spike,
     grad_warnings,
+    recovered_at,
 )
 from pretrain.control.policy import (
     HEALTHY,
@@ -47,6 +48,7 @@ from pretrain.control.policy import (
 from pretrain.control.series import MetricRow, tokens_per_step
 
 MAX_FLAGGED = 32
+MAX_REPORTED = 256
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,6 +65,7 @@ class MonitorState:
     rollbacks: tuple[int, ...] = ()
     last_reduction_step: int | None = None
     stopped: Decision | None = field(default=None)
+    reported: tuple[str, ...] = ()  # checkpoint keys whose health label was already reported
 
     def to_json(self) -> str:
         data = dataclasses.asdict(self)
@@ -79,6 +82,7 @@ class MonitorState:
         data["pending"] = Alarm(**data["pending"]) if data.get("pending") else None
         data["flagged"] = tuple(tuple(f) for f in data["flagged"])
         data["rollbacks"] = tuple(data["rollbacks"])
+        data["reported"] = tuple(data.get("reported", ()))
         data["stopped"] = Decision.from_json(data["stopped"]) if data.get("stopped") else None
         return cls(**data)
 
@@ -120,6 +124,16 @@ class MonitorState:
         tail = tuple(by_step[s] for s in sorted(by_step))[-keep:]
         first = self.first_step if self.first_step is not None else (tail[0].step if tail else None)
         return dataclasses.replace(self, tail=tail, first_step=first)
+
+
+def unreported_labels(
+    state: MonitorState, labels: dict[str, str]
+) -> tuple[MonitorState, dict[str, str]]:
+    """The final labels (healthy/suspect) not reported before, and the state remembering them:
+    each checkpoint's health check is emitted once, not on every tick."""
+    new = {k: v for k, v in sorted(labels.items()) if k not in state.reported}
+    reported = (state.reported + tuple(new))[-MAX_REPORTED:]
+    return dataclasses.replace(state, reported=reported), new
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -175,6 +189,7 @@ def observe_spikes(
             past_rollbacks=state.rollbacks,
             tokens_per_step=tokens_per_step(tail),
             cfg=policy,
+            window_end=recovered_at(alarm, tail, detector) if kind == "bad_batch" else None,
         )
         if decision.action == "rollback":
             state = dataclasses.replace(

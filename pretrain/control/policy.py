@@ -8,7 +8,8 @@
 Rules (defaults in :class:`PolicyConfig`):
 
 - a loss spike that recovers within ``bad_batch_steps`` is a bad batch → roll back and skip the
-  steps ``[onset, spike + 1)``; one that recovers slowly or not at all is a learning-rate problem →
+  steps ``[onset, recovery)`` (``recovery``: the first step back near the baseline, default
+  ``spike + 1``); one that recovers slowly or not at all is a learning-rate problem →
   roll back and multiply ``lr_scale`` by ``lr_factor`` (0.8); a spike within
   ``repeat_window_steps`` of an earlier rollback's spike → both; NaN/inf → both (the batch that
   produced it is skipped too, and the LR lowered).
@@ -102,6 +103,9 @@ class Decision:
     skip_windows: tuple[tuple[int, int], ...] = ()
     lr_scale: float = 1.0
     new_branch: str | None = None
+    documents: dict[str, Any] | None = (
+        None  # what the skip window held (pretrain.control.documents)
+    )
 
     def __post_init__(self) -> None:
         if self.action not in ACTIONS:
@@ -129,6 +133,11 @@ class Decision:
         for name in ("spike_step", "onset_step", "checkpoint_key", "new_branch"):
             if getattr(self, name) is not None:
                 tags[f"pretrain/{name}"] = str(getattr(self, name))
+        if self.skip_window is not None:
+            tags["pretrain/skip_window"] = f"{self.skip_window[0]}-{self.skip_window[1]}"
+        if self.documents and "num_documents" in self.documents:
+            tags["pretrain/skipped_documents"] = str(self.documents["num_documents"])
+            tags["pretrain/skipped_sources"] = json.dumps(self.documents["sources"])[:200]
         return tags
 
 
@@ -180,10 +189,12 @@ def decide_spike(
     past_rollbacks: Sequence[int],
     tokens_per_step: int | None,
     cfg: PolicyConfig,
+    window_end: int | None = None,
 ) -> Decision:
     """The decision for an alarm; ``kind`` is the recovery class of a SPIKE ("bad_batch"/"slow").
 
-    ``past_rollbacks`` holds the spike steps of earlier rollbacks of this campaign."""
+    ``past_rollbacks`` holds the spike steps of earlier rollbacks of this campaign;
+    ``window_end`` the first step after the bad data (default: the step after the spike)."""
     base = {
         "branch": run.branch,
         "step": alarm.step,
@@ -228,7 +239,8 @@ def decide_spike(
                 f"{alarm.onset_step - cfg.rollback_margin_steps}: stopping for a human to decide"
             ),
         )
-    window = (alarm.onset_step, alarm.step + 1) if skip else None
+    end = max(window_end or 0, alarm.step + 1)
+    window = (alarm.onset_step, end) if skip else None
     tokens = None
     if window and tokens_per_step:
         tokens = ((window[0] - 1) * tokens_per_step, (window[1] - 1) * tokens_per_step)

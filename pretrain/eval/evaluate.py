@@ -1,6 +1,8 @@
-"""Evaluate one checkpoint on the packed validation split, per source and overall.
+"""Evaluate one checkpoint: held-out loss per source, zero-shot tasks, sampled generations.
 
-    stats = evaluate_checkpoint(checkpoint_dir, packed_dir, output_dir_uri, EvalConfig())
+    config = EvalConfig(tasks=default_tasks("../shared/data/eval", max_examples=200))
+    stats = evaluate_checkpoint(checkpoint_dir, packed_dir, output_dir_uri, config,
+                                tokenizer_uri="art/tokenizer")
 
 Loads the checkpoint in this process (no process group; any number of training ranks wrote
 it), scores the first ``max_sequences_per_source`` sequences of each validation source
@@ -10,17 +12,26 @@ next-token cross-entropy, and writes ``report.json`` and ``report.md`` under
 token-weighted (pad targets are not scored); ``perplexity = exp(loss)`` and ``bits_per_token
 = loss / ln 2``. A non-finite number raises :class:`CheckpointError` instead of being reported.
 The checkpoint's tokenizer hash must match the packed data's.
+
+With ``tokenizer_uri`` (its sha256 must be the packed data's) the report adds bits per byte per
+source (:mod:`pretrain.eval.tokens`), the multiple-choice tasks of ``config.tasks``
+(:mod:`pretrain.eval.tasks`, scored by :mod:`pretrain.eval.scoring`; a task whose file is
+absent is reported ``skipped`` with the path) and ``config.generation`` samples. Without it
+those parts are reported skipped ("no tokenizer given"), never silently left out.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 import pretrain
 from pretrain import storage
 from pretrain.errors import ConfigError, DataError
+from pretrain.eval.generate import GenerationConfig, generate
 from pretrain.eval.report import OVERALL, EvalStats, SourceStats, render_markdown
+from pretrain.eval.tasks import TaskSpec, load_task
 from pretrain.train.checkpoint import checkpoint_key, read_meta
 from pretrain.train.data import PackedIndex, PackedSplit, read_packed_index
 
@@ -32,10 +43,19 @@ class EvalConfig:
     max_sequences_per_source: int = 256
     batch_size: int = 8
     device: str = "cpu"  # "cpu", "cuda" or "auto" (cuda when available)
+    tasks: tuple[TaskSpec, ...] = ()  # e.g. default_tasks("../shared/data/eval")
+    task_batch_size: int = 32  # multiple-choice requests per forward pass
+    task_seed: int = 0  # which examples a capped task file contributes
+    generation: GenerationConfig | None = GenerationConfig()
 
     def __post_init__(self) -> None:
-        if self.max_sequences_per_source <= 0 or self.batch_size <= 0:
-            raise ConfigError("EvalConfig.max_sequences_per_source and batch_size must be >= 1")
+        if min(self.max_sequences_per_source, self.batch_size, self.task_batch_size) <= 0:
+            raise ConfigError(
+                "EvalConfig.max_sequences_per_source, batch_size and task_batch_size must be >= 1"
+            )
+        names = [t.name for t in self.tasks]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"EvalConfig.tasks has duplicate names {names}; set TaskSpec.name")
         if self.device not in ("cpu", "cuda", "auto"):
             raise ConfigError(f"EvalConfig.device={self.device!r}; use 'cpu', 'cuda' or 'auto'")
 
@@ -48,14 +68,21 @@ def val_sources(index: PackedIndex) -> list[str | None]:
     return list(seen)
 
 
-def _score(model: Any, split: PackedSplit, cfg: EvalConfig, device: Any, ignore_index: int):
-    """(num_sequences, num_tokens, summed loss) over the first sequences of ``split``."""
+def _score(
+    model: Any,
+    split: PackedSplit,
+    cfg: EvalConfig,
+    device: Any,
+    ignore_index: int,
+    byte_lengths: Any | None,
+) -> tuple[int, int, float, int | None]:
+    """(sequences, tokens, summed loss, bytes or None) over the first sequences of ``split``."""
     import numpy as np
     import torch
     import torch.nn.functional as F
 
     count = min(len(split), cfg.max_sequences_per_source)
-    loss_sum, num_tokens = 0.0, 0
+    loss_sum, num_tokens, num_bytes = 0.0, 0, 0
     for start in range(0, count, cfg.batch_size):
         rows = split.rows(np.arange(start, min(count, start + cfg.batch_size)))
         batch = torch.from_numpy(rows).to(device)
@@ -66,14 +93,40 @@ def _score(model: Any, split: PackedSplit, cfg: EvalConfig, device: Any, ignore_
         )
         loss_sum += float(loss)
         num_tokens += int((targets != ignore_index).sum())
-    return count, num_tokens, loss_sum
+        if byte_lengths is not None:
+            num_bytes += int(byte_lengths[rows[:, 1:]].sum())  # specials (pad, eos) count 0
+    return count, num_tokens, loss_sum, num_bytes if byte_lengths is not None else None
+
+
+def _tasks(model: Any, tok: Any, cfg: EvalConfig, device: Any, eos_id: int, pad_id: int):
+    """{task name: result dict}; absent files are reported skipped with their path."""
+    from pretrain.eval.scoring import score_task
+
+    results: dict[str, dict[str, Any]] = {}
+    for spec in cfg.tasks:
+        examples = load_task(spec, seed=cfg.task_seed)
+        if examples is None:
+            results[spec.name] = {"status": "skipped", "reason": f"{spec.path} not found"}
+            continue
+        result = score_task(
+            model, tok, examples, name=spec.name, prefix_id=eos_id,
+            batch_size=cfg.task_batch_size, device=device, pad_id=pad_id,
+        )  # fmt: skip
+        results[spec.name] = {**result.to_dict(), "path": spec.path}
+    return results
 
 
 def evaluate_checkpoint(
-    checkpoint_dir: str, packed_dir: str, output_dir_uri: str, config: EvalConfig
+    checkpoint_dir: str,
+    packed_dir: str,
+    output_dir_uri: str,
+    config: EvalConfig,
+    *,
+    tokenizer_uri: str | None = None,
 ) -> EvalStats:
     import torch
 
+    from pretrain.eval.tokens import load_checked_tokenizer, token_byte_lengths
     from pretrain.train.checkpoint import load_consolidated_model
 
     meta = read_meta(checkpoint_dir)
@@ -88,23 +141,48 @@ def evaluate_checkpoint(
     device = torch.device("cuda" if use_cuda else "cpu")
     model = load_consolidated_model(checkpoint_dir).to(device)
     ignore_index = index.pad_id if index.pad_id not in (index.eos_id, index.bos_id) else -100
+    tok = byte_lengths = None
+    if tokenizer_uri is not None:
+        tok = load_checked_tokenizer(tokenizer_uri, expected_sha256=index.tokenizer_sha256)
+        byte_lengths = token_byte_lengths(tok)
 
     per_source: list[SourceStats] = []
+    empty_sources: list[str] = []
     with torch.no_grad():
         for source in val_sources(index):
             split = PackedSplit(index, "val", source=source)
-            n_seq, n_tok, loss_sum = _score(model, split, config, device, ignore_index)
+            if len(split) == 0:  # its val documents were shorter than one packed sequence
+                empty_sources.append(source or DEFAULT_SOURCE)
+                continue
+            n_seq, n_tok, loss_sum, n_bytes = _score(
+                model, split, config, device, ignore_index, byte_lengths
+            )
             per_source.append(
-                SourceStats.from_sums(source or DEFAULT_SOURCE, n_seq, n_tok, loss_sum)
+                SourceStats.from_sums(source or DEFAULT_SOURCE, n_seq, n_tok, loss_sum, n_bytes)
             )
     if not per_source:
-        raise DataError(f"{packed_dir}: the val split has no files; pack a validation split")
+        raise DataError(
+            f"{packed_dir}: the val split has no sequences; pack a validation split with "
+            "documents longer than seq_len"
+        )
     overall = SourceStats.from_sums(
         OVERALL,
         sum(s.num_sequences for s in per_source),
         sum(s.num_tokens for s in per_source),
         sum(s.loss * s.num_tokens for s in per_source),
+        None if tok is None else sum(s.num_bytes or 0 for s in per_source),
     )
+    skipped = {"status": "skipped", "reason": "no tokenizer given (pass tokenizer_uri)"}
+    if tok is None:
+        tasks = {spec.name: dict(skipped) for spec in config.tasks}
+        generations: list[dict[str, Any]] = []
+    else:
+        tasks = _tasks(model, tok, config, device, index.eos_id, index.pad_id)
+        generations = (
+            generate(model, tok, config.generation, eos_id=index.eos_id, device=device)
+            if config.generation
+            else []
+        )
     step, branch = int(meta["step"]), str(meta["branch"])
     report_uri = storage.join(output_dir_uri, "report.json")
     stats = EvalStats(
@@ -115,6 +193,10 @@ def evaluate_checkpoint(
         report_uri=report_uri,
         overall=overall,
         per_source=tuple(per_source),
+        tokens_seen=meta.get("tokens_seen"),
+        empty_sources=tuple(empty_sources),
+        tasks=tasks,
+        generations=tuple(generations),
     )
     lineage = {
         **meta.get("lineage", {}),
@@ -122,7 +204,7 @@ def evaluate_checkpoint(
         "tokenizer_sha256": index.tokenizer_sha256,
         "code_version": pretrain.__version__,
     }
-    report = {**stats.to_dict(), "lineage": lineage, "config": config.__dict__.copy()}
+    report = {**stats.to_dict(), "lineage": lineage, "config": dataclasses.asdict(config)}
     storage.write_json(report, report_uri)
     storage.write_bytes(
         render_markdown(stats, lineage).encode(), storage.join(output_dir_uri, "report.md")

@@ -2,12 +2,18 @@
 
 ``EvalStats`` is what :func:`pretrain.eval.evaluate_checkpoint` returns and what the Dagster
 asset turns into metadata with ``as_metadata()``; ``report.json`` holds the same numbers plus
-lineage, ``report.md`` a table a person reads::
+lineage, ``report.md`` tables a person reads::
 
-    | source  | sequences | tokens | loss   | perplexity | bits/token |
-    |---------|-----------|--------|--------|------------|------------|
-    | code    |        64 |  8,128 | 2.3012 |      9.985 |     3.3200 |
-    | overall |       128 | 16,256 | 2.4100 |     11.134 |     3.4769 |
+    | source  | sequences | tokens | loss   | perplexity | bits/token | bits/byte |
+    |---------|-----------|--------|--------|------------|------------|-----------|
+    | code    |        64 |  8,128 | 2.3012 |      9.985 |     3.3200 |    0.9120 |
+
+    | task      | examples | acc    | acc_norm | ± stderr | chance |
+    | blimp     |      200 | 0.6150 |   0.5900 |   0.0345 | 0.5000 |
+    | hellaswag | skipped: ../shared/data/eval/hellaswag_val_10042.jsonl.gz not found |
+
+``tasks`` maps a task name to ``{"status": "ok", "acc": ...}`` or ``{"status": "skipped",
+"reason": ...}``: a task whose file is absent is reported as skipped, never dropped.
 """
 
 from __future__ import annotations
@@ -30,10 +36,17 @@ class SourceStats:
     loss: float
     perplexity: float
     bits_per_token: float
+    num_bytes: int | None = None  # UTF-8 bytes the scored tokens cover (None: no tokenizer)
+    bits_per_byte: float | None = None
 
     @classmethod
     def from_sums(
-        cls, source: str, num_sequences: int, num_tokens: int, loss_sum: float
+        cls,
+        source: str,
+        num_sequences: int,
+        num_tokens: int,
+        loss_sum: float,
+        num_bytes: int | None = None,
     ) -> SourceStats:
         """Token-weighted mean loss; refuses empty or non-finite results."""
         if num_tokens <= 0:
@@ -56,6 +69,8 @@ class SourceStats:
             loss=loss,
             perplexity=perplexity,
             bits_per_token=loss / math.log(2),
+            num_bytes=num_bytes,
+            bits_per_byte=loss_sum / math.log(2) / num_bytes if num_bytes else None,
         )
 
 
@@ -68,6 +83,10 @@ class EvalStats:
     report_uri: str
     overall: SourceStats
     per_source: tuple[SourceStats, ...]
+    tokens_seen: int | None = None
+    tasks: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    generations: tuple[dict[str, Any], ...] = ()
+    empty_sources: tuple[str, ...] = ()  # val sources with no packed sequence: not scored
 
     def as_metadata(self) -> dict[str, Any]:
         """Flat, JSON-able numbers for Dagster metadata (``loss/<source>`` per source)."""
@@ -80,10 +99,19 @@ class EvalStats:
             "bits_per_token": self.overall.bits_per_token,
             "num_tokens": self.overall.num_tokens,
             "report_uri": self.report_uri,
+            "tokens_seen": self.tokens_seen,
+            "bits_per_byte": self.overall.bits_per_byte,
         }
         for s in self.per_source:
             meta[f"loss/{s.source}"] = s.loss
             meta[f"perplexity/{s.source}"] = s.perplexity
+            meta[f"bits_per_byte/{s.source}"] = s.bits_per_byte
+        for name, task in self.tasks.items():
+            if task["status"] == "ok":
+                meta[f"acc/{name}"] = task["acc"]
+                meta[f"acc_norm/{name}"] = task["acc_norm"]
+        meta["val_sources_empty"] = list(self.empty_sources)
+        meta["tasks_skipped"] = sorted(n for n, t in self.tasks.items() if t["status"] != "ok")
         return meta
 
     def to_dict(self) -> dict[str, Any]:
@@ -98,13 +126,43 @@ def render_markdown(stats: EvalStats, lineage: dict[str, Any]) -> str:
         f"- tokenizer sha256: `{lineage.get('tokenizer_sha256')}`",
         f"- code version: `{lineage.get('code_version')}`",
         "",
-        "| source | sequences | tokens | loss | perplexity | bits/token |",
-        "|---|---:|---:|---:|---:|---:|",
+        "## Held-out loss",
+        "",
+        "| source | sequences | tokens | loss | perplexity | bits/token | bits/byte |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for s in (*stats.per_source, stats.overall):
         name = f"**{s.source}**" if s.source == OVERALL else s.source
+        bpb = "n/a" if s.bits_per_byte is None else f"{s.bits_per_byte:.4f}"
         lines.append(
             f"| {name} | {s.num_sequences:,} | {s.num_tokens:,} | {s.loss:.4f} | "
-            f"{s.perplexity:.3f} | {s.bits_per_token:.4f} |"
+            f"{s.perplexity:.3f} | {s.bits_per_token:.4f} | {bpb} |"
         )
-    return "\n".join(lines) + "\n"
+    for source in stats.empty_sources:
+        lines.append(f"| {source} | 0 | not scored: no packed val sequence | | | | |")
+    if stats.tasks:
+        lines += ["", "## Zero-shot multiple choice", ""]
+        lines += [
+            "| task | examples | acc | acc_norm | ± stderr | chance | truncated requests |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for name, t in stats.tasks.items():
+            if t["status"] == "ok":
+                lines.append(
+                    f"| {name} | {t['num_examples']:,} | {t['acc']:.4f} | {t['acc_norm']:.4f} | "
+                    f"{t['acc_stderr']:.4f} | {t['chance']:.4f} | {t['num_truncated']:,} |"
+                )
+            else:
+                lines.append(f"| {name} | skipped: {t['reason']} | | | | | |")
+    if stats.generations:
+        lines += ["", "## Generations", ""]
+        for g in stats.generations:
+            lines += [
+                f"**prompt** `{g['prompt']!r}`",
+                "",
+                "```",
+                g["prompt"] + g["completion"],
+                "```",
+                "",
+            ]
+    return "\n".join(lines).rstrip() + "\n"

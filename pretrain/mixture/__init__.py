@@ -23,6 +23,8 @@ Usage::
 Writes ``train.parquet`` (id, text, source, language, quality_score, epoch, stage; ordered by
 stage), ``val.parquet`` (id, text, source, language), ``decontaminated.parquet`` (id, source,
 eval_sets: the audit of what decontamination dropped) and ``mixture.json`` (written last).
+``train.parquet`` and ``val.parquet`` are written in row groups of about 4 MiB of text
+(``write_documents``), so the packer streams them in bounded memory.
 
 The split is a pure function of ``(seed, id)``: a document is validation iff
 ``int(sha1(f"{seed}:{id}")) % 10**6 < val_fraction * 10**6``, so adding documents never moves
@@ -37,7 +39,7 @@ two documents but too few hashed into validation promotes its lowest-hash train 
 | report.py     | ``MixtureStats`` and the realized-vs-target share table               |
 """
 
-from pretrain.mixture.build import build_mixture
+from pretrain.mixture.build import build_mixture, write_documents
 from pretrain.mixture.config import (
     DEFAULT_MAX_EPOCHS,
     LLAMA2_LIKE_WEIGHTS,
@@ -61,4 +63,5 @@ __all__ = [
     "hash_score",
     "is_val",
     "llama2_like_mixture",
+    "write_documents",
 ]

@@ -11,7 +11,12 @@ walk each source's quality-weighted stream (see ``sampling.py``) → write the f
 
 from __future__ import annotations
 
+import io
+
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from pretrain import storage
 from pretrain.decontam import EvalNgrams
@@ -21,6 +26,8 @@ from pretrain.mixture.report import MixtureStats, SourceMix, StageMix
 from pretrain.mixture.sampling import split_source, walk_stream
 
 _COLUMNS = ["id", "text", "source", "language", "quality_score"]
+ROW_GROUP_BYTES = 4 * 2**20  # text bytes per Parquet row group of train/val.parquet
+ROW_GROUP_ROWS = 8192  # and at most this many documents
 
 
 def _read_documents(document_uris: list[str]) -> dict[str, list]:
@@ -180,8 +187,8 @@ def _write(cols, row_of, picks, all_val, config, out: str, dropped: list[dict]) 
     train = train.append_column("epoch", pa.array([r[2] for r in rows], pa.int32()))
     train = train.append_column("stage", pa.array([r[0] for r in rows], pa.int32()))
     val = table.take(pa.array(val_rows, pa.int64())).drop(["quality_score"])
-    storage.write_table(train, storage.join(out, "train.parquet"))
-    storage.write_table(val, storage.join(out, "val.parquet"))
+    write_documents(train, storage.join(out, "train.parquet"))
+    write_documents(val, storage.join(out, "val.parquet"))
     audit = pa.Table.from_pylist(
         dropped,
         schema=pa.schema(
@@ -189,6 +196,30 @@ def _write(cols, row_of, picks, all_val, config, out: str, dropped: list[dict]) 
         ),
     )
     storage.write_table(audit, storage.join(out, "decontaminated.parquet"))
+
+
+def write_documents(
+    table: pa.Table,
+    uri: str,
+    *,
+    max_bytes: int = ROW_GROUP_BYTES,
+    max_rows: int = ROW_GROUP_ROWS,
+) -> None:
+    """Write a document table (with a ``text`` column) as zstd Parquet in bounded row groups.
+
+    A row group holds the documents whose cumulative text end falls in the same ``max_bytes``
+    window (so at most ``max_bytes`` plus one document), split again at ``max_rows``. Readers
+    that stream the file with ``ParquetFile.iter_batches`` (the packer) then hold one bounded
+    row group, never the whole file. Same table, same bytes."""
+    sizes = pc.fill_null(pc.binary_length(table["text"]), 0).to_numpy()
+    bucket = (np.cumsum(sizes, dtype=np.int64) - 1) // max_bytes
+    cuts = (np.flatnonzero(np.diff(bucket)) + 1).tolist()
+    bounds = [0, *cuts, table.num_rows]
+    buf = io.BytesIO()
+    with pq.ParquetWriter(buf, table.schema, compression="zstd", write_statistics=True) as w:
+        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+            w.write_table(table.slice(lo, hi - lo), row_group_size=max_rows)
+    storage.write_bytes(buf.getvalue(), uri)
 
 
 def _stats(cols, row_of, chars, config, shares, picks, val_ids, train_pool, needed) -> MixtureStats:

@@ -32,8 +32,9 @@ On-disk contract (read by the trainer, ``pretrain/train/data.py``), under the ou
 - ``_COMMITTED``: written last.
 
 Tokenization runs in ``num_workers`` processes (``encode.py``); memory stays bounded by the
-batch and shard sizes (``stream.py``). The output is byte-identical for the same inputs and
-config, whatever ``num_workers``.
+batch size, one input row group and a 4 MiB write chunk, whatever the corpus size and
+``shard_bytes`` (``stream.py``; ``bench/tokenize_pack.py`` measures peak RSS at 1x and 10x the
+text). The output is byte-identical for the same inputs and config, whatever ``num_workers``.
 
 | module      | concept                                                        |
 |-------------|----------------------------------------------------------------|

@@ -15,9 +15,11 @@ import hashlib
 import os
 import re
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
@@ -28,13 +30,28 @@ from pretrain.packing.encode import encode_batches
 from pretrain.packing.stream import LEDGER_SCHEMA, TokenStream
 from pretrain.tokenizer import load_tokenizer, special_ids, tokenizer_file
 
+_CHUNK_BYTES = 4 * 2**20  # shards are gathered and written this much at a time
+
+
+def iter_row_group_batches(uri: str, batch_size: int) -> Iterator[pa.RecordBatch]:
+    """Record batches of a Parquet file, read one row group at a time.
+
+    One ``iter_batches`` call over the whole file keeps memory from the row groups it has
+    passed (measured: RSS +50 MB over 31 row groups of 4 MiB, still rising); one call per row
+    group stays flat. Batch boundaries do not change the packed output."""
+    fs, path = storage.filesystem(uri)
+    with fs.open_input_file(path) as f:
+        parquet = pq.ParquetFile(f)
+        for group in range(parquet.num_row_groups):
+            yield from parquet.iter_batches(batch_size=batch_size, row_groups=[group])
+
 
 def _tokenize_split(uri: str, stream_for, tok_json: str, eos_id: int, specials, config):
     """Encode every document of ``uri`` into its stream; return (documents, special-text docs)."""
     counts = {"docs": 0, "special": 0}
 
     def batches():
-        for batch in storage.iter_table_batches(uri, batch_size=config.batch_size):
+        for batch in iter_row_group_batches(uri, config.batch_size):
             cols = batch.to_pydict()
             texts = cols["text"]
             counts["docs"] += len(texts)
@@ -131,21 +148,33 @@ def _stage_names(mixture_dir_uri: str) -> list[str]:
     return [s["name"] for s in storage.read_json(uri).get("stages", [])]
 
 
-def _write_shards(parts: list, prefix: str, out: str, rows_per: int) -> list[dict]:
-    """Write ``rows[order]`` of every ``(rows, order)`` in ``parts``, concatenated, in shards of
-    ``rows_per`` sequences; return the index entries. Reads one shard's rows at a time."""
+def _write_shards(
+    parts: list, prefix: str, out: str, scratch: Path, config: PackingConfig
+) -> list[dict]:
+    """Write ``stream sequences[order]`` of every ``(stream, order)`` in ``parts``, concatenated,
+    in shards of ``shard_bytes``; return the index entries.
+
+    A shard is gathered (positioned reads, no memory map) and written ``_CHUNK_BYTES`` at a time
+    to a scratch file, then published, so memory is bounded by the chunk, not the shard or the
+    corpus."""
+    seq_len = config.seq_len
+    row_bytes = seq_len * np.dtype(parts[0][0].dtype).itemsize
+    rows_per = max(1, config.shard_bytes // row_bytes)
+    chunk_rows = max(1, min(rows_per, _CHUNK_BYTES // row_bytes))
     starts = np.cumsum([0] + [len(order) for _, order in parts])
     total, entries = int(starts[-1]), []
     for shard, lo in enumerate(range(0, max(total, 1), rows_per)):
-        hi, chunks = min(lo + rows_per, total), []
-        for k, (rows, order) in enumerate(parts):
-            a, b = max(lo, starts[k]), min(hi, starts[k + 1])
-            if a < b:
-                chunks.append(rows[order[a - starts[k] : b - starts[k]]])
-        data = np.concatenate(chunks) if chunks else parts[0][0][:0]
+        hi = min(lo + rows_per, total)
         name = f"{prefix}-{shard:05d}.bin"
-        storage.write_bytes(np.ascontiguousarray(data).tobytes(), storage.join(out, name))
-        entries.append({"file": name, "num_sequences": int(len(data))})
+        with open(scratch / name, "wb") as f:
+            for c_lo in range(lo, hi, chunk_rows):
+                c_hi = min(c_lo + chunk_rows, hi)
+                for k, (stream, order) in enumerate(parts):
+                    a, b = max(c_lo, starts[k]) - starts[k], min(c_hi, starts[k + 1]) - starts[k]
+                    if a < b:
+                        f.write(stream.read_sequences(seq_len, order[a:b]))
+        _publish(scratch / name, storage.join(out, name))
+        entries.append({"file": name, "num_sequences": hi - lo})
     return entries
 
 
@@ -170,8 +199,7 @@ def _write_packed(
     header: dict,
     docs_with_special_text: int,
 ) -> PackingStats:
-    seq_len, dtype = config.seq_len, np.dtype(header["dtype"]).newbyteorder("<")
-    rows_per = max(1, config.shard_bytes // (seq_len * dtype.itemsize))
+    seq_len = config.seq_len
     n_train = sum(s.num_tokens // seq_len for s in train.values())
     if n_train == 0:
         tokens = sum(s.num_tokens for s in train.values())
@@ -183,17 +211,18 @@ def _write_packed(
     writer = pq.ParquetWriter(ledger_file, LEDGER_SCHEMA, compression="zstd")
     parts, stages, first, warnings = [], [], 0, []
     for stage, stream in train.items():
-        rows = stream.sequences(seq_len)
-        order = np.random.default_rng([config.seed, int(stage)]).permutation(len(rows))
+        num = stream.num_tokens // seq_len
+        order = np.random.default_rng([config.seed, int(stage)]).permutation(num)
         position = np.empty_like(order)
         position[order] = first + np.arange(len(order))  # stream sequence -> trainer index
         for table in stream.ledger_chunks(seq_len, position, split="train", stage=int(stage)):
             writer.write_table(table)
         name = stage_names[stage] if stage < len(stage_names) else f"stage-{stage}"
-        stages.append({"name": name, "first_sequence": first, "num_sequences": len(rows)})
-        parts.append((rows, order))
-        first += len(rows)
-    files = {"train": [{**e, "source": None} for e in _write_shards(parts, "train", out, rows_per)]}
+        stages.append({"name": name, "first_sequence": first, "num_sequences": num})
+        parts.append((stream, order))
+        first += num
+    shards = _write_shards(parts, "train", out, scratch, config)
+    files = {"train": [{**e, "source": None} for e in shards]}
     files["val"] = []
     tags = {s: re.sub(r"[^A-Za-z0-9_.-]", "_", s) for s in val}
     if len(set(tags.values())) != len(val):
@@ -204,11 +233,10 @@ def _write_packed(
                 f"val source '{source}' has {stream.num_tokens} tokens < seq_len={seq_len}: "
                 "no val sequences; raise val_fraction or lower seq_len"
             )
-        rows = stream.sequences(seq_len)
-        order = np.arange(len(rows))
+        order = np.arange(stream.num_tokens // seq_len)
         for table in stream.ledger_chunks(seq_len, order, split="val", stage=-1):
             writer.write_table(table)
-        entries = _write_shards([(rows, order)], f"val-{tags[source]}", out, rows_per)
+        entries = _write_shards([(stream, order)], f"val-{tags[source]}", out, scratch, config)
         files["val"] += [{**e, "source": source} for e in entries]
     writer.close()
     return _finish(out, config, files, train, val, stages, documents, header,

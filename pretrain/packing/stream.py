@@ -3,13 +3,15 @@
     stream = TokenStream(scratch_dir, "train-0", np.dtype("<u2"))
     stream.append(flat_ids, doc_ids, sources, epochs, lengths)   # once per encoded batch
     stream.close()
-    rows = stream.sequences(seq_len)                              # memmap (N, seq_len)
+    rows = stream.read_sequences(seq_len, order[:1024])          # (1024, seq_len), pread
     for table in stream.ledger_chunks(seq_len, position, split="train", stage=0):
         writer.write_table(table)
 
 Tokens go to a flat scratch file and document metadata to a scratch Parquet file as they
-arrive; the ledger is computed from that file chunk by chunk. Nothing proportional to the
-corpus is held in memory except the per-sequence ``position`` array (8 bytes per sequence).
+arrive; the ledger is computed from that file chunk by chunk, and sequences are read back
+with positioned reads (no memory map). Nothing proportional to the corpus is held in memory
+except the per-sequence shuffle ``order`` and ``position`` arrays (8 bytes each per sequence:
+8 MB per billion tokens at seq_len 2048).
 """
 
 from __future__ import annotations
@@ -72,11 +74,27 @@ class TokenStream:
         self._tokens.close()
         self._meta.close()
 
-    def sequences(self, seq_len: int) -> np.ndarray:
-        n = self.num_tokens // seq_len
-        if n == 0:
-            return np.empty((0, seq_len), self.dtype)
-        return np.memmap(self.path, dtype=self.dtype, mode="r", shape=(n, seq_len))
+    def read_sequences(self, seq_len: int, indices: np.ndarray) -> np.ndarray:
+        """Sequences ``indices`` of the stream, shape ``(len(indices), seq_len)``, read with
+        positioned file reads (one per run of consecutive indices). No memory map: a mapped
+        file's touched pages count in the process RSS, and random reads fault in neighbouring
+        pages, so gathering a shuffle through a map would grow RSS to the stream's size."""
+        out = np.empty((len(indices), seq_len), self.dtype)
+        if len(indices) == 0:
+            return out
+        row_bytes = seq_len * self.dtype.itemsize
+        cuts = (np.flatnonzero(np.diff(indices) != 1) + 1).tolist()
+        flat = memoryview(out).cast("B")
+        with open(self.path, "rb", buffering=0) as f:
+            for lo, hi in zip([0, *cuts], [*cuts, len(indices)], strict=True):
+                want = flat[lo * row_bytes : hi * row_bytes]
+                f.seek(int(indices[lo]) * row_bytes)
+                while want:  # readinto may return less than asked
+                    got = f.readinto(want)
+                    if not got:
+                        raise OSError(f"{self.path}: short read at sequence {indices[lo]}")
+                    want = want[got:]
+        return out
 
     def ledger_chunks(
         self, seq_len: int, position: np.ndarray, *, split: str, stage: int, rows: int = 65536

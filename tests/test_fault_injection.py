@@ -1,0 +1,478 @@
+"""Fault injection: real torchrun training, a real Dagster instance, the real recovery sensors.
+
+Each test plays a fault against the recovery loop end to end and checks what the campaign did:
+
+1. poisoned data (random tokens at a known step range) → rollback before it, the range skipped,
+   training completes near a clean run's loss, and the decision names the poisoned documents;
+2. an injected NaN (``run.inject_nan_at_step``) → rollback + LR reduction;
+3. ``kill -9`` of every trainer process → run failure → auto-resume → completes, no step
+   repeated or missing;
+4. two spikes inside the escalation window → the campaign stops and alerts (no endless loop);
+5. duplicate ticks and a restarted sensor → no duplicate resume run (in tests 1 and 3).
+
+The sensors are evaluated by ticks (``build_sensor_context`` / ``build_run_status_sensor_context``
+with the real instance and the trainer's real offline W&B files). :class:`Campaign` plays the
+daemon and the training op around them: it records each launch as a ``train`` run in the
+instance, runs the same ``torchrun -m pretrain.train`` command the op runs on the config
+``resolve_train_config`` builds, ends the run the way the op would (SIGTERM to the process tree
+when the run is CANCELING, FAILURE on a non-zero exit), launches a requested run once per
+``run_key`` as the daemon does, and one run at a time as the ``gpu`` pool does. The daemon itself
+is exercised by ``bench/recovery_time.py`` and tests/test_training_cancel.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from dagster import (
+    AssetCheckEvaluation,
+    AssetObservation,
+    DagsterEvent,
+    DagsterEventType,
+    DagsterInstance,
+    DagsterRun,
+    DagsterRunStatus,
+    RunRequest,
+    build_run_status_sensor_context,
+    build_sensor_context,
+)
+from dagster._core.test_utils import instance_for_test
+
+from jobs.training import TrainRunConfig, resolve_train_config
+from pretrain.control.policy import Decision
+from pretrain.control.series import metric_rows, wandb_run_id
+from pretrain.control.wandb_file import offline_run_files, read_history
+from pretrain.packing.ledger import BatchPlan, step_sequences
+from pretrain.packing.stream import LEDGER_SCHEMA
+from pretrain.train import checkpoint as ckpt
+from resources.launcher import TorchrunLauncher
+from resources.metrics import RecoveryThresholds, WandbMetricsReader
+from resources.process_tree import alive, descendants, stop_process_tree
+from resources.storage import ArtifactStore
+from sensors.failure_sensor import training_failure_sensor
+from sensors.loss_spike_sensor import loss_spike_sensor
+from tests.test_train import SEQ_LEN, VOCAB, make_packed
+
+pytestmark = pytest.mark.slow
+
+BATCH = {"micro_batch_size": 4, "global_batch_sequences": 8}
+POLICY = {"health_window_steps": 5, "rollback_margin_steps": 2}
+
+
+# -- data -------------------------------------------------------------------------------------
+
+
+def make_poisoned_packed(root: Path, poison_steps: list[int], num_train: int = 1200) -> set[str]:
+    """Learnable packed tokens (one document per sequence, source ``web``) whose sequences read at
+    ``poison_steps`` are random tokens (documents ``poison-*``, source ``poison``), with a ledger.
+    Returns the poisoned document ids. ``num_train`` keeps every test inside one epoch."""
+    make_packed(root, num_train=num_train)
+    plan = BatchPlan(global_batch=BATCH["global_batch_sequences"], micro_batch=4, world_size=2)
+    poisoned = sorted(set(step_sequences(str(root), plan, poison_steps)["seq_index"].to_pylist()))
+    tokens = np.fromfile(root / "train-00000.bin", dtype="<u2").reshape(num_train, SEQ_LEN)
+    tokens[poisoned] = np.random.default_rng(7).integers(3, VOCAB, (len(poisoned), SEQ_LEN))
+    tokens.tofile(root / "train-00000.bin")
+    bad = set(poisoned)
+    doc_ids = [f"poison-{i:05d}" if i in bad else f"web-{i:05d}" for i in range(num_train)]
+    ledger = pa.table(
+        {
+            "seq_index": pa.array(range(num_train), pa.int64()),
+            "doc_id": doc_ids,
+            "source": ["poison" if i in bad else "web" for i in range(num_train)],
+            "epoch": pa.array([0] * num_train, pa.int32()),
+            "token_start": pa.array([0] * num_train, pa.int32()),
+            "token_end": pa.array([SEQ_LEN] * num_train, pa.int32()),
+            "doc_token_offset": pa.array([0] * num_train, pa.int64()),
+            "split": ["train"] * num_train,
+            "stage": pa.array([0] * num_train, pa.int32()),
+        },
+        schema=LEDGER_SCHEMA,
+    )
+    pq.write_table(ledger, root / "ledger.parquet")
+    return {doc_ids[i] for i in poisoned}
+
+
+# -- the daemon + training op, played around the real sensors ---------------------------------
+
+
+@dataclasses.dataclass
+class Launch:
+    run_id: str
+    branch: str
+    proc: subprocess.Popen
+    events: Path
+    terminated: bool = False
+
+
+class Campaign:
+    def __init__(
+        self, instance: DagsterInstance, artifacts: Path, policy: dict[str, float], **inject: Any
+    ) -> None:
+        self.instance, self.inject = instance, inject
+        self.store = ArtifactStore(root=str(artifacts))
+        self.run_root = Path(self.store.local_dir("runs"))
+        self.resources = {
+            "metrics": WandbMetricsReader(run_root=str(self.run_root)),
+            "recovery": RecoveryThresholds(policy=policy),
+        }
+        self.launcher = TorchrunLauncher(nproc_per_node=2)
+        self.cursor: str | None = None
+        self.requests: list[RunRequest] = []  # every request of every tick, duplicates included
+        self.queue: list[RunRequest] = []
+        self.launched_keys: set[str] = set()
+        self.active: Launch | None = None
+        self.finished: dict[str, DagsterRunStatus] = {}
+        self.results: list[Any] = []  # every loss_spike_sensor result
+        self.duplicate_ticks = False
+
+    # launching, as the training op does it
+    def launch(self, op_config: dict[str, Any], tags: dict[str, str] | None = None) -> str:
+        run_id = str(uuid.uuid4())
+        run_config = {"ops": {"train_model": {"config": op_config}}}
+        self.instance.add_run(
+            DagsterRun(
+                job_name="train",
+                run_id=run_id,
+                status=DagsterRunStatus.STARTED,
+                run_config=run_config,
+                tags=tags or {},
+            )
+        )
+        cfg = resolve_train_config(TrainRunConfig(**op_config), self.store)
+        if self.inject:
+            cfg = cfg.replace(run=dataclasses.replace(cfg.run, **self.inject))
+        branch_dir = self.run_root / cfg.run.branch
+        branch_dir.mkdir(parents=True, exist_ok=True)
+        config_path = branch_dir / f"run-{run_id}.json"
+        config_path.write_text(cfg.to_json())
+        with open(branch_dir / f"torchrun-{run_id}.log", "ab") as log:
+            proc = subprocess.Popen(
+                self.launcher.command(str(config_path), event_sink=None),
+                env=self.launcher.environment(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        print(f"{time.monotonic():.1f} launch {cfg.run.branch}", flush=True)
+        self.active = Launch(
+            run_id=run_id, branch=cfg.run.branch, proc=proc, events=Path(cfg.events_path())
+        )
+        return run_id
+
+    def request(self, requests: list[RunRequest]) -> None:
+        """The daemon's side of a sensor result: one run per run_key, ever."""
+        for request in requests:
+            self.requests.append(request)
+            if request.run_key not in self.launched_keys:
+                self.launched_keys.add(request.run_key)
+                self.queue.append(request)
+
+    def tick(self) -> None:
+        context = build_sensor_context(
+            instance=self.instance, cursor=self.cursor, resources=self.resources
+        )
+        result = loss_spike_sensor(context)
+        self.results.append(result)
+        self.request(result.run_requests)
+        if self.duplicate_ticks:
+            # the daemon re-evaluating a tick whose cursor it did not store, and a sensor
+            # restarted with its cursor reset: neither may request a second resume run
+            for cursor in (self.cursor, None):
+                again = loss_spike_sensor(
+                    build_sensor_context(
+                        instance=self.instance, cursor=cursor, resources=self.resources
+                    )
+                )
+                self.request(again.run_requests)
+        self.cursor = result.cursor
+
+    def end_run(self, launch: Launch) -> None:
+        status = self.instance.get_run_by_id(launch.run_id).status
+        run = self.instance.get_run_by_id(launch.run_id)
+        events = [json.loads(line) for line in launch.events.read_text().splitlines()]
+        if status == DagsterRunStatus.CANCELING:
+            self.instance.report_run_canceled(run)
+        elif launch.proc.returncode == 0 and events[-1]["event"] == "finished":
+            self.instance.report_dagster_event(
+                DagsterEvent(DagsterEventType.RUN_SUCCESS.value, job_name="train"),
+                run_id=launch.run_id,
+            )
+        else:
+            self.instance.report_run_failed(run, f"torchrun exit code {launch.proc.returncode}")
+            [entry] = self.instance.all_logs(launch.run_id, of_type=DagsterEventType.RUN_FAILURE)
+            for _ in range(2 if self.duplicate_ticks else 1):  # a duplicate evaluation too
+                context = build_run_status_sensor_context(
+                    sensor_name="training_failure_sensor",
+                    dagster_event=entry.dagster_event,
+                    dagster_instance=self.instance,
+                    dagster_run=self.instance.get_run_by_id(launch.run_id),
+                    resources=self.resources,
+                ).for_run_failure()
+                self.request(training_failure_sensor(context).run_requests)
+        self.finished[launch.run_id] = self.instance.get_run_by_id(launch.run_id).status
+
+    def drive(self, timeout_s: float = 170.0, on_step: Any = None) -> None:
+        """Tick, stop, end and launch runs until nothing runs and nothing is queued."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            assert time.monotonic() < deadline, "campaign did not settle"
+            launch = self.active
+            if launch is not None:
+                if on_step is not None:
+                    on_step(self, launch)
+                status = self.instance.get_run_by_id(launch.run_id).status
+                if status == DagsterRunStatus.CANCELING and not launch.terminated:
+                    launch.terminated = True  # what the op does when the run is terminated
+                    print(f"{time.monotonic():.1f} SIGTERM {launch.branch}", flush=True)
+                    stop_process_tree(launch.proc, term_timeout_s=60, kill_timeout_s=10)
+                    print(f"{time.monotonic():.1f} stopped {launch.branch}", flush=True)
+                if launch.proc.poll() is not None:
+                    print(f"{time.monotonic():.1f} ended {launch.branch}", flush=True)
+                    self.active = None
+                    self.end_run(launch)
+            self.tick()
+            if self.active is None and self.queue:
+                request = self.queue.pop(0)
+                self.launch(request.run_config["ops"]["train_model"]["config"], request.tags)
+            elif self.active is None:
+                return
+            time.sleep(0.3)
+
+    # reading back what happened
+    def history(self, branch: str) -> list[list[dict[str, Any]]]:
+        """Each offline W&B file of ``branch`` (one per start), its rows in order."""
+        run_id = wandb_run_id(self.run_root, branch)
+        return [read_history(p)[0] for p in offline_run_files(self.run_root, run_id)]
+
+    def events(self, branch: str) -> list[dict[str, Any]]:
+        path = self.run_root / branch / "events.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()]
+
+    def runs(self) -> list[DagsterRun]:
+        return list(reversed(self.instance.get_runs()))
+
+
+def train_config(**overrides: Any) -> dict[str, Any]:
+    return {"checkpoint_every": 10, "resume": "none", **BATCH, **overrides}
+
+
+def final_loss(rows: list[dict[str, Any]], last: int = 8) -> float:
+    losses = [r["train/loss"] for r in rows if "train/loss" in r][-last:]
+    return float(np.mean(losses))
+
+
+@pytest.fixture
+def instance() -> Any:
+    with instance_for_test() as inst:
+        yield inst
+
+
+# -- 1 + 5: poisoned data -----------------------------------------------------------------------
+
+
+def test_poisoned_range_is_rolled_back_skipped_and_named(
+    tmp_path: Path, instance: DagsterInstance
+) -> None:
+    artifacts = tmp_path / "artifacts"
+    poisoned = make_poisoned_packed(artifacts / "packed_tokens", [41, 42])
+    campaign = Campaign(instance, artifacts, POLICY)
+    campaign.duplicate_ticks = True
+    first = campaign.launch(train_config(max_steps=80))
+    campaign.drive()
+
+    # one rollback, however many duplicate and restarted ticks saw it
+    keys = {r.run_key for r in campaign.requests}
+    assert keys == {"rollback-b00-s000000041-to-b01"}
+    [b00, b01] = campaign.runs()
+    assert (b00.run_id, b00.status, b01.status) == (
+        first,
+        DagsterRunStatus.CANCELED,
+        DagsterRunStatus.SUCCESS,
+    )
+    decision = Decision.from_json(b01.tags["pretrain/decision"])
+    assert (decision.action, decision.kind, decision.spike_step, decision.onset_step) == (
+        "rollback",
+        "bad_batch",
+        41,
+        41,
+    )
+    assert decision.skip_window == (41, 43) and decision.checkpoint_key == "b00-s000000030"
+    assert decision.lr_scale == 1.0  # a bad batch: no LR change
+    config = b01.run_config["ops"]["train_model"]["config"]
+    assert config["skip_windows"] == [[41, 43]] and config["branch"] == "b01"
+    assert config["resume"] == str(campaign.run_root / "b00" / "step-00000030")
+    # the decision names the poisoned documents: every document of the window, nothing else
+    docs = decision.documents
+    assert docs["sources"] == {"poison": len(poisoned)} == {"poison": 16}
+    assert docs["num_documents"] == 16 and docs["num_sequences"] == 16
+    assert set(docs["doc_ids"]) <= poisoned and docs["doc_ids_shown"] == 10
+    assert b01.tags["pretrain/skipped_documents"] == "16"
+    assert b00.tags["pretrain/skip_window"] == "41-43"
+    observations = [
+        e for r in campaign.results for e in r.asset_events if isinstance(e, AssetObservation)
+    ]
+    [observation] = observations
+    assert observation.partition == "b00-s000000030"
+    assert observation.metadata["documents"].value["sources"] == {"poison": 16}
+
+    # the resumed branch skipped the range and finished; its checkpoint lineage goes through 30
+    [b01_rows] = campaign.history("b01")
+    rows = metric_rows(b01_rows)
+    assert [r.step for r in rows] == list(range(31, 81))
+    assert [r.step for r in rows if r.skipped] == [41, 42]
+    assert all(r.loss is not None and r.loss < 3.0 for r in rows if not r.skipped)
+    assert campaign.events("b01")[-1]["event"] == "finished"
+    meta = ckpt.read_meta(ckpt.latest_checkpoint(campaign.run_root, "b01"))
+    assert meta["step"] == 80 and meta["skipped_steps"] == [41, 42]
+    # health checks: the checkpoint before the spike passed, the one whose window held it failed
+    checks = {
+        (e.partition, e.passed)
+        for r in campaign.results
+        for e in r.asset_events
+        if isinstance(e, AssetCheckEvaluation)
+    }
+    assert {("b00-s000000030", True), ("b00-s000000040", False)} <= checks
+    assert ckpt.is_healthy(campaign.run_root / "b00" / "step-00000030")
+
+    # the final loss is within tolerance of a clean run on unpoisoned data
+    clean_art = tmp_path / "clean"
+    make_packed(clean_art / "packed_tokens", num_train=1200)
+    clean = Campaign(instance, clean_art, POLICY)
+    clean.launch(train_config(max_steps=80, branch="c00"))
+    clean.drive()
+    [clean_rows] = clean.history("c00")
+    recovered, reference = final_loss(b01_rows), final_loss(clean_rows)
+    assert abs(recovered - reference) <= 0.3 * reference + 0.02, (recovered, reference)
+
+
+# -- 2: NaN ---------------------------------------------------------------------------------------
+
+
+def test_injected_nan_rolls_back_and_lowers_the_lr(
+    tmp_path: Path, instance: DagsterInstance
+) -> None:
+    artifacts = tmp_path / "artifacts"
+    make_packed(artifacts / "packed_tokens", num_train=1200)
+    campaign = Campaign(instance, artifacts, POLICY, inject_nan_at_step=25)
+    # healthy_every: the trainer labels finite checkpoints, so pruning cannot race the sensor
+    campaign.launch(train_config(max_steps=40, checkpoint_every=5, healthy_every=5))
+    campaign.drive()
+
+    [b00, b01] = campaign.runs()
+    assert (b00.status, b01.status) == (DagsterRunStatus.CANCELED, DagsterRunStatus.SUCCESS)
+    decision = Decision.from_json(b01.tags["pretrain/decision"])
+    assert (decision.kind, decision.spike_step, decision.skip_window) == ("nonfinite", 25, (25, 26))
+    # the checkpoint at 20 is suspect (the NaN is inside its window): back to 15
+    assert decision.checkpoint_key == "b00-s000000015"
+    assert decision.lr_scale == pytest.approx(0.8)
+    config = b01.run_config["ops"]["train_model"]["config"]
+    assert config["lr_scale"] == pytest.approx(0.8) and config["skip_windows"] == [[25, 26]]
+    # b00 went NaN at 25 and stayed NaN; b01 trained 16..40 at 0.8× the LR, all finite
+    b00_rows = {r.step: r for r in metric_rows(campaign.history("b00")[0])}
+    assert np.isnan(b00_rows[25].loss) and np.isnan(b00_rows[26].loss)
+    b01_rows = {r.step: r for r in metric_rows(campaign.history("b01")[0])}
+    assert sorted(b01_rows) == list(range(16, 41)) and b01_rows[25].skipped
+    assert all(r.finite and r.loss is not None for s, r in b01_rows.items() if s != 25)
+    for step in range(16, 25):
+        assert b01_rows[step].lr == pytest.approx(0.8 * b00_rows[step].lr)
+    assert campaign.events("b01")[-1]["event"] == "finished"
+
+
+# -- 3 + 5: kill -9 ------------------------------------------------------------------------------
+
+
+def kill_after_checkpoint(step: int) -> Any:
+    def on_step(campaign: Campaign, launch: Launch) -> None:
+        if launch.terminated or launch.branch != "b00" or campaign.finished:
+            return
+        # kill once a checkpoint at ``step`` is committed and W&B has flushed a few steps past it
+        # (a kill -9 loses what W&B had not flushed: the test is about the training steps)
+        logged = [r["_step"] for files in campaign.history("b00") for r in files if "_step" in r]
+        if logged and max(logged) >= step + 3 and ckpt.list_checkpoints(campaign.run_root, "b00"):
+            procs = {launch.proc.pid} | descendants(launch.proc.pid)
+            for pid in procs:
+                os.kill(pid, signal.SIGKILL)
+            launch.terminated = True
+            launch.proc.wait()
+            assert not any(alive(pid) for pid in procs)
+
+    return on_step
+
+
+def test_kill9_auto_resumes_once_without_repeating_or_missing_steps(
+    tmp_path: Path, instance: DagsterInstance
+) -> None:
+    artifacts = tmp_path / "artifacts"
+    make_packed(artifacts / "packed_tokens", num_train=1200)
+    campaign = Campaign(instance, artifacts, POLICY)
+    campaign.duplicate_ticks = True  # the failure sensor sees the failure twice, too
+    crashed = campaign.launch(train_config(max_steps=60))
+    campaign.drive(on_step=kill_after_checkpoint(20))
+
+    assert {r.run_key for r in campaign.requests} == {f"crash-resume-{crashed}"}
+    assert len(campaign.requests) == 2  # evaluated twice, launched once
+    [first, resumed] = campaign.runs()
+    assert (first.status, resumed.status) == (DagsterRunStatus.FAILURE, DagsterRunStatus.SUCCESS)
+    assert resumed.tags["pretrain/auto_resume_attempt"] == "1"
+    start = int(resumed.tags["pretrain/resume_checkpoint_step"])
+    assert start >= 20 and start % 10 == 0
+    # per-step metrics across both starts of b00: the crashed run logged 1..k, the resumed run
+    # (start+1)..60; together every step once, and the re-done steps reproduce the same losses
+    crashed_rows, resumed_rows = campaign.history("b00")
+    crashed_steps = [r["_step"] for r in crashed_rows if "train/loss" in r]
+    resumed_steps = [r["_step"] for r in resumed_rows if "train/loss" in r]
+    assert crashed_steps == list(range(1, crashed_steps[-1] + 1)) and crashed_steps[-1] >= start
+    assert resumed_steps == list(range(start + 1, 61))
+    redone = {r["_step"]: r["train/loss"] for r in crashed_rows if r.get("_step", 0) > start}
+    again = {r["_step"]: r["train/loss"] for r in resumed_rows if r["_step"] in redone}
+    assert again == redone  # deterministic replay: the same step, the same loss
+    assert [r.step for r in metric_rows(crashed_rows + resumed_rows)] == list(range(1, 61))
+    assert campaign.events("b00")[-1]["event"] == "finished"
+
+
+# -- 4: escalation ------------------------------------------------------------------------------
+
+
+def test_second_spike_in_window_stops_the_campaign(
+    tmp_path: Path, instance: DagsterInstance
+) -> None:
+    artifacts = tmp_path / "artifacts"
+    make_poisoned_packed(artifacts / "packed_tokens", [31, 46])
+    campaign = Campaign(instance, artifacts, {**POLICY, "max_rollbacks_in_window": 1})
+    campaign.launch(train_config(max_steps=80))
+    campaign.drive()
+    for _ in range(3):  # later ticks stay idle: no endless loop
+        campaign.tick()
+
+    assert {r.run_key for r in campaign.requests} == {"rollback-b00-s000000031-to-b01"}
+    [b00, b01] = campaign.runs()
+    assert (b00.status, b01.status) == (DagsterRunStatus.CANCELED, DagsterRunStatus.CANCELED)
+    assert (b01.tags["pretrain/action"], b01.tags["pretrain/spike_step"]) == ("stop", "46")
+    stop = Decision.from_json(b01.tags["pretrain/decision"])
+    assert stop.kind == "escalation" and "stopping for a human to decide" in stop.reason
+    skips = [r.skip_reason.skip_message for r in campaign.results if r.skip_reason]
+    stops = [m for m in skips if m.startswith("STOPPED:")]
+    assert len(stops) == 1 and "1 rollbacks already within" in stops[0]
+    assert json.loads(campaign.cursor)["stopped"] is not None  # idle until a human relaunches
+    assert campaign.results[-1].skip_reason.skip_message == "no train run in progress"
+    failed = [
+        e
+        for r in campaign.results
+        for e in r.asset_events
+        if isinstance(e, AssetCheckEvaluation) and e.severity.value == "ERROR"
+    ]
+    [alert] = failed
+    assert not alert.passed and alert.description.startswith("campaign STOPPED")
+    assert alert.partition.startswith("b01-s")
