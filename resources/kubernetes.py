@@ -34,7 +34,7 @@ from dagster import (
     open_pipes_session,
 )
 
-from resources.launcher import PIPES_EVENT_SINK
+from resources.launcher import PIPES_EVENT_SINK, MessageDrain
 
 
 class KubernetesLauncher(ConfigurableResource):
@@ -112,7 +112,7 @@ class KubernetesLauncher(ConfigurableResource):
     ) -> int:
         name = f"pretrain-{context.run_id[:8]}"
         messages_path = Path(log_path).parent / f"{name}.pipes.jsonl"
-        seen = 0
+        drain = MessageDrain(on_message)
         with open_pipes_session(
             context=context,
             context_injector=PipesEnvContextInjector(),
@@ -124,16 +124,12 @@ class KubernetesLauncher(ConfigurableResource):
             _kubectl(["apply", "-f", "-"], stdin=manifest)
             try:
                 while (state := self.job_state(name)) not in ("Succeeded", "Failed"):
-                    messages = session.get_custom_messages()
-                    for message in messages[seen:]:
-                        on_message(message)
-                    seen = len(messages)
+                    drain(session)
                     time.sleep(self.poll_interval_s)
             except BaseException:
                 self.delete(name)
                 raise
-        for message in session.get_custom_messages()[seen:]:
-            on_message(message)
+        drain(session)  # messages read after the job ended
         return 0 if state == "Succeeded" else 1
 
     def job_state(self, name: str) -> str:

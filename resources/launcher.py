@@ -47,6 +47,23 @@ CPU_ALLOCATOR_ENV = {
 PIPES_EVENT_SINK = "jobs.pipes_sink:PipesEventSink"
 
 
+class MessageDrain:
+    """Hands each new Pipes custom message to ``on_message`` once.
+
+    ``session.get_custom_messages()`` returns the whole list so far, so the drain keeps an index.
+    """
+
+    def __init__(self, on_message: Callable[[dict[str, Any]], None]) -> None:
+        self.on_message = on_message
+        self.seen = 0
+
+    def __call__(self, session: Any) -> None:
+        messages = session.get_custom_messages()
+        for message in messages[self.seen :]:
+            self.on_message(message)
+        self.seen = len(messages)
+
+
 class TorchrunLauncher(ConfigurableResource):
     """Local ``torchrun`` launcher (gloo on CPU, NCCL on GPU)."""
 
@@ -101,15 +118,7 @@ class TorchrunLauncher(ConfigurableResource):
         log_path: str,
         on_message: Callable[[dict[str, Any]], None],
     ) -> int:
-        seen = 0
-
-        def drain(session: Any) -> None:
-            nonlocal seen
-            messages = session.get_custom_messages()
-            for message in messages[seen:]:
-                on_message(message)
-            seen = len(messages)
-
+        drain = MessageDrain(on_message)
         with (
             open(log_path, "ab") as log,
             open_pipes_session(

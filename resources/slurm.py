@@ -33,7 +33,7 @@ from dagster import (
     open_pipes_session,
 )
 
-from resources.launcher import CPU_ALLOCATOR_ENV, PIPES_EVENT_SINK
+from resources.launcher import CPU_ALLOCATOR_ENV, PIPES_EVENT_SINK, MessageDrain
 
 TERMINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
 
@@ -108,7 +108,7 @@ class SlurmLauncher(ConfigurableResource):
         script.write_text(
             self.render_sbatch(job_name=job_name, config_path=config_path, log_dir=str(log_dir))
         )
-        seen = 0
+        drain = MessageDrain(on_message)
         with open_pipes_session(
             context=context,
             context_injector=PipesEnvContextInjector(),
@@ -120,16 +120,12 @@ class SlurmLauncher(ConfigurableResource):
             context.log.info(f"submitted Slurm job {job_id} ({script})")
             try:
                 while (state := self.job_state(job_id)) not in TERMINAL_STATES:
-                    messages = session.get_custom_messages()
-                    for message in messages[seen:]:
-                        on_message(message)
-                    seen = len(messages)
+                    drain(session)
                     time.sleep(self.poll_interval_s)
             except BaseException:
                 self.cancel(job_id)
                 raise
-        for message in session.get_custom_messages()[seen:]:
-            on_message(message)
+        drain(session)  # messages read after the job ended
         return 0 if state == "COMPLETED" else 1
 
     def job_state(self, job_id: str) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import signal
 from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -41,6 +42,10 @@ def encode_texts(
 
 def _init_worker(tokenizer_json: str) -> None:
     global _WORKER_TOKENIZER
+    # An ignored signal disposition survives exec: a parent started in the background (or one
+    # that ignores SIGTERM) would hand workers that Pool.terminate() can never stop.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     os.environ["RAYON_NUM_THREADS"] = "1"  # one thread per process: N processes = N cores
     _WORKER_TOKENIZER = Tokenizer.from_str(tokenizer_json)
 
@@ -74,3 +79,5 @@ def encode_batches(
         while pending:
             meta_done, result = pending.popleft()
             yield (meta_done, *result.get())
+        pool.close()  # let the workers exit on their own; __exit__ only terminates leftovers
+        pool.join()
