@@ -33,7 +33,7 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-test: lint
+test: lint home
 	$(VENV)/bin/pytest -q -rs
 
 ui: install home

@@ -48,8 +48,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def decisions(limit: int = 10) -> list[dict]:
     """Recent recovery decisions recorded as run tags on the instance in DAGSTER_HOME."""
-    if not os.environ.get("DAGSTER_HOME"):
-        return []
+    home = os.environ.get("DAGSTER_HOME")
+    if not home or not Path(home).is_dir():
+        return []  # no instance here yet: nothing was recorded
     from dagster import DagsterInstance, RunsFilter
 
     instance = DagsterInstance.get()

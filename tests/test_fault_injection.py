@@ -406,6 +406,9 @@ def kill_after_checkpoint(step: int) -> Any:
                 os.kill(pid, signal.SIGKILL)
             launch.terminated = True
             launch.proc.wait()
+            deadline = time.monotonic() + 30  # SIGKILL is asynchronous for the workers
+            while any(alive(pid) for pid in procs) and time.monotonic() < deadline:
+                time.sleep(0.1)
             assert not any(alive(pid) for pid in procs)
 
     return on_step
