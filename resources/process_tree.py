@@ -28,8 +28,24 @@ def _stat(pid: int) -> tuple[int, str] | None:
 
 
 def alive(pid: int) -> bool:
+    """True while any thread of ``pid`` still runs (a zombie leader can have live threads)."""
     found = _stat(pid)
-    return found is not None and found[1] not in ("Z", "X")
+    if found is None:
+        return False
+    if found[1] not in ("Z", "X"):
+        return True
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    for tid in tasks:
+        try:
+            state = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue
+        if state not in ("Z", "X"):
+            return True
+    return False
 
 
 def descendants(pid: int) -> set[int]:
@@ -81,7 +97,12 @@ def stop_process_tree(proc: subprocess.Popen, term_timeout_s: float, kill_timeou
             if not any(alive(pid) for pid in tracked):
                 break
             time.sleep(0.2)
-    proc.poll()
+    try:  # our own child: waitpid is the authority on whether it has ended
+        proc.wait(timeout=kill_timeout_s)
+    except subprocess.TimeoutExpired:
+        pass
     survivors = sorted(pid for pid in tracked if alive(pid))
+    if proc.returncode is None:
+        survivors.append(proc.pid)
     if survivors:
         raise RuntimeError(f"processes {survivors} survived SIGKILL; the GPUs may still be held")
