@@ -20,7 +20,6 @@ sources of the skipped steps (:func:`pretrain.control.documents.describe_skip`, 
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 from dagster import (
@@ -34,18 +33,16 @@ from dagster import (
 from jobs.training import train_job
 from pretrain.control.checkpoints import apply_health_labels, lineage_checkpoints
 from pretrain.control.documents import describe_skip
-from pretrain.control.monitor import MonitorState, observe_spikes, unreported_labels
+from pretrain.control.monitor import observe_spikes, unreported_labels
 from pretrain.control.policy import decision_metadata
 from resources.metrics import RecoveryThresholds, WandbMetricsReader
 from sensors.training_runs import (
     health_checks,
-    launch_config,
     resume_request,
-    resume_step,
     run_settings,
-    running_train_run,
     stop_check,
     stop_run,
+    watch_train_run,
 )
 
 NAME = "loss_spike_sensor"
@@ -61,19 +58,14 @@ NAME = "loss_spike_sensor"
 def loss_spike_sensor(
     context: SensorEvaluationContext, metrics: WandbMetricsReader, recovery: RecoveryThresholds
 ) -> SensorResult:
-    state = MonitorState.from_json(context.cursor)
-    run = running_train_run(context.instance)
-    if run is None:
-        return SensorResult(skip_reason="no train run in progress", cursor=state.to_json())
-    config = launch_config(run)
-    state = state.follow(run.run_id, config["branch"], resume_step(config))
-    if state.idle_reason:
-        return SensorResult(skip_reason=state.idle_reason, cursor=state.to_json())
-    rows, metrics_cursor = metrics.rows_since(config["branch"], state.metrics_cursor)
+    watched = watch_train_run(context, metrics)
+    if isinstance(watched, SensorResult):
+        return watched
+    run, config, state, rows = watched
     resume = None if config["resume"] in ("latest", "none") else config["resume"]
     checkpoints = lineage_checkpoints(metrics.run_root, config["branch"], resume_path=resume)
     result = observe_spikes(
-        dataclasses.replace(state, metrics_cursor=metrics_cursor),
+        state,
         rows,
         checkpoints,
         run_settings(config),

@@ -18,20 +18,16 @@ most — for an event that happens a few times per campaign.
 
 from __future__ import annotations
 
-import dataclasses
-
 from dagster import DefaultSensorStatus, SensorEvaluationContext, SensorResult, sensor
 
 from jobs.training import train_job
-from pretrain.control.monitor import MonitorState, observe_trends
+from pretrain.control.monitor import observe_trends
 from resources.metrics import RecoveryThresholds, WandbMetricsReader
 from sensors.training_runs import (
-    launch_config,
     resume_request,
-    resume_step,
     run_settings,
-    running_train_run,
     stop_run,
+    watch_train_run,
 )
 
 NAME = "lr_sensor"
@@ -47,17 +43,12 @@ NAME = "lr_sensor"
 def lr_sensor(
     context: SensorEvaluationContext, metrics: WandbMetricsReader, recovery: RecoveryThresholds
 ) -> SensorResult:
-    state = MonitorState.from_json(context.cursor)
-    run = running_train_run(context.instance)
-    if run is None:
-        return SensorResult(skip_reason="no train run in progress", cursor=state.to_json())
-    config = launch_config(run)
-    state = state.follow(run.run_id, config["branch"], resume_step(config))
-    if state.idle_reason:
-        return SensorResult(skip_reason=state.idle_reason, cursor=state.to_json())
-    rows, metrics_cursor = metrics.rows_since(config["branch"], state.metrics_cursor)
+    watched = watch_train_run(context, metrics)
+    if isinstance(watched, SensorResult):
+        return watched
+    run, config, state, rows = watched
     result = observe_trends(
-        dataclasses.replace(state, metrics_cursor=metrics_cursor),
+        state,
         rows,
         run_settings(config),
         recovery.detector_config(),

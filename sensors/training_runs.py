@@ -10,8 +10,9 @@ CANCELED (never retried by Dagster), after the op has killed torchrun's whole pr
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from dagster import (
     AssetCheckEvaluation,
@@ -22,8 +23,11 @@ from dagster import (
     DagsterRunStatus,
     RunRequest,
     RunsFilter,
+    SensorEvaluationContext,
+    SensorResult,
 )
 
+from pretrain.control.monitor import MonitorState
 from pretrain.control.policy import HEALTHY, CheckpointInfo, Decision, RunSettings
 from pretrain.train.checkpoint import step_of
 
@@ -43,6 +47,32 @@ def running_train_run(instance: DagsterInstance) -> DagsterRun | None:
         filters=RunsFilter(job_name=TRAIN_JOB, statuses=[DagsterRunStatus.STARTED]), limit=1
     )
     return runs[0] if runs else None
+
+
+class Watched(NamedTuple):
+    """The running ``train`` run, its launch config, the followed state and its new metric rows."""
+
+    run: DagsterRun
+    config: dict[str, Any]
+    state: MonitorState
+    rows: list[Any]
+
+
+def watch_train_run(context: SensorEvaluationContext, metrics: Any) -> Watched | SensorResult:
+    """The first half of every recovery tick: find the run, follow it, read new rows.
+
+    Returns a skipping ``SensorResult`` (with the cursor) when there is nothing to watch.
+    """
+    state = MonitorState.from_json(context.cursor)
+    run = running_train_run(context.instance)
+    if run is None:
+        return SensorResult(skip_reason="no train run in progress", cursor=state.to_json())
+    config = launch_config(run)
+    state = state.follow(run.run_id, config["branch"], resume_step(config))
+    if state.idle_reason:
+        return SensorResult(skip_reason=state.idle_reason, cursor=state.to_json())
+    rows, metrics_cursor = metrics.rows_since(config["branch"], state.metrics_cursor)
+    return Watched(run, config, dataclasses.replace(state, metrics_cursor=metrics_cursor), rows)
 
 
 def launch_config(run: DagsterRun) -> dict[str, Any]:
