@@ -6,6 +6,7 @@ and checks the artifacts are in the bucket and that both runs materialized the s
 and partitions and kept and rejected exactly the same documents for the same reasons.
 """
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -22,10 +23,13 @@ ASSETS = ["raw_shards", "quality_classifier", "filtered_shards", "minhash_signat
           "dedup_clusters", "deduped_shards"]  # fmt: skip
 
 
-def run_data_stages(root: str, endpoint: str | None) -> dict:
+def run_data_stages(
+    root: str, endpoint: str | None, open_instance: Callable[[], DagsterInstance] | None = None
+) -> dict:
+    """Materialize the data stages under ``root`` in a fresh instance (ephemeral by default)."""
     defs = build_definitions(artifact_root=root, s3_endpoint_url=endpoint)
     manifests = plan_source("embedded", max_shards=2, max_files_per_source=12)
-    with DagsterInstance.ephemeral() as instance:
+    with (open_instance or DagsterInstance.ephemeral)() as instance:
         keys = register_shards(instance, ArtifactStore(root=root), manifests)
 
         def run(job: str, partition: str | None = None) -> None:
