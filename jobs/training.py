@@ -17,6 +17,7 @@ from typing import Any
 
 from dagster import (
     AssetMaterialization,
+    AssetObservation,
     Config,
     Failure,
     MetadataValue,
@@ -25,10 +26,12 @@ from dagster import (
     op,
 )
 
+from jobs.campaign import campaign_runs, loss_curve_md
 from pretrain import storage
 from pretrain.train.config import TrainConfig, train_config_from_overrides
 from pretrain_assets.partitions import checkpoint_partitions
 from resources.launcher import TorchrunLauncher
+from resources.metrics import WandbMetricsReader
 from resources.storage import ArtifactStore
 
 
@@ -101,6 +104,25 @@ def checkpoint_materialization(event: dict[str, Any], run_id: str) -> AssetMater
     )
 
 
+def log_loss_curve(context: OpExecutionContext, run_root: str, checkpoint_key: str) -> None:
+    """The campaign's loss curve, with every recovery decision so far, on the newest checkpoint
+    (an observation: the chart never changes the checkpoint's data version)."""
+    try:
+        chain = campaign_runs(context.instance, context.instance.get_run_by_id(context.run_id))
+        reader = WandbMetricsReader(run_root=run_root)
+        chart = loss_curve_md(chain, lambda branch: reader.rows_since(branch, None)[0])
+    except Exception as exc:  # a chart must never decide a training run's outcome
+        context.log.warning(f"no loss curve: {exc!r}")
+        return
+    context.log_event(
+        AssetObservation(
+            asset_key="checkpoints",
+            partition=checkpoint_key,
+            metadata={"loss_curve_md": MetadataValue.md(chart)},
+        )
+    )
+
+
 @op(pool="gpu", tags={"dagster/max_retries": "0"})
 def train_model(
     context: OpExecutionContext,
@@ -130,6 +152,8 @@ def train_model(
         log_path=str(branch_dir / f"torchrun-{context.run_id}.log"),
         on_message=on_message,
     )
+    if summary["checkpoints"]:
+        log_loss_curve(context, train_config.checkpoint.run_root, summary["checkpoints"][-1])
     if returncode != 0 or summary.get("event") != "finished":
         # a SIGTERM from outside Dagster ends the trainer cleanly (checkpoint, exit 0), but the
         # campaign did not reach max_steps: the run must not look successful

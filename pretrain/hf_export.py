@@ -190,9 +190,8 @@ def export_hf_llama(
         "generation_config.json": json.dumps(generation, indent=2).encode(),
         "pretrain_export.json": json.dumps(summary, indent=2, default=str).encode(),
     }
-    for name, blob in sorted(files.items()):
-        storage.write_bytes(blob, storage.join(output_dir_uri, name))
-    storage.commit_marker(output_dir_uri, {"key": meta.get("key")})
+    # a re-export replaces the whole folder: never old and new files side by side
+    storage.replace_dir(files, output_dir_uri, {"key": meta.get("key")})
     return {**summary, "output_dir": output_dir_uri, "files": sorted(files)}
 
 

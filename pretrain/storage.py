@@ -21,6 +21,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -157,9 +158,17 @@ def write_table(table: pa.Table, uri: str, row_group_size: int = ROW_GROUP_ROWS)
 
 
 def iter_table_batches(uri: str, batch_size: int = 4096) -> Iterator[pa.RecordBatch]:
+    """Record batches of at most ``batch_size`` rows, read one row group at a time.
+
+    One ``iter_batches`` call over the whole file keeps memory from the row groups it has
+    passed (measured: Arrow allocations 3 → 19 MiB over 1 → 40 row groups of 256 documents);
+    one call per row group stays flat. A batch never spans two row groups.
+    """
     fs, path = filesystem(uri)
     with fs.open_input_file(path) as f:
-        yield from pq.ParquetFile(f).iter_batches(batch_size=batch_size)
+        parquet = pq.ParquetFile(f)
+        for group in range(parquet.num_row_groups):
+            yield from parquet.iter_batches(batch_size=batch_size, row_groups=[group])
 
 
 def local_path(uri: str) -> Path:
@@ -176,3 +185,45 @@ def commit_marker(dir_uri: str, info: dict[str, Any] | None = None) -> None:
 
 def is_committed(dir_uri: str) -> bool:
     return exists(join(dir_uri, COMMITTED))
+
+
+def replace_dir(files: dict[str, bytes], dir_uri: str, info: dict[str, Any] | None = None) -> None:
+    """Make ``dir_uri`` hold exactly ``files`` plus the commit marker, replacing what was there.
+
+    Readers never see old and new files mixed. Locally the new folder is written beside the
+    old one and swapped in with two renames (the folder is briefly absent, never partial). On
+    S3 the old marker is deleted first, so the prefix reads as absent until the new marker is
+    written last; files of the old version that the new one lacks are deleted.
+    """
+    if is_s3(dir_uri):
+        fs, path = filesystem(dir_uri)
+        if exists(join(dir_uri, COMMITTED)):
+            fs.delete_file(f"{path}/{COMMITTED}")
+        for uri in list_files(dir_uri):
+            if uri.rsplit("/", 1)[-1] not in files:
+                fs.delete_file(filesystem(uri)[1])
+        for name, blob in sorted(files.items()):
+            write_bytes(blob, join(dir_uri, name))
+        commit_marker(dir_uri, info)
+        return
+    target = Path(dir_uri)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    old = staging.with_name(staging.name[: -len(".tmp")] + ".old")
+    try:
+        for name, blob in sorted(files.items()):
+            write_bytes(blob, str(staging / name))
+        commit_marker(str(staging), info)
+        if target.exists():
+            os.replace(target, old)
+        os.replace(staging, target)
+    except BaseException:
+        _remove_tree(staging)
+        if old.exists() and not target.exists():
+            os.replace(old, target)  # put the previous version back
+        raise
+    _remove_tree(old)
+
+
+def _remove_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)

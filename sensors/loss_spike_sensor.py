@@ -25,11 +25,13 @@ from pathlib import Path
 from dagster import (
     AssetObservation,
     DefaultSensorStatus,
+    MetadataValue,
     SensorEvaluationContext,
     SensorResult,
     sensor,
 )
 
+from jobs.campaign import campaign_runs, loss_curve_md
 from jobs.training import train_job
 from pretrain.control.checkpoints import apply_health_labels, lineage_checkpoints
 from pretrain.control.documents import describe_skip
@@ -58,7 +60,7 @@ NAME = "loss_spike_sensor"
 def loss_spike_sensor(
     context: SensorEvaluationContext, metrics: WandbMetricsReader, recovery: RecoveryThresholds
 ) -> SensorResult:
-    watched = watch_train_run(context, metrics)
+    watched = watch_train_run(context, metrics, NAME)
     if isinstance(watched, SensorResult):
         return watched
     run, config, state, rows = watched
@@ -92,7 +94,6 @@ def loss_spike_sensor(
     assert decision.checkpoint_path and decision.new_branch and decision.spike_step is not None
     config_path = Path(metrics.run_root) / config["branch"] / f"run-{run.run_id}.json"
     decision = describe_skip(decision, config_path)
-    stop_run(context.instance, run, decision, NAME)
     request = resume_request(
         run=run,
         decision=decision,
@@ -101,9 +102,12 @@ def loss_spike_sensor(
         run_key=f"rollback-{decision.branch}-s{decision.spike_step:09d}-to-{decision.new_branch}",
         sensor=NAME,
     )
+    stop_run(context.instance, run, decision, NAME, resume=request)
+    chain = campaign_runs(context.instance, context.instance.get_run_by_id(run.run_id))
+    chart = loss_curve_md(chain, lambda branch: metrics.rows_since(branch, None)[0])
     observation = AssetObservation(
         asset_key="checkpoints",
         partition=decision.checkpoint_key,
-        metadata=decision_metadata(decision),
+        metadata={**decision_metadata(decision), "loss_curve_md": MetadataValue.md(chart)},
     )
     return SensorResult(run_requests=[request], asset_events=[*checks, observation], cursor=cursor)

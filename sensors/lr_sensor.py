@@ -43,7 +43,7 @@ NAME = "lr_sensor"
 def lr_sensor(
     context: SensorEvaluationContext, metrics: WandbMetricsReader, recovery: RecoveryThresholds
 ) -> SensorResult:
-    watched = watch_train_run(context, metrics)
+    watched = watch_train_run(context, metrics, NAME)
     if isinstance(watched, SensorResult):
         return watched
     run, config, state, rows = watched
@@ -57,7 +57,6 @@ def lr_sensor(
     decision, cursor = result.decision, result.state.to_json()
     if decision.action != "reduce_lr":
         return SensorResult(skip_reason=decision.reason, cursor=cursor)
-    stop_run(context.instance, run, decision, NAME)
     request = resume_request(
         run=run,
         decision=decision,
@@ -66,4 +65,5 @@ def lr_sensor(
         run_key=f"reduce-lr-{config['branch']}-s{decision.step:09d}",
         sensor=NAME,
     )
+    stop_run(context.instance, run, decision, NAME, resume=request)
     return SensorResult(run_requests=[request], cursor=cursor)

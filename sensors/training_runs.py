@@ -6,11 +6,21 @@ The resumed run reuses the stopped run's ``train_model`` config with ``resume``,
 every recovery. Stopping goes through ``instance.run_coordinator.cancel_run``: the run ends
 CANCELED (never retried by Dagster), after the op has killed torchrun's whole process group; the
 ``gpu`` pool keeps the resumed run queued until then.
+
+Stopping and requesting cannot be one transaction: the sensor cancels the run inside its tick,
+and the daemon creates the resumed run only after the tick returns. So the stopped run is first
+tagged with the planned resume (``pretrain/resume_plan``: run key, checkpoint, branch); if the
+daemon dies in between, the next tick finds a stopped run whose plan has no child run and
+requests it again under the same ``run_key`` (Dagster's run-key check makes that idempotent).
+The escalation budget lives in the same place: the rollbacks recorded in the tags of the
+campaign's run chain (:mod:`jobs.campaign`), merged into the cursor's, so a sensor whose cursor
+was reset cannot roll back forever.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -27,6 +37,7 @@ from dagster import (
     SensorResult,
 )
 
+from jobs.campaign import PARENT_TAG, campaign_runs, rollback_spikes
 from pretrain.control.monitor import MonitorState
 from pretrain.control.policy import HEALTHY, CheckpointInfo, Decision, RunSettings
 from pretrain.train.checkpoint import step_of
@@ -58,16 +69,26 @@ class Watched(NamedTuple):
     rows: list[Any]
 
 
-def watch_train_run(context: SensorEvaluationContext, metrics: Any) -> Watched | SensorResult:
+def watch_train_run(
+    context: SensorEvaluationContext, metrics: Any, sensor: str
+) -> Watched | SensorResult:
     """The first half of every recovery tick: find the run, follow it, read new rows.
 
-    Returns a skipping ``SensorResult`` (with the cursor) when there is nothing to watch.
+    Returns a ``SensorResult`` (with the cursor) when there is nothing to watch: a skip, or the
+    re-request of a resume that ``sensor`` planned but the daemon never created.
     """
     state = MonitorState.from_json(context.cursor)
     run = running_train_run(context.instance)
     if run is None:
+        lost = unsubmitted_resume(context.instance, sensor)
+        if lost is not None:
+            context.log.warning(f"re-requesting the resume planned in run {lost.tags[PARENT_TAG]}")
+            return SensorResult(run_requests=[lost], cursor=state.to_json())
         return SensorResult(skip_reason="no train run in progress", cursor=state.to_json())
     config = launch_config(run)
+    if run.run_id != state.run_id:  # a run we have not watched yet: reload the durable budget
+        spikes = rollback_spikes(campaign_runs(context.instance, run))
+        state = dataclasses.replace(state, rollbacks=tuple(sorted({*state.rollbacks, *spikes})))
     state = state.follow(run.run_id, config["branch"], resume_step(config))
     if state.idle_reason:
         return SensorResult(skip_reason=state.idle_reason, cursor=state.to_json())
@@ -95,10 +116,45 @@ def resume_step(config: dict[str, Any]) -> int | None:
     return None if resume in ("latest", "none") else step_of(resume)
 
 
-def stop_run(instance: DagsterInstance, run: DagsterRun, decision: Decision, sensor: str) -> None:
-    """Tag ``run`` with the decision, then request its termination (idempotent)."""
-    instance.add_run_tags(run.run_id, {**decision.run_tags(), "pretrain/stopped_by": sensor})
+STOPPED_BY_TAG, PLAN_TAG = "pretrain/stopped_by", "pretrain/resume_plan"
+
+
+def stop_run(
+    instance: DagsterInstance,
+    run: DagsterRun,
+    decision: Decision,
+    sensor: str,
+    resume: RunRequest | None = None,
+) -> None:
+    """Tag ``run`` with the decision (and the ``resume`` request planned after it), then request
+    its termination (idempotent)."""
+    tags = {**decision.run_tags(), STOPPED_BY_TAG: sensor}
+    if resume is not None:
+        config = resume.run_config["ops"][TRAIN_OP]["config"]
+        plan = {"run_key": resume.run_key, "resume": config["resume"], "branch": config["branch"]}
+        tags[PLAN_TAG] = json.dumps(plan, sort_keys=True)
+    instance.add_run_tags(run.run_id, tags)
     instance.run_coordinator.cancel_run(run.run_id)
+
+
+def unsubmitted_resume(instance: DagsterInstance, sensor: str) -> RunRequest | None:
+    """The resume ``sensor`` planned when it stopped the newest ``train`` run, when no run was
+    created for it (the daemon died between the tick and the request), else None."""
+    runs = instance.get_runs(filters=RunsFilter(job_name=TRAIN_JOB), limit=1)
+    if not runs or runs[0].tags.get(STOPPED_BY_TAG) != sensor or PLAN_TAG not in runs[0].tags:
+        return None
+    stopped = runs[0]
+    if instance.get_runs(filters=RunsFilter(tags={PARENT_TAG: stopped.run_id}), limit=1):
+        return None
+    plan = json.loads(stopped.tags[PLAN_TAG])
+    return resume_request(
+        run=stopped,
+        decision=Decision.from_json(stopped.tags["pretrain/decision"]),
+        resume=plan["resume"],
+        branch=plan["branch"],
+        run_key=plan["run_key"],
+        sensor=sensor,
+    )
 
 
 def resume_request(
@@ -121,7 +177,7 @@ def resume_request(
     }
     tags = {
         **decision.run_tags(),
-        "pretrain/parent_run_id": run.run_id,
+        PARENT_TAG: run.run_id,
         "pretrain/requested_by": sensor,
         **(extra_tags or {}),
     }

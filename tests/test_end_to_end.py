@@ -84,7 +84,14 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> dict:
         backfill = shard_backfill_schedule(schedule_context)
         checkpoint_keys = instance.get_dynamic_partitions("checkpoints")
         materialized = instance.get_materialized_partitions(AssetKey("checkpoints"))
+        observed = instance.fetch_observations(AssetKey("checkpoints"), limit=10).records
+        loss_curves = {
+            r.partition_key: r.asset_observation.metadata["loss_curve_md"].value
+            for r in observed
+            if "loss_curve_md" in r.asset_observation.metadata
+        }
     return {
+        "loss_curves": loss_curves,
         "results": results,
         "root": root,
         "pairs": pairs,
@@ -220,6 +227,8 @@ def test_checkpoints_are_materialized_partitions(campaign: dict) -> None:
     keys, materialized = campaign["checkpoint_keys"], campaign["checkpoints_materialized"]
     assert f"b00-s{STEPS:09d}" in keys and len(keys) >= 4
     assert set(keys) == materialized  # every checkpoint key was reported while training ran
+    # the training op put the campaign's loss curve on its newest checkpoint, visible in the UI
+    assert "data:image/png;base64," in campaign["loss_curves"][f"b00-s{STEPS:09d}"]
 
 
 def test_backfill_schedule_finds_every_shard_current(campaign: dict) -> None:

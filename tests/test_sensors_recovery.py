@@ -83,12 +83,18 @@ def write_checkpoint(run_root: Path, branch: str, step: int, parent: str | None 
     return str(path)
 
 
-def started_train_run(instance: DagsterInstance, **config: Any) -> DagsterRun:
+def started_train_run(
+    instance: DagsterInstance,
+    tags: dict[str, str] | None = None,
+    status: DagsterRunStatus = DagsterRunStatus.STARTED,
+    **config: Any,
+) -> DagsterRun:
     run = DagsterRun(
         job_name="train",
         run_id=str(uuid.uuid4()),
-        status=DagsterRunStatus.STARTED,
+        status=status,
         run_config={"ops": {"train_model": {"config": {"max_steps": 200, **config}}}},
+        tags=tags or {},
     )
     instance.add_run(run)
     return run
@@ -156,39 +162,79 @@ def test_loss_spike_rolls_back_once_to_a_healthy_checkpoint(
     assert stopped.status == DagsterRunStatus.CANCELING
     assert stopped.tags["pretrain/stopped_by"] == "loss_spike_sensor"
     assert [is_healthy(paths[s]) for s in (20, 40, 50, 60)] == [True, True, True, False]
-    # duplicate ticks: from the new cursor, or replaying the old one, request nothing more
-    again = loss_spike_sensor(
-        build_sensor_context(instance=instance, cursor=result.cursor, resources=resources(run_root))
+    # the stopped run records the planned resume before it is cancelled
+    assert json.loads(stopped.tags["pretrain/resume_plan"]) == {
+        "branch": "b01",
+        "resume": paths[50],
+        "run_key": request.run_key,
+    }
+    assert "loss curve" in observation.metadata["loss_curve_md"].value
+    # the daemon lost that tick (died after the cancel, before creating the run): the next tick,
+    # from the new cursor or a reset one, asks again under the same run_key, which Dagster's
+    # run-key check turns into exactly one run
+    for cursor in (result.cursor, None):
+        again = loss_spike_sensor(
+            build_sensor_context(instance=instance, cursor=cursor, resources=resources(run_root))
+        )
+        assert [(r.run_key, r.run_config) for r in again.run_requests] == [
+            (request.run_key, request.run_config)
+        ]
+    # once the daemon created the resumed run (not started yet), nothing more
+    queued = started_train_run(
+        instance, tags=request.tags, status=DagsterRunStatus.NOT_STARTED, branch="b01"
     )
-    assert again.run_requests == [] and again.skip_reason.skip_message == "no train run in progress"
-    replay = loss_spike_sensor(
-        build_sensor_context(instance=instance, cursor=None, resources=resources(run_root))
-    )
-    assert replay.run_requests == []
+    for cursor in (result.cursor, None):
+        replay = loss_spike_sensor(
+            build_sensor_context(instance=instance, cursor=cursor, resources=resources(run_root))
+        )
+        assert replay.run_requests == []
+        assert replay.skip_reason.skip_message == "no train run in progress"
+    instance.delete_run(queued.run_id)
     # the resumed run starts on b01: the sensor follows it and keeps watching
     write_checkpoint(run_root, "b01", 80, parent=paths[50])
     write_metrics(run_root, "b01", {s: 2.0 for s in range(51, 90)})
-    resumed = started_train_run(instance, branch="b01", resume=paths[50], lr_scale=0.5)
-    follow = loss_spike_sensor(
-        build_sensor_context(instance=instance, cursor=result.cursor, resources=resources(run_root))
+    resumed = started_train_run(
+        instance, tags=request.tags, branch="b01", resume=paths[50], lr_scale=0.5
     )
-    assert follow.run_requests == [] and follow.skip_reason.skip_message == "no alarm"
-    state = json.loads(follow.cursor)
-    assert (state["run_id"], state["branch"], state["rollbacks"]) == (resumed.run_id, "b01", [70])
-    assert state["scanned_through"] == 89
+    # with the cursor kept, and with it reset: the rollback budget comes back from the run tags
+    for cursor in (result.cursor, None):
+        follow = loss_spike_sensor(
+            build_sensor_context(instance=instance, cursor=cursor, resources=resources(run_root))
+        )
+        assert follow.run_requests == [] and follow.skip_reason.skip_message == "no alarm"
+        state = json.loads(follow.cursor)
+        assert (state["run_id"], state["branch"], state["rollbacks"]) == (
+            resumed.run_id,
+            "b01",
+            [70],
+        )
+        assert state["scanned_through"] == 89
 
 
+@pytest.mark.parametrize("budget_in", ["cursor", "run_tags"])
 def test_second_spike_in_window_escalates_to_stop(
-    tmp_path: Path, instance: DagsterInstance
+    tmp_path: Path, instance: DagsterInstance, budget_in: str
 ) -> None:
     run_root = tmp_path / "runs"
     write_checkpoint(run_root, "b00", 20)
     write_metrics(run_root, "b00", {**flat(40), 41: math_nan(), 42: 2.0})
-    run = started_train_run(instance, branch="b00")
     res = resources(run_root, max_rollbacks_in_window=1)
-    first_state = json.dumps({"rollbacks": [30], "tail": [], "flagged": []})
+    if budget_in == "cursor":
+        run = started_train_run(instance, branch="b00")
+        cursor = json.dumps({"rollbacks": [30], "tail": [], "flagged": []})
+    else:  # a reset cursor: the earlier rollback is known only from the resumed run's tags
+        earlier = Decision(
+            action="rollback", reason="spike", branch="a00", spike_step=30, new_branch="b00"
+        )
+        parent = started_train_run(instance, status=DagsterRunStatus.CANCELED, branch="a00")
+        run = started_train_run(
+            instance,
+            tags={**earlier.run_tags(), "pretrain/parent_run_id": parent.run_id},
+            branch="b00",
+        )
+        cursor = None
     result = loss_spike_sensor(
-        build_sensor_context(instance=instance, cursor=first_state, resources=res)
+        build_sensor_context(instance=instance, cursor=cursor, resources=res)
     )
     assert result.run_requests == [] and result.skip_reason.skip_message.startswith("STOPPED:")
     stopped = instance.get_run_by_id(run.run_id)

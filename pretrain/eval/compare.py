@@ -19,14 +19,13 @@ same reports give byte-identical files. The Dagster UI renders Markdown metadata
 
 from __future__ import annotations
 
-import base64
-import io
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pretrain import storage
-from pretrain.errors import ConfigError, DataError
+from pretrain.charts import figure_png, png_markdown, pyplot
+from pretrain.errors import DataError
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,10 +36,7 @@ class Comparison:
     png: dict[str, bytes] = field(default_factory=dict, repr=False)
 
     def charts_md(self) -> str:
-        return "\n\n".join(
-            f"**{name}**\n\n![{name}](data:image/png;base64,{base64.b64encode(blob).decode()})"
-            for name, blob in self.png.items()
-        )
+        return "\n\n".join(png_markdown(name, blob) for name, blob in self.png.items())
 
     def as_metadata(self) -> dict[str, Any]:
         last = self.rows[-1]
@@ -74,15 +70,7 @@ def _row(report: dict[str, Any]) -> dict[str, Any]:
 
 def _plot(rows: Sequence[dict[str, Any]], prefix: str, ylabel: str) -> bytes | None:
     """One figure, panels against step and tokens seen; None when no row has ``prefix`` keys."""
-    try:
-        import matplotlib
-    except ImportError as exc:
-        raise ConfigError(
-            "the comparison charts need matplotlib: pip install 'matplotlib==3.11.2'"
-        ) from exc
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     names = sorted({k.split("/", 1)[1] for r in rows for k in r if k.startswith(prefix + "/")})
     if not names:
         return None
@@ -108,10 +96,7 @@ def _plot(rows: Sequence[dict[str, Any]], prefix: str, ylabel: str) -> bytes | N
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", metadata={"Software": None})
-    plt.close(fig)
-    return buf.getvalue()
+    return figure_png(fig)
 
 
 def _markdown(rows: Sequence[dict[str, Any]]) -> str:
