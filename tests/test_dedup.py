@@ -17,11 +17,12 @@ from datasketch import MinHash
 
 from pretrain import storage
 from pretrain.data.schema import doc_id, documents_table
+from pretrain.dedup import clusters
 from pretrain.dedup.apply import apply_dedup
-from pretrain.dedup.clusters import cluster_duplicates
+from pretrain.dedup.clusters import cluster_duplicates, pair_chunks, read_rows
 from pretrain.dedup.config import DedupConfig
 from pretrain.dedup.minhash import compute_signatures, signatures
-from pretrain.dedup.shingles import batch_shingles
+from pretrain.dedup.shingles import batch_shingles, jaccard_pairs
 from pretrain.errors import ConfigError, DataError
 
 MODULES_A = ["argparse.py", "base64.py", "calendar.py", "difflib.py", "fractions.py", "gettext.py"]
@@ -146,6 +147,52 @@ def test_planted_duplicates_are_exactly_the_ones_removed(planted: dict) -> None:
         assert {r["id"] for r in rejects} <= removed_ids
         total_kept += applied.kept
     assert total_kept == 16 - 3
+
+
+def test_bounded_verification_gives_the_same_clusters(
+    planted: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Verifying 2 documents at a time changes nothing in the output."""
+    tmp: Path = planted["tmp"]
+    sig_uris = []
+    for name, uri in planted["uris"].items():
+        sig_uris.append(str(tmp / "sig" / name / "signatures.parquet"))
+        compute_signatures(uri, sig_uris[-1], DedupConfig())
+    for verify in ("jaccard", "signature"):
+        out = tmp / f"clusters_{verify}"
+        cluster_duplicates(sig_uris, str(out), DedupConfig(verify=verify))
+        expected = (out / "clusters.parquet").read_bytes()
+        with monkeypatch.context() as patch:
+            patch.setattr(clusters, "pair_chunks", lambda pairs, _: pair_chunks(pairs, 2))
+            config = DedupConfig(verify=verify, max_partition_rows=16)
+            stats = cluster_duplicates(sig_uris, str(out / "small"), config)
+        assert stats.verified_pairs == 2 and stats.candidate_pairs >= 2  # >= 2 chunks
+        assert (out / "small" / "clusters.parquet").read_bytes() == expected
+
+
+def test_pair_chunks_jaccard_slices_and_row_reads(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    pairs = np.unique(np.sort(rng.integers(0, 60, (300, 2)), axis=1), axis=0)
+    pairs = pairs[pairs[:, 0] < pairs[:, 1]]
+    chunks = list(pair_chunks(pairs, 7))
+    assert all(len(np.unique(c)) <= 7 for c in chunks) and len(chunks) > 1
+    assert np.array_equal(np.concatenate(chunks), pairs)
+
+    texts = [" ".join(f"w{(i * 7 + j) % 40}" for j in range(30 + i)) for i in range(20)]
+    batch = batch_shingles(texts, DedupConfig())
+    left, right = rng.integers(0, 20, 50), rng.integers(0, 20, 50)
+    whole = jaccard_pairs(batch, left, right)
+    assert np.array_equal(jaccard_pairs(batch, left, right, max_keys=10), whole)
+
+    uri = str(tmp_path / "t.parquet")
+    docs = [_doc(f"text {i}", f"u{i}", 0.5) for i in range(50)]
+    storage.write_table(documents_table(docs), uri, row_group_size=8)
+    rows = np.array([0, 3, 8, 9, 10, 31, 49])
+    got = list(read_rows(uri, rows, ["id"], batch_rows=2))
+    assert np.array_equal(np.concatenate([w for w, _ in got]), rows)
+    ids = [i for _, t in got for i in t.column("id").to_pylist()]
+    assert ids == [docs[i]["id"] for i in rows]
+    assert all(len(w) <= 2 for w, _ in got)
 
 
 def test_mismatched_signature_params_fail_loudly(planted: dict) -> None:

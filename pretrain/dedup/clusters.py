@@ -3,8 +3,9 @@
 1. Candidates per band partition (:mod:`pretrain.dedup.buckets`): same normalized text, same
    URL, or a shared LSH band bucket — never one in-memory table of the whole corpus.
 2. With ``verify="jaccard"`` an LSH pair counts only when the true shingle Jaccard of the two
-   texts (re-read for candidate documents only) is ``>= threshold``; ``"signature"`` uses the
-   share of equal MinHash values instead.
+   texts is ``>= threshold``; ``"signature"`` uses the share of equal MinHash values instead.
+   Pairs are checked in slices of at most ``max_partition_rows`` documents, whose texts are
+   read from the row groups that hold them only: memory follows the partition size.
 3. Union-find over the nodes that have an edge (memory grows with duplicates, not corpus).
    The survivor of each cluster is the highest ``quality_score`` (null lowest), then the
    smallest ``id``; in incremental mode a document kept earlier always wins
@@ -24,10 +25,12 @@ from __future__ import annotations
 
 import resource
 import time
+from collections.abc import Iterator
 from dataclasses import asdict
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pretrain import storage
@@ -41,11 +44,12 @@ from pretrain.dedup.incremental import (
     plan_incremental,
     survivor_changes,
 )
-from pretrain.dedup.shingles import batch_shingles, jaccard_pairs
+from pretrain.dedup.shingles import ShingleBatch, batch_shingles, jaccard_pairs
 from pretrain.dedup.stats import ClusterStats, source_rates
 from pretrain.errors import DataError
 
 INFO_COLUMNS = ["id", "source", "quality_score", "exact_hash", "url_hash"]
+VERIFY_BATCH_ROWS = 1024  # texts shingled at once during Jaccard verification
 
 
 def cluster_duplicates(
@@ -78,7 +82,7 @@ def cluster_duplicates(
         exact_pairs=len(found.exact),
         partitions=found.partitions,
         peak_partition_rows=found.peak_partition_rows,
-        peak_rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        peak_rss_mb=peak_rss_mb(),
         committed_shards=len(plan.committed),
         fresh_shards=len(shards) - len(plan.committed) if prior else len(shards),
         survivor_changes=changes.height,
@@ -140,6 +144,22 @@ def open_shards(uris: list[str], config: DedupConfig) -> tuple[list[ShardInput],
     return shards, fingerprints
 
 
+def peak_rss_mb() -> float:
+    """This process's peak resident memory in MB: ``VmHWM`` where Linux has it.
+
+    ``ru_maxrss`` is not used there: it keeps the high-water mark of the image a subprocess
+    was forked from, so a small child of a big parent reports the parent's peak.
+    """
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
 def _per_shard(shards: list[ShardInput], nodes: np.ndarray):
     """Yield ``(shard, positions in nodes, rows in shard)`` for sorted ``nodes``."""
     for shard in shards:
@@ -151,10 +171,10 @@ def _per_shard(shards: list[ShardInput], nodes: np.ndarray):
 def _node_info(shards: list[ShardInput], nodes: np.ndarray) -> pl.DataFrame:
     frames = []
     for shard, _, rows in _per_shard(shards, nodes):
-        table = storage.read_table(shard.uri, columns=INFO_COLUMNS).take(rows)
-        frame = pl.from_arrow(table)
-        assert isinstance(frame, pl.DataFrame)
-        frames.append(frame.with_columns(shard=pl.lit(shard.uri), row=pl.Series(rows)))
+        for wanted, table in read_rows(shard.uri, rows, INFO_COLUMNS):
+            frame = pl.from_arrow(table)
+            assert isinstance(frame, pl.DataFrame)
+            frames.append(frame.with_columns(shard=pl.lit(shard.uri), row=pl.Series(wanted)))
     schema = {"id": pl.String, "source": pl.String, "quality_score": pl.Float32,
               "exact_hash": pl.UInt64, "url_hash": pl.UInt64, "shard": pl.String,
               "row": pl.Int64}  # fmt: skip
@@ -164,29 +184,86 @@ def _node_info(shards: list[ShardInput], nodes: np.ndarray) -> pl.DataFrame:
 
 
 def _verify(pairs: np.ndarray, shards: list[ShardInput], config: DedupConfig) -> np.ndarray:
+    """LSH pairs that pass the check, in their order; nodes are read in bounded chunks."""
     if config.verify == "none" or len(pairs) == 0:
         return pairs
+    documents = {s.uri: _documents_uri(s) for s in shards} if config.verify == "jaccard" else {}
+    kept = [
+        chunk[_chunk_scores(chunk, shards, config, documents) >= config.threshold]
+        for chunk in pair_chunks(pairs, config.max_partition_rows)
+    ]
+    return np.concatenate(kept)
+
+
+def pair_chunks(pairs: np.ndarray, max_nodes: int) -> Iterator[np.ndarray]:
+    """Consecutive slices of ``pairs`` with at most ``max_nodes`` distinct nodes each.
+
+    Verification holds one slice's texts (or signatures) at a time, so its memory follows
+    ``max_partition_rows`` like the band partitions do, not the number of candidates.
+    """
+    max_nodes = max(2, max_nodes)
+    start = 0
+    while start < len(pairs):
+        window = pairs[start : start + 4 * max_nodes]
+        _, first = np.unique(window.reshape(-1), return_index=True)
+        introduced = np.sort(first // 2)  # pair at which each distinct node first shows up
+        end = int(introduced[max_nodes]) if len(introduced) > max_nodes else len(window)
+        end = start + max(1, end)
+        yield pairs[start:end]
+        start = end
+
+
+def _chunk_scores(
+    pairs: np.ndarray, shards: list[ShardInput], config: DedupConfig, documents: dict[str, str]
+) -> np.ndarray:
+    """Jaccard (true, or estimated from signatures) of each pair of one chunk."""
     nodes = np.unique(pairs)
     left, right = np.searchsorted(nodes, pairs[:, 0]), np.searchsorted(nodes, pairs[:, 1])
     if config.verify == "signature":
         parts = [
-            np.stack(storage.read_table(s.uri, columns=["minhash"]).column("minhash")
-                     .take(rows).to_numpy(zero_copy_only=False))
-            for s, _, rows in _per_shard(shards, nodes)
-        ]  # fmt: skip
+            np.stack(table.column("minhash").to_numpy(zero_copy_only=False))
+            for shard, _, rows in _per_shard(shards, nodes)
+            for _, table in read_rows(shard.uri, rows, ["minhash"])
+        ]
         signature = np.concatenate(parts)
-        score = (signature[left] == signature[right]).mean(axis=1)
-    else:
-        texts = []
-        for shard, _, rows in _per_shard(shards, nodes):
-            fs, path = storage.filesystem(shard.uri)
-            with fs.open_input_file(path) as f:
-                meta = pq.ParquetFile(f).schema_arrow.metadata or {}
-            docs_uri = meta[b"dedup.documents_uri"].decode()
-            texts.append(storage.read_table(docs_uri, columns=["text"]).column("text").take(rows))
-        text = pl.concat([pl.Series("text", t) for t in texts])
-        score = jaccard_pairs(batch_shingles(text, config), left, right)
-    return pairs[score >= config.threshold]
+        return (signature[left] == signature[right]).mean(axis=1)
+    batches = [
+        batch_shingles(pl.Series("text", table.column("text")).cast(pl.String), config)
+        for shard, _, rows in _per_shard(shards, nodes)
+        for _, table in read_rows(documents[shard.uri], rows, ["text"], VERIFY_BATCH_ROWS)
+    ]
+    return jaccard_pairs(ShingleBatch.concat(batches), left, right)
+
+
+def _documents_uri(shard: ShardInput) -> str:
+    """The documents file a signature file was computed from (its footer metadata)."""
+    fs, path = storage.filesystem(shard.uri)
+    with fs.open_input_file(path) as f:
+        meta = pq.ParquetFile(f).schema_arrow.metadata or {}
+    return meta[b"dedup.documents_uri"].decode()
+
+
+def read_rows(
+    uri: str, rows: np.ndarray, columns: list[str], batch_rows: int | None = None
+) -> Iterator[tuple[np.ndarray, pa.Table]]:
+    """``(rows, table)`` for the sorted ``rows`` of a Parquet file, in order, reading only
+    the row groups that hold them, one at a time (at most ``batch_rows`` rows per table)."""
+    fs, path = storage.filesystem(uri)
+    with fs.open_input_file(path) as f:
+        parquet = pq.ParquetFile(f)
+        start = 0
+        for group in range(parquet.num_row_groups):
+            end = start + parquet.metadata.row_group(group).num_rows
+            lo, hi = np.searchsorted(rows, [start, end])
+            if hi > lo:
+                table = parquet.read_row_group(group, columns=columns, use_threads=False)
+                step = batch_rows or hi - lo
+                for at in range(lo, hi, step):
+                    wanted = rows[at : min(at + step, hi)]
+                    yield wanted, table.take(pa.array(wanted - start))
+                del table
+                pa.default_memory_pool().release_unused()  # else mimalloc keeps each group
+            start = end
 
 
 def _components(edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -44,6 +44,20 @@ class ShingleBatch:
         """Split into one array per document (tests and small tools; not the hot path)."""
         return np.split(self.hashes, np.cumsum(self.counts)[:-1]) if len(self.counts) else []
 
+    @classmethod
+    def concat(cls, batches: list[ShingleBatch]) -> ShingleBatch:
+        """One batch of the documents of ``batches``, in order (documents renumbered)."""
+        if not batches:
+            empty = np.empty(0, np.int64)
+            return cls(np.empty(0, np.uint32), empty, empty, np.empty(0, bool))
+        counts = np.concatenate([b.counts for b in batches])
+        return cls(
+            hashes=np.concatenate([b.hashes for b in batches]),
+            owner=np.repeat(np.arange(len(counts), dtype=np.int64), counts),
+            counts=counts,
+            char_shingled=np.concatenate([b.char_shingled for b in batches]),
+        )
+
 
 def normalized(texts: pl.Series) -> pl.Series:
     """Lowercase with whitespace runs collapsed to one space and ends stripped."""
@@ -118,13 +132,18 @@ def shingle_hashes(text: str, config: DedupConfig) -> np.ndarray:
 
 
 def jaccard_pairs(
-    batch: ShingleBatch, left: np.ndarray, right: np.ndarray, chunk: int = 4096
+    batch: ShingleBatch, left: np.ndarray, right: np.ndarray, max_keys: int = 1 << 18
 ) -> np.ndarray:
-    """True Jaccard of shingle sets for document pairs ``(left[i], right[i])`` of ``batch``."""
+    """True Jaccard of shingle sets for document pairs ``(left[i], right[i])`` of ``batch``.
+
+    Pairs are compared in slices of about ``max_keys`` shingles (both sides together, at
+    least one pair), so memory stays bounded however many long documents the pairs repeat.
+    """
     offsets = np.concatenate([[0], np.cumsum(batch.counts)])
     out = np.zeros(len(left), dtype=np.float64)
-    for start in range(0, len(left), chunk):
-        a, b = left[start : start + chunk], right[start : start + chunk]
+    keys_per_pair = batch.counts[left] + batch.counts[right]
+    for start, end in _slices(keys_per_pair, max_keys):
+        a, b = left[start:end], right[start:end]
         pair = np.arange(len(a), dtype=np.int64)
         keys = []
         for side in (a, b):
@@ -137,7 +156,18 @@ def jaccard_pairs(
         shared = both[1:][both[1:] == both[:-1]] >> np.uint64(32)
         inter = np.bincount(shared.astype(np.int64), minlength=len(a))
         union = batch.counts[a] + batch.counts[b] - inter
-        out[start : start + chunk] = np.where(union > 0, inter / np.maximum(union, 1), 1.0)
+        out[start:end] = np.where(union > 0, inter / np.maximum(union, 1), 1.0)
+    return out
+
+
+def _slices(sizes: np.ndarray, budget: int) -> list[tuple[int, int]]:
+    """Consecutive ``[start, end)`` ranges whose ``sizes`` sum to about ``budget`` (>= 1 item)."""
+    out, start, total = [], 0, np.cumsum(sizes)
+    while start < len(sizes):
+        base = total[start - 1] if start else 0
+        end = max(start + 1, int(np.searchsorted(total, base + budget, side="right")))
+        out.append((start, end))
+        start = end
     return out
 
 

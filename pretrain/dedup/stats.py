@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
+import pyarrow.parquet as pq
 
 from pretrain import storage
 
@@ -97,12 +98,14 @@ def histogram_markdown(sizes: dict[int, int]) -> str:
 
 
 def source_rates(rows: pl.DataFrame, shards: list[ShardInput]) -> dict[str, float]:
-    """Removed documents / documents, per source (source column read shard by shard)."""
+    """Removed documents / documents, per source (source column streamed per row group)."""
     totals: Counter[str] = Counter()
     for shard in shards:
-        frame = pl.from_arrow(storage.read_table(shard.uri, columns=["source"]))
-        assert isinstance(frame, pl.DataFrame)
-        for value, count in frame.group_by("source").len().iter_rows():
-            totals[str(value)] += int(count)
+        fs, path = storage.filesystem(shard.uri)
+        with fs.open_input_file(path) as f:
+            for batch in pq.ParquetFile(f).iter_batches(columns=["source"], use_threads=False):
+                counts = pl.Series("source", batch.column(0)).cast(pl.String).value_counts()
+                for value, count in counts.iter_rows():
+                    totals[str(value)] += int(count)
     removed = Counter(rows.filter(pl.col("reason") != "survivor")["source"].to_list())
     return {s: round(removed.get(s, 0) / n, 6) for s, n in sorted(totals.items()) if n}
