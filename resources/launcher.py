@@ -64,6 +64,18 @@ class MessageDrain:
         self.seen = len(messages)
 
 
+def inherited_environment() -> dict[str, str]:
+    """Our environment for a trainer, minus ``WANDB_SERVICE``.
+
+    A process that has used wandb (a sensor, a notebook, a test) exports ``WANDB_SERVICE``, the
+    address of its own wandb-core service. A trainer that inherits it attaches its runs to that
+    long-lived service, which still holds the run id after the trainer is killed (``kill -9``),
+    so every resume then fails with "run ID ... is in use". Each trainer starts its own service
+    instead, which dies with it.
+    """
+    return {k: v for k, v in os.environ.items() if k != "WANDB_SERVICE"}
+
+
 class TorchrunLauncher(ConfigurableResource):
     """Local ``torchrun`` launcher (gloo on CPU, NCCL on GPU)."""
 
@@ -89,8 +101,9 @@ class TorchrunLauncher(ConfigurableResource):
         ]
 
     def environment(self) -> dict[str, str]:
+        """The trainer's environment (:func:`inherited_environment`) plus CPU/thread settings."""
         return {
-            **os.environ,
+            **inherited_environment(),
             **CPU_ALLOCATOR_ENV,
             "OMP_NUM_THREADS": str(self.threads_per_process),
             "PYTHONUNBUFFERED": "1",

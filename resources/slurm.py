@@ -17,7 +17,6 @@ lists the job, so the GPU pool never overlaps two runs.
 
 from __future__ import annotations
 
-import os
 import shlex
 import subprocess
 import time
@@ -33,7 +32,12 @@ from dagster import (
     open_pipes_session,
 )
 
-from resources.launcher import CPU_ALLOCATOR_ENV, PIPES_EVENT_SINK, MessageDrain
+from resources.launcher import (
+    CPU_ALLOCATOR_ENV,
+    PIPES_EVENT_SINK,
+    MessageDrain,
+    inherited_environment,
+)
 
 TERMINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
 
@@ -114,7 +118,11 @@ class SlurmLauncher(ConfigurableResource):
             context_injector=PipesEnvContextInjector(),
             message_reader=PipesFileMessageReader(str(log_dir / f"{job_name}.pipes.jsonl")),
         ) as session:
-            env = {**os.environ, **CPU_ALLOCATOR_ENV, **session.get_bootstrap_env_vars()}
+            env = {
+                **inherited_environment(),
+                **CPU_ALLOCATOR_ENV,
+                **session.get_bootstrap_env_vars(),
+            }
             submitted = _run(["sbatch", "--parsable", "--export=ALL", str(script)], env=env)
             job_id = submitted.split(";")[0]
             context.log.info(f"submitted Slurm job {job_id} ({script})")

@@ -399,8 +399,12 @@ def kill_after_checkpoint(step: int) -> Any:
             return
         # kill once a checkpoint at ``step`` is committed and W&B has flushed a few steps past it
         # (a kill -9 loses what W&B had not flushed: the test is about the training steps)
+        # and well before the next checkpoint (every 20 steps here), so no checkpoint commits
+        # between this check and the kill (W&B trails the trainer, more so on a loaded machine)
         logged = [r["_step"] for files in campaign.history("b00") for r in files if "_step" in r]
-        if logged and max(logged) >= step + 3 and ckpt.list_checkpoints(campaign.run_root, "b00"):
+        committed = ckpt.list_checkpoints(campaign.run_root, "b00")
+        latest = max((ckpt.step_of(c) for c in committed), default=None)
+        if logged and latest is not None and latest >= step and 3 <= max(logged) - latest <= 12:
             procs = {launch.proc.pid} | descendants(launch.proc.pid)
             for pid in procs:
                 os.kill(pid, signal.SIGKILL)
@@ -421,7 +425,7 @@ def test_kill9_auto_resumes_once_without_repeating_or_missing_steps(
     make_packed(artifacts / "packed_tokens", num_train=1200)
     campaign = Campaign(instance, artifacts, POLICY)
     campaign.duplicate_ticks = True  # the failure sensor sees the failure twice, too
-    crashed = campaign.launch(train_config(max_steps=60))
+    crashed = campaign.launch(train_config(max_steps=60, checkpoint_every=20))
     campaign.drive(on_step=kill_after_checkpoint(20))
 
     assert {r.run_key for r in campaign.requests} == {f"crash-resume-{crashed}"}
@@ -430,7 +434,7 @@ def test_kill9_auto_resumes_once_without_repeating_or_missing_steps(
     assert (first.status, resumed.status) == (DagsterRunStatus.FAILURE, DagsterRunStatus.SUCCESS)
     assert resumed.tags["pretrain/auto_resume_attempt"] == "1"
     start = int(resumed.tags["pretrain/resume_checkpoint_step"])
-    assert start >= 20 and start % 10 == 0
+    assert start >= 20 and start % 20 == 0
     # per-step metrics across both starts of b00: the crashed run logged 1..k, the resumed run
     # (start+1)..60; together every step once, and the re-done steps reproduce the same losses
     crashed_rows, resumed_rows = campaign.history("b00")

@@ -91,3 +91,11 @@ def test_crash_mid_run_leaves_no_half_written_checkpoint(tmp_path: Path) -> None
         time.sleep(0.2)
     assert not any(alive(pid) for pid in tree)
     assert_only_committed_checkpoints_visible(run_root)
+
+
+def test_trainer_does_not_inherit_a_wandb_service(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a parent that used wandb exports its wandb-core address; a trainer attached to it leaves
+    # the run id held after a kill -9, and every resume fails with "run ID ... is in use"
+    monkeypatch.setenv("WANDB_SERVICE", "2-1234-tcp-localhost-5678")
+    env = TorchrunLauncher(nproc_per_node=2).environment()
+    assert "WANDB_SERVICE" not in env and env["PYTHONUNBUFFERED"] == "1"
