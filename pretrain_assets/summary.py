@@ -34,6 +34,11 @@ def summary_figures(results: dict[str, Any]) -> dict[str, Any]:
             for k, v in evaluation.items()
             if k.startswith("acc/") and isinstance(v, float)
         },
+        "z_vs_chance": {
+            k.removeprefix("z_vs_chance/"): v
+            for k, v in evaluation.items()
+            if k.startswith("z_vs_chance/") and isinstance(v, float)
+        },
     }
 
 
@@ -55,7 +60,10 @@ def format_summary(results: dict[str, Any], *, wall_s: float) -> str:
         else "  final train loss     n/a",
         f"  validation loss      {f['val_loss']:>10.4f}",
         f"  validation ppl       {f['val_perplexity']:>10.2f}",
-        *(f"  {task + ' acc':<20} {acc:>10.3f}" for task, acc in sorted(f["tasks"].items())),
+        *(
+            f"  {task + ' acc':<20} {acc:>10.3f}  (z vs chance {f['z_vs_chance'].get(task, 0):+.1f})"
+            for task, acc in sorted(f["tasks"].items())
+        ),
         f"  wall time            {wall_s:>10.1f} s",
         f"eval report: {report}",
         "open the UI with `make ui` to see every asset, run and check.",

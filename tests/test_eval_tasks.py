@@ -266,3 +266,16 @@ def test_random_model_scores_at_chance(tokenizer: tuple[Path, Tokenizer, str]) -
         sigma = math.sqrt(r.chance * (1 - r.chance) / r.num_examples)
         assert abs(r.acc - r.chance) < 3 * sigma, (spec.kind, r)
         assert r.acc_norm < r.chance + 3 * sigma, (spec.kind, r)
+
+
+def test_z_vs_chance_uses_the_guessing_models_standard_error() -> None:
+    from pretrain.eval.scoring import TaskResult
+
+    def result(acc: float, chance: float, n: int) -> TaskResult:
+        return TaskResult(name="t", num_examples=n, acc=acc, acc_norm=acc, acc_stderr=0.0,
+                          chance=chance, num_tokens=0, num_truncated=0)  # fmt: skip
+
+    assert result(0.542, 0.5, 2000).z_vs_chance == pytest.approx(3.756, abs=1e-3)
+    assert result(0.25, 0.25, 400).z_vs_chance == 0.0
+    assert result(0.20, 0.25, 570).z_vs_chance < -2.7  # below chance is negative, not hidden
+    assert result(0.5, 0.5, 10).to_dict()["z_vs_chance"] == 0.0

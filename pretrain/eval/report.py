@@ -110,6 +110,7 @@ class EvalStats:
             if task["status"] == "ok":
                 meta[f"acc/{name}"] = task["acc"]
                 meta[f"acc_norm/{name}"] = task["acc_norm"]
+                meta[f"z_vs_chance/{name}"] = task["z_vs_chance"]
         meta["val_sources_empty"] = list(self.empty_sources)
         meta["tasks_skipped"] = sorted(n for n, t in self.tasks.items() if t["status"] != "ok")
         return meta
@@ -143,17 +144,18 @@ def render_markdown(stats: EvalStats, lineage: dict[str, Any]) -> str:
     if stats.tasks:
         lines += ["", "## Zero-shot multiple choice", ""]
         lines += [
-            "| task | examples | acc | acc_norm | ± stderr | chance | truncated requests |",
-            "|---|---:|---:|---:|---:|---:|---:|",
+            "| task | examples | acc | acc_norm | ± stderr | chance | z vs chance | truncated requests |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for name, t in stats.tasks.items():
             if t["status"] == "ok":
                 lines.append(
                     f"| {name} | {t['num_examples']:,} | {t['acc']:.4f} | {t['acc_norm']:.4f} | "
-                    f"{t['acc_stderr']:.4f} | {t['chance']:.4f} | {t['num_truncated']:,} |"
+                    f"{t['acc_stderr']:.4f} | {t['chance']:.4f} | {t['z_vs_chance']:+.1f} | "
+                    f"{t['num_truncated']:,} |"
                 )
             else:
-                lines.append(f"| {name} | skipped: {t['reason']} | | | | | |")
+                lines.append(f"| {name} | skipped: {t['reason']} | | | | | | |")
     if stats.generations:
         lines += ["", "## Generations", ""]
         for g in stats.generations:

@@ -57,8 +57,15 @@ class TaskResult:
     num_tokens: int
     num_truncated: int  # requests cut on the left to fit max_seq_len
 
+    @property
+    def z_vs_chance(self) -> float:
+        """How many null-hypothesis standard errors ``acc`` lies above chance (a model that
+        guesses has ``acc`` ~ Binomial(n, chance)/n); > 2 beats chance at p < 0.025."""
+        null_se = math.sqrt(self.chance * (1 - self.chance) / self.num_examples)
+        return (self.acc - self.chance) / null_se if null_se > 0 else 0.0
+
     def to_dict(self) -> dict[str, Any]:
-        return {"status": "ok", **self.__dict__}
+        return {"status": "ok", **self.__dict__, "z_vs_chance": self.z_vs_chance}
 
 
 def encode_request(tok: Tokenizer, context: str, continuation: str, *, prefix_id: int) -> Request:
