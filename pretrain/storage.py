@@ -11,6 +11,10 @@ Usage::
     uri = storage.join("s3://bucket/campaign", "filtered_shards", "s0001", "documents.parquet")
     storage.write_table(table, uri)
     table = storage.read_table(uri)
+    with storage.StreamingTableWriter(uri, schema) as writer:  # bounded row groups, atomic
+        writer.write_rows(rows)
+    for batch in storage.iter_table_batches(uri, batch_size=2048):  # one row group at a time
+        ...
 
 S3 endpoint and credentials come from the standard AWS variables (``AWS_ENDPOINT_URL``,
 ``AWS_ACCESS_KEY_ID``...), which the Dagster storage resource sets from its config.
@@ -23,15 +27,16 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from pretrain.errors import DataError
+from pretrain.errors import ConfigError, DataError
 
 COMMITTED = "_COMMITTED"
 
@@ -158,17 +163,155 @@ def write_table(table: pa.Table, uri: str, row_group_size: int = ROW_GROUP_ROWS)
 
 
 def iter_table_batches(uri: str, batch_size: int = 4096) -> Iterator[pa.RecordBatch]:
-    """Record batches of at most ``batch_size`` rows, read one row group at a time.
+    """Record batches of ``batch_size`` rows (the last may be shorter), one row group at a time.
 
-    One ``iter_batches`` call over the whole file keeps memory from the row groups it has
-    passed (measured: Arrow allocations 3 → 19 MiB over 1 → 40 row groups of 256 documents);
-    one call per row group stays flat. A batch never spans two row groups.
+    Memory is bounded by one batch plus one row group, not by the file (see
+    ``bench/RESULTS.md``, "Filter peak memory vs shard size"): one ``iter_batches`` call over
+    the whole file keeps memory from the row groups it has passed (Arrow allocations 3 → 19
+    MiB over 1 → 40 row groups of 256 documents), one call per row group stays flat. Columns
+    are decoded on the calling thread: buffers that Arrow's worker threads allocate and this
+    thread frees stay in mimalloc's per-thread heaps (filter peaks of 144-175 MiB, varying run
+    to run, against ~127 MiB). Batches span row-group boundaries, so ``batch_size`` does not
+    depend on how the file was written.
     """
     fs, path = filesystem(uri)
     with fs.open_input_file(path) as f:
         parquet = pq.ParquetFile(f)
+        pending: list[pa.RecordBatch] = []  # fewer than batch_size rows in all
+        rows = 0
         for group in range(parquet.num_row_groups):
-            yield from parquet.iter_batches(batch_size=batch_size, row_groups=[group])
+            for piece in parquet.iter_batches(
+                batch_size=batch_size, row_groups=[group], use_threads=False
+            ):
+                if rows + piece.num_rows < batch_size:
+                    pending.append(piece)
+                    rows += piece.num_rows
+                    continue
+                take = batch_size - rows
+                full = [*pending, piece.slice(0, take)]
+                rest = piece.slice(take)
+                pending, rows = ([rest] if rest.num_rows else []), rest.num_rows
+                del piece, rest  # no reference to the batch survives while the caller has it
+                yield _take_batch(full)
+        if pending:
+            yield _take_batch(pending)
+
+
+def _take_batch(parts: list[pa.RecordBatch]) -> pa.RecordBatch:
+    """One batch from ``parts``, emptying the list (so its owner keeps no reference)."""
+    out = parts.pop() if len(parts) == 1 else pa.concat_batches(parts)
+    parts.clear()
+    return out
+
+
+# Text per row group of a StreamingTableWriter. 1 MiB (Parquet's default page size), not 4:
+# measured lower and flatter peaks in both stages (bench/RESULTS.md), files 1-2 % larger.
+ROW_GROUP_BYTES = 1 * 2**20
+
+
+class StreamingTableWriter:
+    """Append rows to a Parquet file in bounded row groups; commit atomically on a clean exit.
+
+    Rows are buffered until ``row_group_rows`` rows or about ``row_group_bytes`` of string
+    values (characters of ``str``, length of ``bytes``) are pending, then written as one row
+    group (zstd), so memory is bounded by one row group whatever the file size, and a reader
+    using :func:`iter_table_batches` holds one group at a time. The file is written under a
+    temporary name beside the target and renamed into place (local), or uploaded in one PUT
+    (``s3://``), only when the ``with`` block exits cleanly; on an exception the temporary
+    file is deleted and nothing becomes visible::
+
+        with storage.StreamingTableWriter(uri, DOCUMENT_SCHEMA) as writer:
+            for rows in batches:
+                writer.write_rows(rows)  # dicts; missing columns are null
+        writer.rows  # rows written
+    """
+
+    def __init__(
+        self,
+        uri: str,
+        schema: pa.Schema,
+        *,
+        row_group_rows: int = ROW_GROUP_ROWS,
+        row_group_bytes: int = ROW_GROUP_BYTES,
+    ) -> None:
+        if row_group_rows < 1 or row_group_bytes < 1:
+            raise ConfigError(
+                f"row_group_rows={row_group_rows}, row_group_bytes={row_group_bytes}: "
+                "use positive numbers"
+            )
+        self.uri, self.schema, self.rows = uri, schema, 0
+        self.row_group_rows, self.row_group_bytes = row_group_rows, row_group_bytes
+        self._pending: list[dict[str, Any]] = []
+        self._pending_bytes = 0
+        if is_s3(uri):
+            self._dir: Path | None = None
+            fd, self._tmp = tempfile.mkstemp(suffix=".parquet")
+        else:
+            self._dir = Path(uri).parent
+            self._dir.mkdir(parents=True, exist_ok=True)
+            fd, self._tmp = tempfile.mkstemp(
+                prefix=f".{Path(uri).name}.", suffix=".tmp", dir=self._dir
+            )
+        os.close(fd)
+        try:
+            self._writer = pq.ParquetWriter(self._tmp, schema, compression="zstd")
+        except BaseException:
+            Path(self._tmp).unlink(missing_ok=True)
+            raise
+
+    def write_rows(self, rows: Iterable[dict[str, Any]]) -> None:
+        """Add rows (dicts keyed by column name); full row groups are written out."""
+        for row in rows:
+            self._pending.append(row)
+            self._pending_bytes += sum(len(v) for v in row.values() if isinstance(v, str | bytes))
+            self.rows += 1
+            if (
+                len(self._pending) >= self.row_group_rows
+                or self._pending_bytes >= self.row_group_bytes
+            ):
+                self.flush()
+
+    def flush(self) -> None:
+        """Write the pending rows as one row group (nothing when none are pending)."""
+        if not self._pending:
+            return
+        names = self.schema.names
+        table = pa.Table.from_pylist(
+            [{name: row.get(name) for name in names} for row in self._pending],
+            schema=self.schema,
+        )
+        self._pending, self._pending_bytes = [], 0
+        self._writer.write_table(table, row_group_size=table.num_rows)
+        del table
+        # mimalloc (pyarrow's default pool) keeps freed pages; without this the peak RSS of
+        # a long stream creeps up by several MiB (bench/filter_memory.py)
+        pa.default_memory_pool().release_unused()
+
+    def __enter__(self) -> StreamingTableWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            try:
+                if exc_type is None:
+                    self.flush()
+            finally:
+                self._writer.close()
+            if exc_type is not None:
+                return
+            if self._dir is None:  # one streamed upload (an S3 PUT is atomic by protocol)
+                fs, path = filesystem(self.uri)
+                pafs.copy_files(self._tmp, path, destination_filesystem=fs)
+            else:
+                os.replace(self._tmp, self.uri)
+        finally:
+            self._pending = []
+            Path(self._tmp).unlink(missing_ok=True)
 
 
 def local_path(uri: str) -> Path:

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 
 from pretrain import storage
 from pretrain.data.readers import RawFile, is_reject, iter_records, kind_for
-from pretrain.data.schema import doc_id, documents_table, rejects_table
+from pretrain.data.schema import DOCUMENT_SCHEMA, REJECT_SCHEMA, doc_id
 from pretrain.errors import ConfigError, DataError
 
 STAGE = "raw"
@@ -142,58 +142,73 @@ def build_raw_shard(
 ) -> RawShardStats:
     """Read every file of ``manifest`` into documents.parquet + rejects.parquet + manifest.json.
 
-    ``max_docs`` stops reading once that many documents are kept (debug runs); the count of
-    documents not read is not known and is not reported as rejected.
+    Records stream from the readers into both tables in bounded row groups
+    (:class:`pretrain.storage.StreamingTableWriter`: 4096 rows or ~4 MiB of text), so memory
+    does not grow with the shard beyond one 20-byte id digest per document (the duplicate
+    check). Each table appears atomically (temporary name, then rename) and only after every
+    file was read; manifest.json is written last. ``max_docs`` stops reading once that many
+    documents are kept (debug runs); the count of documents not read is not known and is not
+    reported as rejected.
     """
     if max_docs is not None and max_docs < 1:
         raise ConfigError(f"max_docs={max_docs}: use at least 1, or None for all")
-    docs: list[dict] = []
-    rejects: list[dict] = []
-    seen: set[str] = set()
+    seen: set[bytes] = set()  # sha1 digests of the kept ids
     per_file: list[dict] = []
-    for raw in manifest.files:
-        if max_docs is not None and len(docs) >= max_docs:
-            break
-        kept_before, rejected_before = len(docs), len(rejects)
-        for record in iter_records(raw):
-            if max_docs is not None and len(docs) >= max_docs:
+    documents = chars = 0
+    rejected: Counter[str] = Counter()
+    by_source: Counter[str] = Counter()
+    with (
+        storage.StreamingTableWriter(
+            storage.join(output_dir_uri, "documents.parquet"), DOCUMENT_SCHEMA
+        ) as docs_out,
+        storage.StreamingTableWriter(
+            storage.join(output_dir_uri, "rejects.parquet"), REJECT_SCHEMA
+        ) as rejects_out,
+    ):
+        for raw in manifest.files:
+            if max_docs is not None and documents >= max_docs:
                 break
-            if is_reject(record):
-                rejects.append({**record, "stage": STAGE})
-                continue
-            text = record["text"]
-            row = {"text": text, "source": record["source"], "url": record["url"]}
-            row["id"] = doc_id(text, row["source"], row["url"])
-            row["num_chars"] = len(text)
-            if row["id"] in seen:  # same source, url and text twice: one document
-                rejects.append(
-                    {**row, "stage": STAGE, "reason": "duplicate_id", "detail": row["id"]}
-                )
-                continue
-            seen.add(row["id"])
-            docs.append(row)
-        per_file.append(
-            {
-                "uri": raw.uri,
-                "source": raw.source,
-                "kind": raw.kind,
-                "documents": len(docs) - kept_before,
-                "rejected": len(rejects) - rejected_before,
-            }
-        )
-    for reject in rejects:
-        text = reject.get("text")
-        reject["num_chars"] = len(text) if isinstance(text, str) else None
-        reject["id"] = reject.get("id") or doc_id(text or "", reject["source"], reject["url"])
+            kept_before, rejected_before = documents, rejects_out.rows
+            for record in iter_records(raw):
+                if max_docs is not None and documents >= max_docs:
+                    break
+                if is_reject(record):
+                    reject = _reject_row({**record, "stage": STAGE})
+                    rejected[reject["reason"]] += 1
+                    rejects_out.write_rows([reject])
+                    continue
+                text = record["text"]
+                row = {"text": text, "source": record["source"], "url": record["url"]}
+                row["id"] = doc_id(text, row["source"], row["url"])
+                row["num_chars"] = len(text)
+                digest = bytes.fromhex(row["id"])
+                if digest in seen:  # same source, url and text twice: one document
+                    rejected["duplicate_id"] += 1
+                    rejects_out.write_rows(
+                        [{**row, "stage": STAGE, "reason": "duplicate_id", "detail": row["id"]}]
+                    )
+                    continue
+                seen.add(digest)
+                docs_out.write_rows([row])
+                documents += 1
+                chars += row["num_chars"]
+                by_source[row["source"]] += 1
+            per_file.append(
+                {
+                    "uri": raw.uri,
+                    "source": raw.source,
+                    "kind": raw.kind,
+                    "documents": documents - kept_before,
+                    "rejected": rejects_out.rows - rejected_before,
+                }
+            )
     stats = RawShardStats(
         files=len(manifest.files),
-        documents=len(docs),
-        chars=sum(d["num_chars"] for d in docs),
-        rejected=dict(sorted(Counter(r["reason"] for r in rejects).items())),
-        documents_by_source=dict(sorted(Counter(d["source"] for d in docs).items())),
+        documents=documents,
+        chars=chars,
+        rejected=dict(sorted(rejected.items())),
+        documents_by_source=dict(sorted(by_source.items())),
     )
-    storage.write_table(documents_table(docs), storage.join(output_dir_uri, "documents.parquet"))
-    storage.write_table(rejects_table(rejects), storage.join(output_dir_uri, "rejects.parquet"))
     storage.write_json(
         {
             "key": manifest.key,
@@ -205,3 +220,11 @@ def build_raw_shard(
         storage.join(output_dir_uri, "manifest.json"),
     )
     return stats
+
+
+def _reject_row(reject: dict) -> dict:
+    """Fill a reject's ``num_chars`` (null without text) and ``id`` (content hash if absent)."""
+    text = reject.get("text")
+    reject["num_chars"] = len(text) if isinstance(text, str) else None
+    reject["id"] = reject.get("id") or doc_id(text or "", reject["source"], reject["url"])
+    return reject

@@ -13,10 +13,13 @@ Per document, in order (the first rule that fires decides the reason):
    ``low_quality_score`` under ``min_quality_score`` / outside ``keep_top_fraction``
 7. PII masking of the kept text (never drops)
 
-Batches stream through (memory is bounded by ``batch_size``, not the shard); every dropped
-document lands in ``rejects.parquet`` with its reason and detail; ``documents in = kept +
-Σ dropped`` (documents and raw characters) is enforced before ``stats.json`` is written. An
-unexpected error names the input and the row offset::
+Batches of ``batch_size`` documents stream through, read one input row group at a time, and
+each batch's kept documents and rejects are written as they come, so peak memory is bounded by
+the batch, not the shard (apart from the URL-dedup digests, ~100 bytes per document;
+``bench/filter_memory.py`` measures it). Every dropped document lands in ``rejects.parquet``
+with its reason and detail; ``documents in = kept + Σ dropped`` (documents and raw
+characters) is enforced before ``stats.json`` is written. An unexpected error names the input
+and the row offset::
 
     from pretrain.filters.pipeline import FilterConfig, filter_shard
     from pretrain.filters.langid import LangIdConfig
@@ -32,6 +35,8 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+
+import pyarrow as pa
 
 from pretrain import storage
 from pretrain.data.schema import DOCUMENT_SCHEMA, REJECT_SCHEMA
@@ -49,7 +54,6 @@ from pretrain.filters.gopher import (
 from pretrain.filters.heuristics import HeuristicConfig, HeuristicFilter, quality_score
 from pretrain.filters.langid import LangIdConfig, LanguageFilter
 from pretrain.filters.normalize import NormalizeConfig, normalize_text
-from pretrain.filters.output import StreamingTableWriter
 from pretrain.filters.pii import PiiConfig, mask_pii
 from pretrain.filters.toxicity import ToxicityConfig, ToxicityFilter
 from pretrain.filters.urls import UrlConfig, UrlFilter
@@ -156,8 +160,8 @@ def filter_shard(input_uri: str, output_dir_uri: str, config: FilterConfig) -> F
     docs_uri = storage.join(output_dir_uri, "documents.parquet")
     rejects_uri = storage.join(output_dir_uri, "rejects.parquet")
     with (
-        StreamingTableWriter(docs_uri, DOCUMENT_SCHEMA) as kept_out,
-        StreamingTableWriter(rejects_uri, REJECT_SCHEMA) as rejects_out,
+        storage.StreamingTableWriter(docs_uri, DOCUMENT_SCHEMA) as kept_out,
+        storage.StreamingTableWriter(rejects_uri, REJECT_SCHEMA) as rejects_out,
     ):
         for batch in storage.iter_table_batches(input_uri, batch_size=config.batch_size):
             missing = {"id", "text", "source"} - set(batch.schema.names)
@@ -166,6 +170,8 @@ def filter_shard(input_uri: str, output_dir_uri: str, config: FilterConfig) -> F
                     f"{input_uri} lacks columns {sorted(missing)}: not a documents table"
                 )
             docs = batch.to_pylist()
+            del batch  # the rows live on as Python objects: hand Arrow's pages back now
+            pa.default_memory_pool().release_unused()  # else mimalloc keeps freed pages
             try:
                 decisions = _filter_batch(docs, rules, totals)
             except Exception as exc:
@@ -194,6 +200,9 @@ def filter_shard(input_uri: str, output_dir_uri: str, config: FilterConfig) -> F
                     )
             kept_out.write_rows(kept)
             rejects_out.write_rows(rejects)
+            kept_out.flush()  # row groups of at most one batch: nothing outlives its batch
+            rejects_out.flush()
+            pa.default_memory_pool().release_unused()
             offset += len(docs)
         stats = FilterStats(
             documents_in=offset,
