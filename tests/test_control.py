@@ -80,6 +80,18 @@ def test_sigma_spike_below_relative_threshold() -> None:
     assert find_spike(rows, DetectorConfig(sigma_k=1000.0)) is None
 
 
+def test_near_zero_loss_noise_is_not_a_spike() -> None:
+    # a small model memorizing: loss ~0.07 with ±0.03 noise (seen under the real daemon: 0.11 at
+    # step 172 was +50 % "relative" and rolled a healthy run back); the rise must be >= 0.1 nats
+    noisy = {s: 0.07 + 0.03 * ((s * 7) % 5 - 2) / 2 for s in range(1, 121)}
+    rows = series({**noisy, 121: 0.115})
+    assert find_spike(rows, DET) is None
+    assert find_spike(rows, DetectorConfig(min_spike_delta=0.0)) is not None  # the old rule fired
+    assert find_spike(series({**noisy, 121: 0.6}), DET) is not None  # a real jump still counts
+    with pytest.raises(ConfigError, match="min_spike_delta"):
+        DetectorConfig(min_spike_delta=-1)
+
+
 def test_no_spike_before_min_history_and_nan_is_immediate() -> None:
     assert find_spike(series([5.0, 2.0, 9.0]), DET) is None
     alarm = find_spike(series([2.0, math.nan]), DET)

@@ -7,7 +7,8 @@ plateau and grad-norm creep. No IO; every threshold lives in :class:`DetectorCon
 
 A spike at step ``S`` is a loss that exceeds its rolling baseline — the mean of the previous
 ``baseline_steps`` finite losses — by more than ``spike_fraction``, or exceeds the mean of the
-previous ``sigma_steps`` losses by more than ``sigma_k`` standard deviations. Its *onset* is the
+previous ``sigma_steps`` losses by more than ``sigma_k`` standard deviations — and in either case
+rises at least ``min_spike_delta`` nats above it. Its *onset* is the
 first step of the run of losses above ``baseline × (1 + onset_fraction)`` that ends at ``S``.
 NaN/inf in loss or grad_norm is an immediate alarm; ``grad_norm > grad_stop`` is a stop alarm,
 ``grad_norm > grad_warn`` a warning. Skipped steps (no loss) are ignored.
@@ -37,6 +38,10 @@ class DetectorConfig:
 
     ``baseline_steps``/``spike_fraction``: loss > mean of the previous 100 losses × 1.20.
     ``sigma_steps``/``sigma_k``: loss > mean + 6σ of the previous 128 losses.
+    ``min_spike_delta``: either rule also needs the loss to rise at least 0.1 nats above its
+    reference. A relative rule means nothing near zero loss: at a loss of 0.07 (a small model
+    memorizing) step-to-step noise alone is +50 %; at pretraining losses (2–4 nats) a 20 % rise
+    is 0.4–0.8 nats, far above this floor.
     ``min_history``: no spike is called before this many finite losses (early training is noisy).
     ``onset_fraction``: the onset walks back while loss > baseline × 1.05.
     ``recovery_fraction``/``bad_batch_steps``: back under baseline × 1.05 within 2 steps after the
@@ -52,6 +57,7 @@ class DetectorConfig:
     spike_fraction: float = 0.20
     sigma_steps: int = 128
     sigma_k: float = 6.0
+    min_spike_delta: float = 0.1
     min_history: int = 20
     onset_fraction: float = 0.05
     recovery_fraction: float = 0.05
@@ -70,6 +76,8 @@ class DetectorConfig:
         for name in ("plateau_steps", "creep_steps"):
             if getattr(self, name) < 2:
                 raise ConfigError(f"detector.{name} must be >= 2 steps, got {getattr(self, name)}")
+        if self.min_spike_delta < 0:
+            raise ConfigError(f"detector.min_spike_delta must be >= 0, got {self.min_spike_delta}")
         if self.spike_fraction <= 0 or self.sigma_k <= 0:
             raise ConfigError("detector.spike_fraction and sigma_k must be > 0 (e.g. 0.2 and 6)")
         if not 0 <= self.onset_fraction <= self.spike_fraction:
@@ -160,8 +168,15 @@ def _check_row(row: MetricRow, history: list[MetricRow], cfg: DetectorConfig) ->
     window = losses[-cfg.sigma_steps :]
     sigma = statistics.pstdev(window) if len(window) > 1 else 0.0
     mean = statistics.fmean(window)
-    relative = row.loss > baseline * (1 + cfg.spike_fraction)
-    by_sigma = sigma > 0 and row.loss > mean + cfg.sigma_k * sigma
+    relative = (
+        row.loss > baseline * (1 + cfg.spike_fraction)
+        and row.loss - baseline >= cfg.min_spike_delta
+    )
+    by_sigma = (
+        sigma > 0
+        and row.loss > mean + cfg.sigma_k * sigma
+        and row.loss - mean >= cfg.min_spike_delta
+    )
     if not (relative or by_sigma):
         return None
     why = (
