@@ -17,7 +17,8 @@ instance, runs the same ``torchrun -m pretrain.train`` command the op runs on th
 ``resolve_train_config`` builds, ends the run the way the op would (SIGTERM to the process tree
 when the run is CANCELING, FAILURE on a non-zero exit), launches a requested run once per
 ``run_key`` as the daemon does, and one run at a time as the ``gpu`` pool does. The daemon itself
-is exercised by ``bench/recovery_time.py`` and tests/test_training_cancel.py.
+is exercised by ``bench/recovery_time.py``, tests/test_training_cancel.py and
+tests/test_daemon_recovery.py (a rollback whose sensor cursor is reset mid-campaign).
 """
 
 from __future__ import annotations
