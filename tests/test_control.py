@@ -312,6 +312,19 @@ def test_monitor_waits_for_recovery_then_rolls_back_and_labels() -> None:
     assert second.state.follow(second.state.run_id, "b00", None) == second.state
 
 
+def test_monitor_scans_every_row_of_a_late_tick() -> None:
+    # the sensor's first tick came after 400 steps (a slow daemon start): the spike at 81 lies
+    # far before the bounded tail, and must still be found (it was trimmed away unseen before)
+    rows = flat_then({81: 6.0, 82: 2.0, 83: 2.01, **{s: 2.0 for s in range(84, 401)}}, n=80)
+    cps = ckpts(20, 40, 60, 80, 300, label=PENDING)
+    pol = PolicyConfig(health_window_steps=10)
+    result = observe_spikes(MonitorState(), rows, cps, RunSettings(branch="b00"), DET, pol)
+    d = result.decision
+    assert (d.action, d.spike_step, d.checkpoint_step) == ("rollback", 81, 60)
+    assert result.state.tail[-1].step == 81  # the remembered history ends at the alarm
+    assert len(MonitorState.from_json(result.state.to_json()).tail) <= 400
+
+
 def test_monitor_nan_rolls_back_with_lower_lr() -> None:
     result = observe_spikes(MonitorState(), flat_then({61: math.nan}), ckpts(20, 40), RUN, DET, POL)
     d = result.decision

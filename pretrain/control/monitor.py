@@ -117,12 +117,22 @@ class MonitorState:
             flagged=tuple(f for f in self.flagged if f[0] <= keep),
         )
 
-    def add_rows(self, rows: Sequence[MetricRow], keep: int) -> MonitorState:
-        """Merge new rows into the tail (a re-logged step replaces the old row); keep the last ``keep``."""
+    def merged(self, rows: Sequence[MetricRow]) -> tuple[MetricRow, ...]:
+        """The tail and ``rows`` in step order (a re-logged step replaces the old row)."""
         by_step = {r.step: r for r in self.tail}
         by_step.update({r.step: r for r in rows})
-        tail = tuple(by_step[s] for s in sorted(by_step))[-keep:]
-        first = self.first_step if self.first_step is not None else (tail[0].step if tail else None)
+        return tuple(by_step[s] for s in sorted(by_step))
+
+    def add_rows(self, rows: Sequence[MetricRow], keep: int) -> MonitorState:
+        """Merge new rows into the tail; keep the last ``keep``."""
+        return self.with_tail(self.merged(rows), keep)
+
+    def with_tail(self, window: Sequence[MetricRow], keep: int) -> MonitorState:
+        """Remember the last ``keep`` rows of ``window`` (the first step seen stays)."""
+        first = (
+            self.first_step if self.first_step is not None else (window[0].step if window else None)
+        )
+        tail = tuple(window)[-keep:]
         return dataclasses.replace(self, tail=tail, first_step=first)
 
 
@@ -154,8 +164,10 @@ def observe_spikes(
     """One tick of the loss-spike monitor (pure). ``checkpoints`` carry on-disk labels; labels
     the monitor can judge itself replace them."""
     keep = detector.history_steps + policy.health_window_steps + 2 * detector.bad_batch_steps + 8
-    state = state.add_rows(rows, keep)
-    tail = state.tail
+    # every row of this tick is scanned, however many arrived (a late first tick, a restarted
+    # daemon); only the cursor's tail is bounded
+    tail = state.merged(rows)
+    state = state.with_tail(tail, keep)
     alarm = state.pending or find_spike(tail, detector, after_step=state.scanned_through)
     decision = Decision(action="none", reason="no alarm", branch=run.branch)
     scanned = tail[-1].step if tail else state.scanned_through
@@ -179,6 +191,8 @@ def observe_spikes(
                     reason=f"{alarm.reason}; waiting for recovery",
                 ),
             )
+        # decided: the history up to the alarm is what a resumed branch continues from
+        state = state.with_tail([r for r in tail if r.step <= alarm.step], keep)
         state = dataclasses.replace(state, pending=None, scanned_through=alarm.step)
         labelled, labels = _labels(state, checkpoints, policy)
         decision = decide_spike(
