@@ -50,6 +50,13 @@ mutation Reset($selector: SensorSelector!) {
   }
 }
 """
+TICKS = """
+query Ticks($selector: SensorSelector!) {
+  sensorOrError(sensorSelector: $selector) {
+    ... on Sensor { sensorState { ticks(limit: 1) { status } } }
+  }
+}
+"""
 SELECTOR = {
     "repositoryLocationName": "pretrain_assets.definitions",
     "repositoryName": "__repository__",
@@ -68,6 +75,15 @@ def wait_for(what: str, predicate: Any, timeout_s: float = 300.0, poll_s: float 
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def sensor_ticked(client: DagsterGraphQLClient) -> bool:
+    """The daemon has evaluated the loss-spike sensor at least once (it is up and watching)."""
+    try:
+        found = client._execute(TICKS, {"selector": SELECTOR})["sensorOrError"]
+    except Exception:  # the code location is still loading
+        return False
+    return bool(found.get("sensorState", {}).get("ticks"))
+
+
 def submit(client: DagsterGraphQLClient) -> str | None:
     try:
         return client.submit_job_execution("train", run_config=RUN_CONFIG)
@@ -81,6 +97,7 @@ def test_rollback_survives_a_sensor_cursor_reset_under_the_daemon(tmp_path: Path
     with dagster_dev(tmp_path, artifacts) as port, pytest.MonkeyPatch.context() as mp:
         mp.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
         client = DagsterGraphQLClient("127.0.0.1", port_number=port)
+        wait_for("the sensor's first tick", lambda: sensor_ticked(client), poll_s=1.0)
         first_id = wait_for("the code location", lambda: submit(client), poll_s=1.0)
         with DagsterInstance.get() as instance:
 

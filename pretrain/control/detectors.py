@@ -7,8 +7,8 @@ plateau and grad-norm creep. No IO; every threshold lives in :class:`DetectorCon
 
 A spike at step ``S`` is a loss that exceeds its rolling baseline — the mean of the previous
 ``baseline_steps`` finite losses — by more than ``spike_fraction``, or exceeds the mean of the
-previous ``sigma_steps`` losses by more than ``sigma_k`` standard deviations — and in either case
-rises at least ``min_spike_delta`` nats above it. Its *onset* is the
+previous ``sigma_steps`` losses by more than ``sigma_k`` standard deviations; the relative rule also
+needs a rise of at least ``min_spike_delta`` nats. Its *onset* is the
 first step of the run of losses above ``baseline × (1 + onset_fraction)`` that ends at ``S``.
 NaN/inf in loss or grad_norm is an immediate alarm; ``grad_norm > grad_stop`` is a stop alarm,
 ``grad_norm > grad_warn`` a warning. Skipped steps (no loss) are ignored.
@@ -38,10 +38,10 @@ class DetectorConfig:
 
     ``baseline_steps``/``spike_fraction``: loss > mean of the previous 100 losses × 1.20.
     ``sigma_steps``/``sigma_k``: loss > mean + 6σ of the previous 128 losses.
-    ``min_spike_delta``: either rule also needs the loss to rise at least 0.1 nats above its
-    reference. A relative rule means nothing near zero loss: at a loss of 0.07 (a small model
+    ``min_spike_delta``: the relative rule also needs the loss to rise at least 0.25 nats above
+    its baseline. A relative rule means nothing near zero loss: at a loss of 0.07 (a small model
     memorizing) step-to-step noise alone is +50 %; at pretraining losses (2–4 nats) a 20 % rise
-    is 0.4–0.8 nats, far above this floor.
+    is 0.4–0.8 nats, above this floor. The σ rule needs no floor: it scales with the noise.
     ``min_history``: no spike is called before this many finite losses (early training is noisy).
     ``onset_fraction``: the onset walks back while loss > baseline × 1.05.
     ``recovery_fraction``/``bad_batch_steps``: back under baseline × 1.05 within 2 steps after the
@@ -57,7 +57,7 @@ class DetectorConfig:
     spike_fraction: float = 0.20
     sigma_steps: int = 128
     sigma_k: float = 6.0
-    min_spike_delta: float = 0.1
+    min_spike_delta: float = 0.25
     min_history: int = 20
     onset_fraction: float = 0.05
     recovery_fraction: float = 0.05
@@ -172,11 +172,7 @@ def _check_row(row: MetricRow, history: list[MetricRow], cfg: DetectorConfig) ->
         row.loss > baseline * (1 + cfg.spike_fraction)
         and row.loss - baseline >= cfg.min_spike_delta
     )
-    by_sigma = (
-        sigma > 0
-        and row.loss > mean + cfg.sigma_k * sigma
-        and row.loss - mean >= cfg.min_spike_delta
-    )
+    by_sigma = sigma > 0 and row.loss > mean + cfg.sigma_k * sigma
     if not (relative or by_sigma):
         return None
     why = (
