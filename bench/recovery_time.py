@@ -38,35 +38,17 @@ from dagster_graphql import DagsterGraphQLClient  # noqa: E402
 from pretrain.control.policy import Decision  # noqa: E402
 from pretrain.control.series import wandb_run_id  # noqa: E402
 from pretrain.control.wandb_file import offline_run_files, read_history  # noqa: E402
-from tests.dagster_server import dagster_dev  # noqa: E402
+from tests.dagster_server import (  # noqa: E402
+    dagster_dev,
+    submit_train,
+    train_run_config,
+    wait_for,
+)
 from tests.test_fault_injection import make_poisoned_packed  # noqa: E402
 
 POISON = [81, 82]
 MAX_STEPS = 1500
-RUN_CONFIG = {
-    "ops": {
-        "train_model": {
-            "config": {
-                "max_steps": MAX_STEPS,
-                "checkpoint_every": 10,
-                "healthy_every": 10,
-                "micro_batch_size": 4,
-                "global_batch_sequences": 8,
-                "resume": "none",
-            }
-        }
-    }
-}
-
-
-def wait_for(what: str, predicate: Any, timeout_s: float = 300.0, poll_s: float = 0.1) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = predicate()
-        if found:
-            return found
-        time.sleep(poll_s)
-    raise TimeoutError(f"timed out waiting for {what}")
+RUN_CONFIG = train_run_config(MAX_STEPS)
 
 
 def logged_steps(run_root: Path, branch: str) -> list[int]:
@@ -98,7 +80,10 @@ def main() -> dict[str, Any]:
             instance = DagsterInstance.get()
             client = DagsterGraphQLClient("127.0.0.1", port_number=port)
             run_id = wait_for(
-                "the code location", lambda: _submit(client), timeout_s=120, poll_s=1.0
+                "the code location",
+                lambda: submit_train(client, RUN_CONFIG),
+                timeout_s=120,
+                poll_s=1.0,
             )
             t: dict[str, float] = {}
             wait_for(
@@ -164,13 +149,6 @@ def main() -> dict[str, Any]:
         "recovery_s": round(t["first_step"] - start, 1),
         "target_s": 60,
     }
-
-
-def _submit(client: DagsterGraphQLClient) -> str | None:
-    try:
-        return client.submit_job_execution("train", run_config=RUN_CONFIG)
-    except Exception:  # the code location is still loading
-        return None
 
 
 if __name__ == "__main__":

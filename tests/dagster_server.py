@@ -11,6 +11,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,3 +56,34 @@ def dagster_dev(tmp_path: Path, artifact_root: Path) -> Iterator[int]:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+
+
+def wait_for(what: str, predicate: Any, timeout_s: float = 300.0, poll_s: float = 0.2) -> Any:
+    """Poll ``predicate`` until it returns something truthy (returned); fail after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if found := predicate():
+            return found
+        time.sleep(poll_s)
+    raise TimeoutError(f"timed out waiting for {what}")
+
+
+def train_run_config(max_steps: int) -> dict[str, Any]:
+    """The ``train`` run config of the daemon-driven recovery checks (tiny packed tokens)."""
+    config = {
+        "max_steps": max_steps,
+        "checkpoint_every": 10,
+        "healthy_every": 10,
+        "micro_batch_size": 4,
+        "global_batch_sequences": 8,
+        "resume": "none",
+    }
+    return {"ops": {"train_model": {"config": config}}}
+
+
+def submit_train(client: Any, run_config: dict[str, Any]) -> str | None:
+    """Submit ``train`` through GraphQL; None while the code location is still loading."""
+    try:
+        return client.submit_job_execution("train", run_config=run_config)
+    except Exception:
+        return None

@@ -21,27 +21,14 @@ from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 from dagster_graphql import DagsterGraphQLClient
 
 from pretrain.control.policy import Decision
-from tests.dagster_server import dagster_dev
+from tests.dagster_server import dagster_dev, submit_train, train_run_config, wait_for
 from tests.test_fault_injection import make_poisoned_packed
 
 pytestmark = pytest.mark.slow
 
 POISON = [31, 32]
 MAX_STEPS = 600  # long enough that the sensor (every 10 s) sees the spike mid-run
-RUN_CONFIG = {
-    "ops": {
-        "train_model": {
-            "config": {
-                "max_steps": MAX_STEPS,
-                "checkpoint_every": 10,
-                "healthy_every": 10,
-                "micro_batch_size": 4,
-                "global_batch_sequences": 8,
-                "resume": "none",
-            }
-        }
-    }
-}
+RUN_CONFIG = train_run_config(MAX_STEPS)
 RESET_CURSOR = """
 mutation Reset($selector: SensorSelector!) {
   setSensorCursor(sensorSelector: $selector, cursor: null) {
@@ -66,15 +53,6 @@ ACTIVE = {DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatu
           DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING}  # fmt: skip
 
 
-def wait_for(what: str, predicate: Any, timeout_s: float = 300.0, poll_s: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if found := predicate():
-            return found
-        time.sleep(poll_s)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def sensor_ticked(client: DagsterGraphQLClient) -> bool:
     """The daemon has evaluated the loss-spike sensor at least once (it is up and watching)."""
     try:
@@ -84,13 +62,6 @@ def sensor_ticked(client: DagsterGraphQLClient) -> bool:
     return bool(found.get("sensorState", {}).get("ticks"))
 
 
-def submit(client: DagsterGraphQLClient) -> str | None:
-    try:
-        return client.submit_job_execution("train", run_config=RUN_CONFIG)
-    except Exception:  # the code location is still loading
-        return None
-
-
 def test_rollback_survives_a_sensor_cursor_reset_under_the_daemon(tmp_path: Path) -> None:
     artifacts = tmp_path / "artifacts"
     make_poisoned_packed(artifacts / "packed_tokens", POISON, num_train=8 * (MAX_STEPS + 8))
@@ -98,7 +69,9 @@ def test_rollback_survives_a_sensor_cursor_reset_under_the_daemon(tmp_path: Path
         mp.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
         client = DagsterGraphQLClient("127.0.0.1", port_number=port)
         wait_for("the sensor's first tick", lambda: sensor_ticked(client), poll_s=1.0)
-        first_id = wait_for("the code location", lambda: submit(client), poll_s=1.0)
+        first_id = wait_for(
+            "the code location", lambda: submit_train(client, RUN_CONFIG), poll_s=1.0
+        )
         with DagsterInstance.get() as instance:
 
             def tags() -> dict[str, str] | None:
