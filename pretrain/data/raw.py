@@ -27,6 +27,7 @@ from pretrain import storage
 from pretrain.data.readers import RawFile, is_reject, iter_records, kind_for
 from pretrain.data.schema import DOCUMENT_SCHEMA, REJECT_SCHEMA, doc_id
 from pretrain.errors import ConfigError, DataError
+from pretrain.hashset import HashSet64, key64
 
 STAGE = "raw"
 
@@ -144,15 +145,15 @@ def build_raw_shard(
 
     Records stream from the readers into both tables in bounded row groups
     (:class:`pretrain.storage.StreamingTableWriter`: 4096 rows or ~4 MiB of text), so memory
-    does not grow with the shard beyond one 20-byte id digest per document (the duplicate
-    check). Each table appears atomically (temporary name, then rename) and only after every
+    does not grow with the shard beyond 8 bytes per document (the duplicate-id check,
+    :class:`pretrain.hashset.HashSet64`). Each table appears atomically (temporary name, then rename) and only after every
     file was read; manifest.json is written last. ``max_docs`` stops reading once that many
     documents are kept (debug runs); the count of documents not read is not known and is not
     reported as rejected.
     """
     if max_docs is not None and max_docs < 1:
         raise ConfigError(f"max_docs={max_docs}: use at least 1, or None for all")
-    seen: set[bytes] = set()  # sha1 digests of the kept ids
+    seen = HashSet64()  # the kept ids, 8 bytes each (pretrain.hashset)
     per_file: list[dict] = []
     documents = chars = 0
     rejected: Counter[str] = Counter()
@@ -181,14 +182,12 @@ def build_raw_shard(
                 row = {"text": text, "source": record["source"], "url": record["url"]}
                 row["id"] = doc_id(text, row["source"], row["url"])
                 row["num_chars"] = len(text)
-                digest = bytes.fromhex(row["id"])
-                if digest in seen:  # same source, url and text twice: one document
+                if not seen.add(key64(bytes.fromhex(row["id"]))):  # same source, url, text twice
                     rejected["duplicate_id"] += 1
                     rejects_out.write_rows(
                         [{**row, "stage": STAGE, "reason": "duplicate_id", "detail": row["id"]}]
                     )
                     continue
-                seen.add(digest)
                 docs_out.write_rows([row])
                 documents += 1
                 chars += row["num_chars"]

@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 from pretrain import storage
 from pretrain.errors import ConfigError
 from pretrain.filters.base import Document, Filter, Rejection
+from pretrain.hashset import HashSet64, key64
 
 # Our own short default list of URL tokens that mark adult or spam sites; extend via config.
 DEFAULT_ADULT_SPAM_TOKENS = (
@@ -68,7 +69,7 @@ class UrlFilter(Filter):
         self._domains = frozenset(e.lower() for e in entries if "/" not in e)
         self._substrings = tuple(e.lower() for e in entries if "/" in e)
         self._adult = frozenset(self.config.adult_spam_tokens)
-        self._seen: set[bytes] = set()  # 16-byte digests: ~50 bytes per URL, not the URL text
+        self._seen = HashSet64()  # 8 bytes per URL, not the URL text (pretrain.hashset)
 
     def check(self, doc: Document) -> Rejection | None:
         url = doc.get("url") or ""
@@ -86,8 +87,7 @@ class UrlFilter(Filter):
         if flagged:
             return "url_adult_spam", ",".join(flagged[:3])
         if self.config.dedup_urls:
-            digest = hashlib.blake2b(normalize_url(url).encode(), digest_size=16).digest()
-            if digest in self._seen:
+            digest = hashlib.blake2b(normalize_url(url).encode(), digest_size=8).digest()
+            if not self._seen.add(key64(digest)):
                 return "duplicate_url", normalize_url(url)[:200]
-            self._seen.add(digest)
         return None
