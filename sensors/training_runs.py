@@ -28,6 +28,7 @@ from dagster import (
     AssetCheckEvaluation,
     AssetCheckSeverity,
     AssetKey,
+    AssetObservation,
     DagsterInstance,
     DagsterRun,
     DagsterRunStatus,
@@ -39,7 +40,13 @@ from dagster import (
 
 from jobs.campaign import PARENT_TAG, campaign_runs, rollback_spikes
 from pretrain.control.monitor import MonitorState
-from pretrain.control.policy import HEALTHY, CheckpointInfo, Decision, RunSettings
+from pretrain.control.policy import (
+    HEALTHY,
+    CheckpointInfo,
+    Decision,
+    RunSettings,
+    decision_metadata,
+)
 from pretrain.train.checkpoint import step_of
 
 TRAIN_JOB = "train"
@@ -83,7 +90,9 @@ def watch_train_run(
         lost = unsubmitted_resume(context.instance, sensor)
         if lost is not None:
             context.log.warning(f"re-requesting the resume planned in run {lost.tags[PARENT_TAG]}")
-            return SensorResult(run_requests=[lost], cursor=state.to_json())
+            return SensorResult(
+                run_requests=[lost], asset_events=decision_record(lost), cursor=state.to_json()
+            )
         return SensorResult(skip_reason="no train run in progress", cursor=state.to_json())
     config = launch_config(run)
     if run.run_id != state.run_id:  # a run we have not watched yet: reload the durable budget
@@ -94,6 +103,21 @@ def watch_train_run(
         return SensorResult(skip_reason=state.idle_reason, cursor=state.to_json())
     rows, metrics_cursor = metrics.rows_since(config["branch"], state.metrics_cursor)
     return Watched(run, config, dataclasses.replace(state, metrics_cursor=metrics_cursor), rows)
+
+
+def decision_record(request: RunRequest) -> list[AssetObservation]:
+    """The decision behind a re-requested resume as an observation on the checkpoint it resumes
+    from: the lost tick's own observation was never committed."""
+    decision = Decision.from_json(request.tags["pretrain/decision"])
+    if not decision.checkpoint_key:
+        return []
+    return [
+        AssetObservation(
+            asset_key=CHECKPOINTS,
+            partition=decision.checkpoint_key,
+            metadata=decision_metadata(decision),
+        )
+    ]
 
 
 def launch_config(run: DagsterRun) -> dict[str, Any]:

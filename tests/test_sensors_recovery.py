@@ -179,6 +179,10 @@ def test_loss_spike_rolls_back_once_to_a_healthy_checkpoint(
         assert [(r.run_key, r.run_config) for r in again.run_requests] == [
             (request.run_key, request.run_config)
         ]
+        # with the decision's observation, which the lost tick never committed
+        assert [(e.partition, type(e)) for e in again.asset_events] == [
+            ("b00-s000000050", AssetObservation)
+        ]
     # once the daemon created the resumed run (not started yet), nothing more
     queued = started_train_run(
         instance, tags=request.tags, status=DagsterRunStatus.NOT_STARTED, branch="b01"
