@@ -135,7 +135,8 @@ class Campaign:
         self.launched_keys: set[str] = set()
         self.active: Launch | None = None
         self.finished: dict[str, DagsterRunStatus] = {}
-        self.results: list[Any] = []  # every loss_spike_sensor result
+        self.results: list[Any] = []  # every loss_spike_sensor result the "daemon" kept
+        self.dropped: list[Any] = []  # results of the duplicate evaluations (cursor not kept)
         self.duplicate_ticks = False
 
     # launching, as the training op does it
@@ -197,6 +198,7 @@ class Campaign:
                     )
                 )
                 self.request(again.run_requests)
+                self.dropped.append(again)
         self.cursor = result.cursor
 
     def end_run(self, launch: Launch) -> None:
@@ -321,11 +323,12 @@ def test_poisoned_range_is_rolled_back_skipped_and_named(
     assert set(docs["doc_ids"]) <= poisoned and docs["doc_ids_shown"] == 10
     assert b01.tags["pretrain/skipped_documents"] == "16"
     assert b00.tags["pretrain/skip_window"] == "41-43"
+    # a duplicate evaluation (its result dropped) can see newer rows and decide first; the
+    # decision's observation and the health checks then come from it and from the re-request
+    evaluations = campaign.results + campaign.dropped
     observations = [
-        e for r in campaign.results for e in r.asset_events if isinstance(e, AssetObservation)
+        e for r in evaluations for e in r.asset_events if isinstance(e, AssetObservation)
     ]
-    # the decision's observation on the rollback checkpoint: from the deciding tick, or (when a
-    # duplicate evaluation decided first and its result was dropped) from the re-request
     assert observations, "no decision observation"
     for observation in observations:
         assert observation.partition == "b00-s000000030"
@@ -343,7 +346,7 @@ def test_poisoned_range_is_rolled_back_skipped_and_named(
     # health checks: the checkpoint before the spike passed, the one whose window held it failed
     checks = {
         (e.partition, e.passed)
-        for r in campaign.results
+        for r in evaluations
         for e in r.asset_events
         if isinstance(e, AssetCheckEvaluation)
     }
