@@ -8,12 +8,12 @@ cursor, which a reset or a new sensor version loses — holds the campaign's his
     runs = campaign_runs(instance, run)          # oldest first, ending with ``run``
     campaign_decisions(runs)                     # every decision taken, in order
     rollback_spikes(runs)                        # spike steps of past rollbacks: the budget
-    loss_curve_md(runs, read_rows)               # the loss curve with the decisions marked
+    loss_curve_md(runs, metrics)                 # the loss curve with the decisions marked
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from dagster import DagsterInstance, DagsterRun
@@ -21,7 +21,7 @@ from dagster import DagsterInstance, DagsterRun
 from pretrain.charts import png_markdown
 from pretrain.control.loss_chart import loss_curve_png
 from pretrain.control.policy import Decision
-from pretrain.control.series import MetricRow
+from resources.metrics import WandbMetricsReader
 
 PARENT_TAG, DECISION_TAG = "pretrain/parent_run_id", "pretrain/decision"
 MAX_CHAIN = 1000
@@ -71,10 +71,8 @@ def campaign_branches(runs: Sequence[DagsterRun]) -> list[str]:
     return branches
 
 
-def loss_curve_md(
-    runs: Sequence[DagsterRun], read_rows: Callable[[str], list[MetricRow]], **kwargs: Any
-) -> str:
-    """Markdown with the campaign's loss curve PNG inline (``read_rows(branch)`` → its rows)."""
-    branches = {b: read_rows(b) for b in campaign_branches(runs)}
+def loss_curve_md(runs: Sequence[DagsterRun], metrics: WandbMetricsReader, **kwargs: Any) -> str:
+    """Markdown with the campaign's loss curve PNG inline (every branch's rows from ``metrics``)."""
+    branches = {b: metrics.rows_since(b, None)[0] for b in campaign_branches(runs)}
     blob = loss_curve_png(branches, campaign_decisions(runs), **kwargs)
     return png_markdown("loss curve with recovery decisions", blob)

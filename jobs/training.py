@@ -109,8 +109,7 @@ def log_loss_curve(context: OpExecutionContext, run_root: str, checkpoint_key: s
     (an observation: the chart never changes the checkpoint's data version)."""
     try:
         chain = campaign_runs(context.instance, context.instance.get_run_by_id(context.run_id))
-        reader = WandbMetricsReader(run_root=run_root)
-        chart = loss_curve_md(chain, lambda branch: reader.rows_since(branch, None)[0])
+        chart = loss_curve_md(chain, WandbMetricsReader(run_root=run_root))
     except Exception as exc:  # a chart must never decide a training run's outcome
         context.log.warning(f"no loss curve: {exc!r}")
         return

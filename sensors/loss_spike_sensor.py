@@ -23,7 +23,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from dagster import (
-    AssetObservation,
     DefaultSensorStatus,
     MetadataValue,
     SensorEvaluationContext,
@@ -36,9 +35,9 @@ from jobs.training import train_job
 from pretrain.control.checkpoints import apply_health_labels, lineage_checkpoints
 from pretrain.control.documents import describe_skip
 from pretrain.control.monitor import observe_spikes, unreported_labels
-from pretrain.control.policy import decision_metadata
 from resources.metrics import RecoveryThresholds, WandbMetricsReader
 from sensors.training_runs import (
+    decision_observation,
     health_checks,
     resume_request,
     run_settings,
@@ -104,10 +103,6 @@ def loss_spike_sensor(
     )
     stop_run(context.instance, run, decision, NAME, resume=request)
     chain = campaign_runs(context.instance, context.instance.get_run_by_id(run.run_id))
-    chart = loss_curve_md(chain, lambda branch: metrics.rows_since(branch, None)[0])
-    observation = AssetObservation(
-        asset_key="checkpoints",
-        partition=decision.checkpoint_key,
-        metadata={**decision_metadata(decision), "loss_curve_md": MetadataValue.md(chart)},
-    )
+    chart = MetadataValue.md(loss_curve_md(chain, metrics))
+    observation = decision_observation(decision, loss_curve_md=chart)
     return SensorResult(run_requests=[request], asset_events=[*checks, observation], cursor=cursor)

@@ -105,19 +105,21 @@ def watch_train_run(
     return Watched(run, config, dataclasses.replace(state, metrics_cursor=metrics_cursor), rows)
 
 
+def decision_observation(decision: Decision, **extra: Any) -> AssetObservation:
+    """The decision as an observation on the checkpoint it resumes from (``extra``: more
+    metadata, e.g. the loss curve)."""
+    return AssetObservation(
+        asset_key=CHECKPOINTS,
+        partition=decision.checkpoint_key,
+        metadata={**decision_metadata(decision), **extra},
+    )
+
+
 def decision_record(request: RunRequest) -> list[AssetObservation]:
-    """The decision behind a re-requested resume as an observation on the checkpoint it resumes
-    from: the lost tick's own observation was never committed."""
+    """The decision behind a re-requested resume, as its observation: the lost tick's own
+    observation was never committed."""
     decision = Decision.from_json(request.tags["pretrain/decision"])
-    if not decision.checkpoint_key:
-        return []
-    return [
-        AssetObservation(
-            asset_key=CHECKPOINTS,
-            partition=decision.checkpoint_key,
-            metadata=decision_metadata(decision),
-        )
-    ]
+    return [decision_observation(decision)] if decision.checkpoint_key else []
 
 
 def launch_config(run: DagsterRun) -> dict[str, Any]:
