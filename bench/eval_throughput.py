@@ -75,7 +75,7 @@ def task_tokenizer(examples: list[Any], vocab_size: int = 4096) -> Any:
 
 def build_model(args: argparse.Namespace, vocab_size: int) -> Any:
     if args.checkpoint:
-        from pretrain.train.checkpoint import load_consolidated_model
+        from pretrain.checkpoint.dcp import load_consolidated_model
 
         return load_consolidated_model(args.checkpoint)
     from pretrain.model import Transformer, init_weights

@@ -121,15 +121,22 @@ def main() -> None:
 
     from dagster import DagsterInstance
 
-    from pretrain.train.config import train_config_from_overrides
+    from pretrain.train.recipes import recipe_with_overrides
     from pretrain_assets.definitions import build_definitions
 
     root = Path(tempfile.mkdtemp(prefix="train-overhead-"))
     write_packed(root / "packed_tokens", num_sequences=4096, seq_len=args.seq_len)
-    settings = dict(recipe="debug_tiny", max_steps=args.steps, checkpoint_every=args.steps,
-                    micro_batch_size=8, global_batch_sequences=16, wandb_mode="offline")  # fmt: skip
-    cfg = train_config_from_overrides(
-        packed_dir=str(root / "packed_tokens"), run_root=str(root / "direct"), **settings
+    settings = {
+        "run": {"max_steps": args.steps},
+        "checkpoint": {"every_steps": args.steps},
+        "data": {"micro_batch_size": 8, "global_batch_sequences": 16},
+        "metrics": {"wandb_mode": "offline"},
+    }
+    cfg = recipe_with_overrides(
+        "debug_tiny",
+        packed_dir=str(root / "packed_tokens"),
+        run_root=str(root / "direct"),
+        overrides=settings,
     )
     config = root / "run.json"
     config.write_text(cfg.to_json())
@@ -153,7 +160,7 @@ def main() -> None:
 
         defs = build_definitions(artifact_root=str(root), nproc_per_node=1)
         started = time.time()
-        op_config = {**settings, "branch": f"dagster{repeat}"}
+        op_config = {**settings, "run": {**settings["run"], "branch": f"dagster{repeat}"}}
         result = defs.resolve_job_def("train").execute_in_process(
             run_config={"ops": {"train_model": {"config": op_config}}},
             instance=DagsterInstance.ephemeral(),

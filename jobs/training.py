@@ -3,7 +3,9 @@
 Launch it from the UI (Jobs → train → Launchpad) or in Python::
 
     defs.resolve_job_def("train").execute_in_process(
-        run_config={"ops": {"train_model": {"config": {"max_steps": 200}}}}, instance=instance)
+        run_config={"ops": {"train_model": {"config": {"recipe": "debug_tiny",
+                                                       "run": {"max_steps": 200}}}}},
+        instance=instance)
 
 The op writes the resolved trainer config to ``runs/<branch>/run-<run_id>.json`` and runs the
 same command a user would run by hand. Each committed checkpoint arrives as a Pipes custom
@@ -18,7 +20,6 @@ from typing import Any
 from dagster import (
     AssetMaterialization,
     AssetObservation,
-    Config,
     Failure,
     MetadataValue,
     OpExecutionContext,
@@ -26,67 +27,13 @@ from dagster import (
     op,
 )
 
-from jobs.campaign import campaign_runs, loss_curve_md
+from jobs.partitions import checkpoint_partitions
+from jobs.train_config import TrainRunConfig, resolve_train_config
 from pretrain import storage
-from pretrain.train.config import TrainConfig, train_config_from_overrides
-from pretrain_assets.partitions import checkpoint_partitions
 from resources.launcher import TorchrunLauncher
 from resources.metrics import WandbMetricsReader
 from resources.storage import ArtifactStore
-
-
-class TrainRunConfig(Config):
-    """What an operator sets at launch; everything else comes from the recipe."""
-
-    recipe: str = "debug_tiny"
-    branch: str = "b00"
-    max_steps: int = 200
-    resume: str = "latest"
-    lr_scale: float = 1.0
-    skip_windows: list[list[int]] = []
-    checkpoint_every: int = 50
-    micro_batch_size: int = 8
-    global_batch_sequences: int = 16
-    learning_rate: float | None = None
-    warmup_steps: int | None = None
-    schedule_steps: int | None = None  # LR schedule horizon; defaults to max_steps
-    lr_schedule: str | None = None  # "cosine" or "wsd"; None keeps the recipe's
-    z_loss_weight: float | None = None
-    healthy_every: int | None = None  # label finite-loss checkpoints healthy every N steps
-    async_checkpoint: bool = False
-    activation_checkpointing: bool = False
-    compile: bool = False
-    seed: int = 0
-    wandb_mode: str = "offline"
-
-
-def resolve_train_config(config: TrainRunConfig, store: ArtifactStore) -> TrainConfig:
-    """Operator settings + artifact locations → the trainer's full, validated config."""
-    run_root = store.local_dir("runs")
-    return train_config_from_overrides(
-        recipe=config.recipe,
-        packed_dir=store.uri("packed_tokens"),
-        run_root=run_root,
-        branch=config.branch,
-        max_steps=config.max_steps,
-        resume=config.resume,
-        lr_scale=config.lr_scale,
-        skip_windows=[tuple(w) for w in config.skip_windows],
-        checkpoint_every=config.checkpoint_every,
-        micro_batch_size=config.micro_batch_size,
-        global_batch_sequences=config.global_batch_sequences,
-        learning_rate=config.learning_rate,
-        warmup_steps=config.warmup_steps,
-        schedule_steps=config.schedule_steps,
-        schedule=config.lr_schedule,
-        z_loss_weight=config.z_loss_weight,
-        healthy_every=config.healthy_every,
-        async_checkpoint=config.async_checkpoint,
-        activation_checkpointing=config.activation_checkpointing,
-        compile=config.compile,
-        seed=config.seed,
-        wandb_mode=config.wandb_mode,
-    )
+from sensors.recovery.campaign import campaign_runs, loss_curve_md
 
 
 def checkpoint_materialization(event: dict[str, Any], run_id: str) -> AssetMaterialization:
@@ -131,7 +78,7 @@ def train_model(
 ) -> dict[str, Any]:
     """Run the trainer under torchrun; report every committed checkpoint as an asset partition."""
     train_config = resolve_train_config(config, store)
-    branch_dir = Path(train_config.checkpoint.run_root) / config.branch
+    branch_dir = train_config.branch_dir()
     config_path = str(branch_dir / f"run-{context.run_id}.json")
     storage.write_bytes(train_config.to_json().encode(), config_path)
     summary: dict[str, Any] = {"checkpoints": []}

@@ -13,7 +13,7 @@ Writes ``model.safetensors`` (HF parameter names), ``config.json`` (``model_type
 ``generation_config.json``, ``tokenizer.json``, ``tokenizer_config.json``,
 ``special_tokens_map.json`` and ``pretrain_export.json`` (source checkpoint, step, tokenizer
 sha256, lineage), then ``_COMMITTED``. Needs neither ``transformers`` nor a process group: the
-checkpoint is loaded with :func:`pretrain.train.checkpoint.load_consolidated_model`, so any
+checkpoint is loaded with :func:`pretrain.checkpoint.dcp.load_consolidated_model`, so any
 FSDP world size works.
 
 Conventions that make the logits match ``LlamaForCausalLM`` (``tests/test_hf_export.py``):
@@ -33,6 +33,7 @@ import argparse
 import hashlib
 import json
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from pretrain import storage
@@ -40,6 +41,19 @@ from pretrain.errors import ConfigError
 from pretrain.model.config import ModelConfig
 
 DTYPES = ("float32", "bfloat16", "float16")
+
+
+@dataclass(frozen=True, kw_only=True)
+class HfExportConfig:
+    """The ``hf_export`` stage: ``dtype`` of the written weights (float32, bfloat16 or float16)."""
+
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"hf export dtype {self.dtype!r}; use one of {DTYPES}")
+
+
 _LAYER_NAMES = {
     "attention.wq.weight": "self_attn.q_proj.weight",
     "attention.wk.weight": "self_attn.k_proj.weight",
@@ -150,8 +164,8 @@ def export_hf_llama(
     import torch
     from safetensors.torch import save
 
+    from pretrain.checkpoint.dcp import load_consolidated_model, read_meta
     from pretrain.errors import DataError
-    from pretrain.train.checkpoint import load_consolidated_model, read_meta
 
     if dtype not in DTYPES:
         raise ConfigError(f"hf export dtype {dtype!r}; use one of {DTYPES}")

@@ -19,7 +19,7 @@ on 2T tokens ≈ 180K A100-hours at about 40% MFU.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from pretrain.errors import ConfigError
 from pretrain.hardware import peak_flops
@@ -137,6 +137,19 @@ def _plan(name: str, n: float, d: float, gpu: str, mfu: float, price: float) -> 
         recipe=recipe,
         recipe_params=recipe_params,
     )
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanConfig:
+    """The ``scaling_plan`` stage: the ``budget`` to spend and, optionally, ``target_params``
+    (plan for this model size instead, tokens by Chinchilla)."""
+
+    budget: ComputeBudget = field(default_factory=ComputeBudget)
+    target_params: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.target_params is not None and self.target_params <= 0:
+            raise ConfigError(f"target_params={self.target_params} must be > 0 (e.g. 6.7e9)")
 
 
 def plan_from_budget(budget: ComputeBudget) -> ScalingPlan:

@@ -63,7 +63,7 @@ def decisions(limit: int = 10) -> list[dict]:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from pretrain.train.checkpoint import is_healthy, list_checkpoints, read_meta
+    from pretrain.checkpoint.dcp import is_healthy, list_checkpoints, read_meta
 
     run_root = Path(args.root) / "runs"
     branches = sorted(p.name for p in run_root.iterdir() if p.is_dir()) if run_root.exists() else []
@@ -90,7 +90,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from pretrain.train.checkpoint import checkpoint_dir_for_key
+    from pretrain.checkpoint.dcp import checkpoint_dir_for_key
     from pretrain.train.export import export_checkpoint
 
     ckpt = checkpoint_dir_for_key(str(Path(args.root) / "runs"), args.key)

@@ -1,48 +1,18 @@
 """Corpus assets: ``data_mixture`` → ``tokenizer`` → ``packed_tokens``."""
 
-from dagster import AssetCheckSpec, AssetExecutionContext, Config, MaterializeResult, asset
+from dagster import AssetCheckSpec, AssetExecutionContext, MaterializeResult, asset
 
+from jobs.config import config_class, to_library
+from jobs.partitions import shard_partitions
 from pretrain import storage, verify
-from pretrain.decontam import DEFAULT_EVAL_FILES, DecontamConfig
-from pretrain.mixture import CurriculumStage, MixtureConfig, build_mixture
+from pretrain.mixture import MixtureConfig, build_mixture
 from pretrain.packing import PackingConfig, pack_tokens
 from pretrain.tokenizer import TokenizerConfig, train_tokenizer
 from pretrain_assets.dedup_assets import deduped_shards
 from pretrain_assets.metadata import check_result, stage_metadata
-from pretrain_assets.partitions import shard_partitions
 from resources.storage import ArtifactStore
 
-
-class MixtureAssetConfig(Config):
-    weights: dict[str, float] | None = None
-    val_fraction: float = 0.05
-    seed: int = 0
-    token_budget: int | None = None  # tokens; None = every available document once
-    max_epochs: dict[str, float] = {"web": 1.0}
-    quality_alpha: float = 0.0
-    stages: list[dict] = []  # [{"name": "main", "fraction": 0.9, "weights": {...} | None}, ...]
-    decontam_eval_files: list[str] = list(DEFAULT_EVAL_FILES)
-    decontam_skip_missing: bool = True  # the demo runs without ../shared/data
-
-
-def mixture_config(config: MixtureAssetConfig) -> MixtureConfig:
-    """Launch config -> library config."""
-    decontam = None
-    if config.decontam_eval_files:
-        decontam = DecontamConfig(
-            eval_files=tuple(config.decontam_eval_files),
-            skip_missing=config.decontam_skip_missing,
-        )
-    return MixtureConfig(
-        weights=config.weights,
-        val_fraction=config.val_fraction,
-        seed=config.seed,
-        token_budget=config.token_budget,
-        max_epochs=dict(config.max_epochs),
-        quality_alpha=config.quality_alpha,
-        stages=tuple(CurriculumStage(**stage) for stage in config.stages),
-        decontam=decontam,
-    )
+MixtureRunConfig = config_class(MixtureConfig)
 
 
 @asset(
@@ -60,13 +30,13 @@ def mixture_config(config: MixtureAssetConfig) -> MixtureConfig:
     ],
 )
 def data_mixture(
-    context: AssetExecutionContext, config: MixtureAssetConfig, store: ArtifactStore
+    context: AssetExecutionContext, config: MixtureRunConfig, store: ArtifactStore
 ) -> MaterializeResult:
     """Per-source weighted training mixture and a per-source validation split."""
     shards = context.instance.get_dynamic_partitions(shard_partitions.name)
     document_uris = [store.uri("deduped_shards", s, "documents.parquet") for s in shards]
     out = store.uri("data_mixture")
-    library_config = mixture_config(config)
+    library_config = to_library(config, MixtureConfig)
     stats = build_mixture(document_uris, out, library_config)
     train, val = storage.join(out, "train.parquet"), storage.join(out, "val.parquet")
     return MaterializeResult(
@@ -82,10 +52,7 @@ def data_mixture(
     )
 
 
-class TokenizerAssetConfig(Config):
-    vocab_size: int = 4096
-    sample_chars: int = 20_000_000
-    cjk_share: float | None = None
+TokenizerRunConfig = config_class(TokenizerConfig)
 
 
 @asset(
@@ -94,12 +61,10 @@ class TokenizerAssetConfig(Config):
     code_version="tokenizer-v2",
     check_specs=[AssetCheckSpec("exact_round_trip", asset="tokenizer")],
 )
-def tokenizer(config: TokenizerAssetConfig, store: ArtifactStore) -> MaterializeResult:
+def tokenizer(config: TokenizerRunConfig, store: ArtifactStore) -> MaterializeResult:
     """Byte-level BPE trained on the mixture's training split."""
     out = store.uri("tokenizer")
-    library_config = TokenizerConfig(
-        vocab_size=config.vocab_size, sample_chars=config.sample_chars, cjk_share=config.cjk_share
-    )
+    library_config = to_library(config, TokenizerConfig)
     stats = train_tokenizer(store.uri("data_mixture", "train.parquet"), out, library_config)
     outcome = verify.tokenizer_round_trip(
         storage.join(out, "tokenizer.json"), store.uri("data_mixture", "val.parquet")
@@ -110,10 +75,7 @@ def tokenizer(config: TokenizerAssetConfig, store: ArtifactStore) -> Materialize
     )
 
 
-class PackingAssetConfig(Config):
-    seq_len: int = 256
-    seed: int = 0
-    num_workers: int = 1
+PackingRunConfig = config_class(PackingConfig)
 
 
 @asset(
@@ -125,12 +87,10 @@ class PackingAssetConfig(Config):
         AssetCheckSpec("validation_disjoint_from_train", asset="packed_tokens"),
     ],
 )
-def packed_tokens(config: PackingAssetConfig, store: ArtifactStore) -> MaterializeResult:
+def packed_tokens(config: PackingRunConfig, store: ArtifactStore) -> MaterializeResult:
     """Fixed-length token sequences (train shuffled, validation per source) plus a ledger."""
     out = store.uri("packed_tokens")
-    library_config = PackingConfig(
-        seq_len=config.seq_len, seed=config.seed, num_workers=config.num_workers
-    )
+    library_config = to_library(config, PackingConfig)
     stats = pack_tokens(
         store.uri("data_mixture"), store.uri("tokenizer", "tokenizer.json"), out, library_config
     )

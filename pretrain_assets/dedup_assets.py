@@ -3,52 +3,23 @@
 from dagster import (
     AssetCheckSpec,
     AssetExecutionContext,
-    Config,
     MaterializeResult,
     asset,
 )
 
+from jobs.config import config_class, to_library
+from jobs.partitions import shard_partitions
 from pretrain import storage, verify
 from pretrain.dedup.apply import apply_dedup
 from pretrain.dedup.clusters import cluster_duplicates
-from pretrain.dedup.config import DedupConfig, LineDedupConfig
+from pretrain.dedup.config import DedupConfig
 from pretrain.dedup.minhash import compute_signatures
 from pretrain_assets.data_assets import filtered_shards
 from pretrain_assets.metadata import check_result, stage_metadata
-from pretrain_assets.partitions import shard_partitions
 from resources.storage import ArtifactStore
 
-
-class DedupAssetConfig(Config):
-    """Launch-time dedup settings; signatures and clusters must run with the same values."""
-
-    threshold: float = 0.8
-    num_perm: int = 112
-    bands: int = 14
-    rows: int = 8
-    ngram: int = 5
-    verify: str = "jaccard"
-    url_dedup: bool = True
-    incremental: bool = True
-    max_partition_rows: int = 2_000_000
-    line_min_documents: int = 20  # 0 switches line dedup off
-    line_unit: str = "line"
-    max_duplicate_rate: float = 0.6
-
-
-def dedup_config(config: DedupAssetConfig) -> DedupConfig:
-    return DedupConfig(
-        threshold=config.threshold,
-        num_perm=config.num_perm,
-        bands=config.bands,
-        rows=config.rows,
-        ngram=config.ngram,
-        verify=config.verify,
-        url_dedup=config.url_dedup,
-        incremental=config.incremental,
-        max_partition_rows=config.max_partition_rows,
-        lines=LineDedupConfig(min_documents=config.line_min_documents, unit=config.line_unit),
-    )
+# one launch config for both stages: signatures and clusters must run with the same values
+DedupRunConfig = config_class(DedupConfig)
 
 
 @asset(
@@ -59,13 +30,13 @@ def dedup_config(config: DedupAssetConfig) -> DedupConfig:
     check_specs=[AssetCheckSpec("one_signature_per_document", asset="minhash_signatures")],
 )
 def minhash_signatures(
-    context: AssetExecutionContext, config: DedupAssetConfig, store: ArtifactStore
+    context: AssetExecutionContext, config: DedupRunConfig, store: ArtifactStore
 ) -> MaterializeResult:
     """MinHash signatures, band-bucket rows and line hashes of one shard's kept documents."""
     shard = context.partition_key
     docs_uri = store.uri("filtered_shards", shard, "documents.parquet")
     out = store.uri("minhash_signatures", shard, "signatures.parquet")
-    library_config = dedup_config(config)
+    library_config = to_library(config, DedupConfig)
     stats = compute_signatures(docs_uri, out, library_config)
     return MaterializeResult(
         metadata=stage_metadata(stats, library_config, uri=out),
@@ -80,15 +51,17 @@ def minhash_signatures(
     check_specs=[AssetCheckSpec("duplicate_rate_in_range", asset="dedup_clusters")],
 )
 def dedup_clusters(
-    context: AssetExecutionContext, config: DedupAssetConfig, store: ArtifactStore
+    context: AssetExecutionContext, config: DedupRunConfig, store: ArtifactStore
 ) -> MaterializeResult:
     """Global exact/URL/LSH clustering (incremental, per band partition); boilerplate lines."""
     shards = context.instance.get_dynamic_partitions(shard_partitions.name)
     signature_uris = [store.uri("minhash_signatures", s, "signatures.parquet") for s in shards]
     out = store.uri("dedup_clusters")
-    library_config = dedup_config(config)
+    library_config = to_library(config, DedupConfig)
     stats = cluster_duplicates(signature_uris, out, library_config)
-    outcome = verify.rate_in_range(stats.removed, stats.documents, 0.0, config.max_duplicate_rate)
+    outcome = verify.rate_in_range(
+        stats.removed, stats.documents, 0.0, library_config.max_duplicate_rate
+    )
     return MaterializeResult(
         metadata=stage_metadata(stats, library_config, uri=out, shards=len(shards)),
         check_results=[check_result("duplicate_rate_in_range", outcome, warn=True)],

@@ -17,11 +17,11 @@ from dagster import Definitions
 from jobs.asset_jobs import ASSET_JOBS
 from jobs.training import train_job
 from pretrain import storage
+from pretrain_assets.checkpoint_assets import checkpoint_healthy, checkpoints
 from pretrain_assets.corpus_assets import data_mixture, packed_tokens, tokenizer
 from pretrain_assets.data_assets import filtered_shards, raw_shards
 from pretrain_assets.dedup_assets import dedup_clusters, deduped_shards, minhash_signatures
-from pretrain_assets.eval_assets import eval_comparison, hf_export
-from pretrain_assets.model_assets import checkpoint_healthy, checkpoints, eval_reports
+from pretrain_assets.eval_assets import eval_comparison, eval_reports, hf_export
 from pretrain_assets.plan_assets import scaling_plan
 from pretrain_assets.quality_assets import quality_classifier
 from resources.launcher import TorchrunLauncher
@@ -30,9 +30,9 @@ from resources.sources import ShardSource
 from resources.storage import ArtifactStore
 from sensors.backfill_schedule import shard_backfill_schedule
 from sensors.eval_sensor import eval_sensor
-from sensors.failure_sensor import training_failure_sensor
-from sensors.loss_spike_sensor import loss_spike_sensor
-from sensors.lr_sensor import lr_sensor
+from sensors.recovery.failure import training_failure_sensor
+from sensors.recovery.loss_spike import loss_spike_sensor
+from sensors.recovery.lr import lr_sensor
 from sensors.shard_discovery import shard_discovery_sensor
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]

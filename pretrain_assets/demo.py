@@ -17,7 +17,7 @@ from typing import Any
 
 from dagster import DagsterInstance, Definitions
 
-from pretrain.train.checkpoint import checkpoint_key, list_checkpoints
+from pretrain.checkpoint.dcp import checkpoint_key, list_checkpoints
 from pretrain_assets.definitions import build_definitions, default_artifact_root
 from pretrain_assets.shards import plan_source, register_shards
 from pretrain_assets.summary import format_summary
@@ -41,10 +41,8 @@ def demo_run_config(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
             "ops": {
                 "train_model": {
                     "config": {
-                        "max_steps": args.steps,
-                        "checkpoint_every": max(1, args.steps // 4),
-                        "resume": "none",
-                        "branch": "b00",
+                        "run": {"max_steps": args.steps, "resume": "none", "branch": "b00"},
+                        "checkpoint": {"every_steps": max(1, args.steps // 4)},
                     }
                 }
             }

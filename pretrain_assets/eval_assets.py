@@ -1,7 +1,6 @@
-"""Assets downstream of checkpoints: ``eval_comparison`` (all eval reports, with PNG charts) and
-``hf_export[key]`` (a checkpoint in the Hugging Face Llama format).
+"""What is made from a checkpoint: ``eval_reports[key]``, ``eval_comparison`` and ``hf_export[key]``.
 
-    checkpoints[key] ─▶ eval_reports[key] ─▶ eval_comparison
+    checkpoints[key] + packed_tokens ─▶ eval_reports[key] ─▶ eval_comparison
     checkpoints[key] + tokenizer ─▶ hf_export[key]
 
 ``eval_comparison`` reads every materialized ``eval_reports`` partition, so it reflects the
@@ -10,28 +9,59 @@ reports that exist when it runs; the charts are embedded in its ``charts_md`` me
 """
 
 from dagster import (
+    AssetCheckSpec,
     AssetExecutionContext,
     AssetKey,
-    Config,
     MaterializeResult,
     MetadataValue,
     asset,
 )
 
-from pretrain.eval import compare_reports
-from pretrain.hf_export import export_hf_llama
-from pretrain.train.checkpoint import checkpoint_dir_for_key
-from pretrain_assets.metadata import to_metadata
-from pretrain_assets.model_assets import checkpoints
-from pretrain_assets.partitions import checkpoint_partitions
+from jobs.config import config_class, to_library
+from jobs.partitions import checkpoint_partitions
+from pretrain import storage, verify
+from pretrain.checkpoint.dcp import checkpoint_dir_for_key
+from pretrain.eval import EvalConfig, compare_reports, evaluate_checkpoint
+from pretrain.hf_export import HfExportConfig, export_hf_llama
+from pretrain_assets.checkpoint_assets import checkpoints
+from pretrain_assets.metadata import check_result, stage_metadata, to_metadata
 from resources.storage import ArtifactStore
+
+EvalRunConfig = config_class(EvalConfig)
 
 
 @asset(
-    deps=["eval_reports"],
+    partitions_def=checkpoint_partitions,
+    deps=[checkpoints, "tokenizer"],
     group_name="training",
-    code_version="eval-comparison-v1",
+    code_version="eval-v2",
+    check_specs=[AssetCheckSpec("metrics_finite", asset="eval_reports")],
 )
+def eval_reports(
+    context: AssetExecutionContext, config: EvalRunConfig, store: ArtifactStore
+) -> MaterializeResult:
+    """Held-out loss, perplexity and bits per byte per source, zero-shot HellaSwag / ARC-Easy /
+    BLiMP accuracy and sampled generations for one checkpoint (Markdown + JSON)."""
+    key = context.partition_key
+    library_config = to_library(config, EvalConfig)
+    out = store.uri("eval_reports", key)
+    stats = evaluate_checkpoint(
+        str(checkpoint_dir_for_key(store.uri("runs"), key)),
+        store.uri("packed_tokens"),
+        out,
+        library_config,
+        tokenizer_uri=store.uri("tokenizer"),
+    )
+    report_md = storage.read_bytes(storage.join(out, "report.md")).decode()
+    return MaterializeResult(
+        metadata=stage_metadata(stats, library_config, uri=out, report_md=report_md),
+        check_results=[
+            check_result("metrics_finite", verify.report_finite(storage.join(out, "report.json")))
+        ],
+    )
+
+
+@asset(deps=[eval_reports], group_name="training", code_version="eval-comparison-v1")
 def eval_comparison(context: AssetExecutionContext, store: ArtifactStore) -> MaterializeResult:
     """Validation loss per source and task accuracy against step and tokens, across checkpoints."""
     keys = sorted(context.instance.get_materialized_partitions(AssetKey("eval_reports")))
@@ -45,8 +75,7 @@ def eval_comparison(context: AssetExecutionContext, store: ArtifactStore) -> Mat
     return MaterializeResult(metadata=metadata)
 
 
-class HfExportConfig(Config):
-    dtype: str = "float32"  # float32, bfloat16 or float16
+HfExportRunConfig = config_class(HfExportConfig)
 
 
 @asset(
@@ -56,7 +85,7 @@ class HfExportConfig(Config):
     code_version="hf-export-v1",
 )
 def hf_export(
-    context: AssetExecutionContext, config: HfExportConfig, store: ArtifactStore
+    context: AssetExecutionContext, config: HfExportRunConfig, store: ArtifactStore
 ) -> MaterializeResult:
     """The checkpoint as a ``LlamaForCausalLM`` folder (safetensors, config.json, tokenizer)."""
     key = context.partition_key
@@ -64,7 +93,7 @@ def hf_export(
         str(checkpoint_dir_for_key(store.uri("runs"), key)),
         store.uri("tokenizer"),
         store.uri("hf_export", key),
-        dtype=config.dtype,
+        dtype=to_library(config, HfExportConfig).dtype,
     )
     keep = ("key", "step", "tokens_seen", "dtype", "num_params", "num_tensors", "output_dir")
     return MaterializeResult(

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dagster import DagsterInstance
 
+from jobs.partitions import shard_partitions
 from pretrain import storage
 from pretrain.data.harvest import discover_embedded
 from pretrain.data.raw import ShardManifest, list_source_files, plan_shards
-from pretrain_assets.partitions import shard_partitions
 from resources.storage import ArtifactStore
 
 

@@ -8,10 +8,10 @@ One interface, two real implementations::
     rows, cursor = reader.rows_since("b00", cursor)          # only what arrived since
 
 The branch's W&B run id is the trainer's (``<branch>-<hash of run_root>``,
-:func:`pretrain.control.series.wandb_run_id`).
+:func:`pretrain.recovery.series.wandb_run_id`).
 
 - offline: reads every ``<run_root>/wandb/offline-run-*-<id>/run-<id>.wandb`` (a crash-resumed
-  branch has one per start) with :func:`pretrain.control.wandb_file.read_history`; the cursor is
+  branch has one per start) with :func:`pretrain.recovery.wandb_file.read_history`; the cursor is
   ``{"files": {folder name: byte offset}}``.
 - online: ``wandb.Api().run("<entity>/<project>/<id>").scan_history(min_step=...)``; the cursor is
   ``{"step": last step seen}``. wandb is imported lazily. There is no W&B server on the
@@ -27,11 +27,11 @@ from typing import Any
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from pretrain.control.detectors import DetectorConfig
-from pretrain.control.policy import PolicyConfig
-from pretrain.control.series import MetricRow, metric_rows, wandb_run_id
-from pretrain.control.wandb_file import offline_run_files, read_history
 from pretrain.errors import ConfigError
+from pretrain.recovery.detectors import DetectorConfig
+from pretrain.recovery.policy import PolicyConfig
+from pretrain.recovery.series import MetricRow, metric_rows, wandb_run_id
+from pretrain.recovery.wandb_file import offline_run_files, read_history
 
 
 class WandbMetricsReader(ConfigurableResource):
@@ -85,8 +85,8 @@ class WandbMetricsReader(ConfigurableResource):
 class RecoveryThresholds(ConfigurableResource):
     """Operator-tunable thresholds of the recovery loop (see the README runbook).
 
-    ``detector`` / ``policy`` override fields of :class:`pretrain.control.detectors.DetectorConfig`
-    and :class:`pretrain.control.policy.PolicyConfig` (e.g. ``{"spike_fraction": 0.3}``);
+    ``detector`` / ``policy`` override fields of :class:`pretrain.recovery.detectors.DetectorConfig`
+    and :class:`pretrain.recovery.policy.PolicyConfig` (e.g. ``{"spike_fraction": 0.3}``);
     ``max_auto_resumes``: crash-resumes in a row without a new checkpoint before giving up."""
 
     detector: dict[str, float] = Field(default_factory=dict)

@@ -21,7 +21,7 @@ from dagster import (
     schedule,
 )
 
-from pretrain_assets.partitions import shard_partitions
+from jobs.partitions import shard_partitions
 
 CHAIN = ("raw_shards", "filtered_shards", "minhash_signatures")
 CODE_VERSION_TAG = "dagster/code_version"

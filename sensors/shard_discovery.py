@@ -15,10 +15,10 @@ from dagster import (
     sensor,
 )
 
+from jobs.partitions import shard_partitions
 from pretrain import storage
 from pretrain.data.discovery import plan_new_shards
 from pretrain.data.raw import ShardManifest, list_source_files
-from pretrain_assets.partitions import shard_partitions
 from resources.sources import ShardSource
 from resources.storage import ArtifactStore
 

@@ -71,12 +71,9 @@ def wait_for(what: str, predicate: Any, timeout_s: float = 300.0, poll_s: float 
 def train_run_config(max_steps: int) -> dict[str, Any]:
     """The ``train`` run config of the daemon-driven recovery checks (tiny packed tokens)."""
     config = {
-        "max_steps": max_steps,
-        "checkpoint_every": 10,
-        "healthy_every": 10,
-        "micro_batch_size": 4,
-        "global_batch_sequences": 8,
-        "resume": "none",
+        "run": {"max_steps": max_steps, "resume": "none"},
+        "checkpoint": {"every_steps": 10, "healthy_every_steps": 10},
+        "data": {"micro_batch_size": 4, "global_batch_sequences": 8},
     }
     return {"ops": {"train_model": {"config": config}}}
 

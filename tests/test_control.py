@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from pretrain.control.detectors import (
+from pretrain.errors import ConfigError
+from pretrain.recovery.detectors import (
     GRAD_STOP,
     NONFINITE,
     SPIKE,
@@ -17,8 +18,8 @@ from pretrain.control.detectors import (
     find_spike,
     grad_warnings,
 )
-from pretrain.control.monitor import MonitorState, observe_spikes, observe_trends
-from pretrain.control.policy import (
+from pretrain.recovery.monitor import MonitorState, observe_spikes, observe_trends
+from pretrain.recovery.policy import (
     HEALTHY,
     PENDING,
     SUSPECT,
@@ -31,8 +32,7 @@ from pretrain.control.policy import (
     label_checkpoint,
     next_branch,
 )
-from pretrain.control.series import MetricRow, metric_rows, tokens_per_step
-from pretrain.errors import ConfigError
+from pretrain.recovery.series import MetricRow, metric_rows, tokens_per_step
 
 DET = DetectorConfig()
 POL = PolicyConfig()

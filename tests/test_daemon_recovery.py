@@ -20,7 +20,7 @@ import pytest
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 from dagster_graphql import DagsterGraphQLClient
 
-from pretrain.control.policy import Decision
+from pretrain.recovery.policy import Decision
 from tests.dagster_server import dagster_dev, submit_train, train_run_config, wait_for
 from tests.test_fault_injection import make_poisoned_packed
 

@@ -66,12 +66,12 @@ def test_job_run_configs_validate(tmp_path) -> None:
         {
             "ops": {
                 "train_model": {
-                    "config": {"max_steps": 10, "lr_scale": 0.8, "skip_windows": [[5, 7]]}
+                    "config": {"run": {"max_steps": 10, "lr_scale": 0.8, "skip_windows": [[5, 7]]}}
                 }
             }
         },
     )
-    assert ok["ops"]["train_model"]["config"]["max_steps"] == 10
+    assert ok["ops"]["train_model"]["config"]["run"]["max_steps"] == 10
     for name in [
         "plan",
         "ingest",
@@ -83,7 +83,7 @@ def test_job_run_configs_validate(tmp_path) -> None:
         "evaluate",
     ]:
         assert validate_run_config(defs.resolve_job_def(name), {}) is not None
-    bad = {"ops": {"train_model": {"config": {"max_steps": "many"}}}}
+    bad = {"ops": {"train_model": {"config": {"run": {"max_steps": "many"}}}}}
     try:
         validate_run_config(train, bad)
     except Exception as exc:  # DagsterInvalidConfigError

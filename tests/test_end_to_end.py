@@ -199,7 +199,7 @@ def test_training_loss_decreases(campaign: dict) -> None:
 
 
 def test_checkpoint_reloads_to_identical_weights(campaign: dict) -> None:
-    from pretrain.train.checkpoint import (
+    from pretrain.checkpoint.dcp import (
         checkpoint_dir_for_key,
         load_consolidated_model,
         read_meta,

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
+from pretrain.checkpoint.checkpointer import save_checkpoint
 from pretrain.errors import CheckpointError, DataError
 from pretrain.eval import EvalConfig, evaluate_checkpoint
 from pretrain.model.recipes import debug_tiny
-from pretrain.train.checkpoint import save_checkpoint
 from pretrain.train.config import (
     CheckpointConfig,
     DataConfig,
@@ -88,7 +88,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def test_report_is_finite_and_per_source(trained: tuple[Path, Path], tmp_path: Path) -> None:
     packed, checkpoint = trained
     out = tmp_path / "eval_reports" / "b00-s000000030"
-    config = EvalConfig(max_sequences_per_source=8, batch_size=3)
+    config = EvalConfig(max_sequences_per_source=8, batch_size=3, task_dir="")
     stats = evaluate_checkpoint(str(checkpoint), str(packed), str(out), config)
 
     assert stats.checkpoint_key == "b00-s000000030" and stats.step == 30
@@ -137,7 +137,7 @@ def test_non_finite_weights_raise(trained: tuple[Path, Path], tmp_path: Path) ->
         meta={"lineage": {"tokenizer_sha256": "ab" * 32}},
     )
     with pytest.raises(CheckpointError, match="non-finite"):
-        evaluate_checkpoint(str(path), str(packed), str(tmp_path / "out"), EvalConfig())
+        evaluate_checkpoint(str(path), str(packed), str(tmp_path / "out"), EvalConfig(task_dir=""))
     assert not (tmp_path / "out" / "report.json").exists()
 
 
@@ -145,4 +145,6 @@ def test_tokenizer_mismatch_is_refused(trained: tuple[Path, Path], tmp_path: Pat
     _, checkpoint = trained
     other = make_packed(tmp_path / "other", tokenizer_sha256="cd" * 32)
     with pytest.raises(DataError, match="same tokenizer"):
-        evaluate_checkpoint(str(checkpoint), str(other), str(tmp_path / "out"), EvalConfig())
+        evaluate_checkpoint(
+            str(checkpoint), str(other), str(tmp_path / "out"), EvalConfig(task_dir="")
+        )

@@ -17,13 +17,13 @@ import pytest
 import torch
 from tokenizers import Tokenizer, pre_tokenizers, trainers
 
+from pretrain.checkpoint.checkpointer import save_checkpoint
 from pretrain.eval import EvalConfig, GenerationConfig, TaskSpec, default_tasks, evaluate_checkpoint
 from pretrain.eval.scoring import encode_request, score_requests, score_task
 from pretrain.eval.tasks import MultipleChoice, load_task
 from pretrain.eval.tokens import token_byte_lengths
 from pretrain.model.config import ModelConfig
 from pretrain.tokenizer import DEFAULT_SPECIAL_TOKENS, new_tokenizer
-from pretrain.train.checkpoint import save_checkpoint
 from pretrain.train.config import (
     CheckpointConfig,
     DataConfig,

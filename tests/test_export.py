@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from pretrain.checkpoint import dcp as ckpt
 from pretrain.errors import CheckpointError, ConfigError
-from pretrain.train import checkpoint as ckpt
 from pretrain.train.export import export_checkpoint, load_export, main
 from tests.test_train import VOCAB, make_config, make_packed, run
 

@@ -52,18 +52,18 @@ from dagster import (
 from dagster._core.test_utils import instance_for_test
 
 from jobs.training import TrainRunConfig, resolve_train_config
-from pretrain.control.policy import Decision
-from pretrain.control.series import metric_rows, wandb_run_id
-from pretrain.control.wandb_file import offline_run_files, read_history
+from pretrain.checkpoint import dcp as ckpt
 from pretrain.packing.ledger import BatchPlan, step_sequences
 from pretrain.packing.stream import LEDGER_SCHEMA
-from pretrain.train import checkpoint as ckpt
+from pretrain.recovery.policy import Decision
+from pretrain.recovery.series import metric_rows, wandb_run_id
+from pretrain.recovery.wandb_file import offline_run_files, read_history
 from resources.launcher import TorchrunLauncher
 from resources.metrics import RecoveryThresholds, WandbMetricsReader
 from resources.process_tree import alive, descendants, stop_process_tree
 from resources.storage import ArtifactStore
-from sensors.failure_sensor import training_failure_sensor
-from sensors.loss_spike_sensor import loss_spike_sensor
+from sensors.recovery.failure import training_failure_sensor
+from sensors.recovery.loss_spike import loss_spike_sensor
 from tests.test_train import SEQ_LEN, VOCAB, make_packed
 
 pytestmark = pytest.mark.slow
@@ -267,8 +267,15 @@ class Campaign:
         return list(reversed(self.instance.get_runs()))
 
 
-def train_config(**overrides: Any) -> dict[str, Any]:
-    return {"checkpoint_every": 10, "resume": "none", **BATCH, **overrides}
+def train_config(
+    *, max_steps: int, checkpoint_every: int = 10, healthy_every: int | None = None
+) -> dict[str, Any]:
+    """The ``train_model`` launch config (the job's nested TrainRunConfig) of these tests."""
+    checkpoint = {"every_steps": checkpoint_every}
+    if healthy_every is not None:
+        checkpoint["healthy_every_steps"] = healthy_every
+    run = {"max_steps": max_steps, "resume": "none"}
+    return {"run": run, "checkpoint": checkpoint, "data": dict(BATCH)}
 
 
 def final_loss(rows: list[dict[str, Any]], last: int = 8) -> float:
@@ -313,7 +320,7 @@ def test_poisoned_range_is_rolled_back_skipped_and_named(
     )
     assert decision.skip_window == (41, 43) and decision.checkpoint_key == "b00-s000000030"
     assert decision.lr_scale == 1.0  # a bad batch: no LR change
-    config = b01.run_config["ops"]["train_model"]["config"]
+    config = b01.run_config["ops"]["train_model"]["config"]["run"]
     assert config["skip_windows"] == [[41, 43]] and config["branch"] == "b01"
     assert config["resume"] == str(campaign.run_root / "b00" / "step-00000030")
     # the decision names the poisoned documents: every document of the window, nothing else
@@ -384,7 +391,7 @@ def test_injected_nan_rolls_back_and_lowers_the_lr(
     # the checkpoint at 20 is suspect (the NaN is inside its window): back to 15
     assert decision.checkpoint_key == "b00-s000000015"
     assert decision.lr_scale == pytest.approx(0.8)
-    config = b01.run_config["ops"]["train_model"]["config"]
+    config = b01.run_config["ops"]["train_model"]["config"]["run"]
     assert config["lr_scale"] == pytest.approx(0.8) and config["skip_windows"] == [[25, 26]]
     # b00 went NaN at 25 and stayed NaN; b01 trained 16..40 at 0.8× the LR, all finite
     b00_rows = {r.step: r for r in metric_rows(campaign.history("b00")[0])}

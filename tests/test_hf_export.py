@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from pretrain.checkpoint.dcp import load_consolidated_model
 from pretrain.errors import ConfigError, DataError
 from pretrain.hf_export import export_hf_llama
-from pretrain.train.checkpoint import load_consolidated_model
 from tests.test_eval_tasks import (
     TEXT,
     save_random_checkpoint,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pretrain import storage
-from pretrain.train import checkpoint as ckpt
+from pretrain.checkpoint import dcp as ckpt
 from resources.launcher import TorchrunLauncher
 from resources.process_tree import alive, descendants, stop_process_tree
 from tests.test_train import make_config, make_packed

@@ -5,9 +5,9 @@ import math
 
 from PIL import Image
 
-from pretrain.control.loss_chart import loss_curve_png
-from pretrain.control.policy import Decision
-from pretrain.control.series import MetricRow
+from pretrain.recovery.loss_chart import loss_curve_png
+from pretrain.recovery.policy import Decision
+from pretrain.recovery.series import MetricRow
 
 
 def rows(first: int, last: int, spike_at: int | None = None) -> list[MetricRow]:

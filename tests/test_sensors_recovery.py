@@ -23,13 +23,13 @@ from dagster import (
 from dagster._core.test_utils import instance_for_test
 
 from pretrain import storage
-from pretrain.control.policy import Decision
-from pretrain.control.series import wandb_run_id
-from pretrain.train.checkpoint import is_healthy
+from pretrain.checkpoint.dcp import is_healthy
+from pretrain.recovery.policy import Decision
+from pretrain.recovery.series import wandb_run_id
 from resources.metrics import RecoveryThresholds, WandbMetricsReader
-from sensors.failure_sensor import training_failure_sensor
-from sensors.loss_spike_sensor import loss_spike_sensor
-from sensors.lr_sensor import lr_sensor
+from sensors.recovery.failure import training_failure_sensor
+from sensors.recovery.loss_spike import loss_spike_sensor
+from sensors.recovery.lr import lr_sensor
 
 
 @pytest.fixture
@@ -83,6 +83,11 @@ def write_checkpoint(run_root: Path, branch: str, step: int, parent: str | None 
     return str(path)
 
 
+def launch(recipe: str | None = None, **run: Any) -> dict[str, Any]:
+    """A ``train_model`` launch config: ``run`` fields nested as the job's config has them."""
+    return {"run": run, **({"recipe": recipe} if recipe else {})}
+
+
 def started_train_run(
     instance: DagsterInstance,
     tags: dict[str, str] | None = None,
@@ -93,7 +98,7 @@ def started_train_run(
         job_name="train",
         run_id=str(uuid.uuid4()),
         status=status,
-        run_config={"ops": {"train_model": {"config": {"max_steps": 200, **config}}}},
+        run_config={"ops": {"train_model": {"config": launch(max_steps=200, **config)}}},
         tags=tags or {},
     )
     instance.add_run(run)
@@ -129,12 +134,14 @@ def test_loss_spike_rolls_back_once_to_a_healthy_checkpoint(
         "ops": {
             "train_model": {
                 "config": {
-                    "max_steps": 200,
                     "recipe": "debug_tiny",
-                    "branch": "b01",
-                    "resume": paths[50],
-                    "lr_scale": 0.5,
-                    "skip_windows": [[5, 6], [70, 71]],
+                    "run": {
+                        "max_steps": 200,
+                        "branch": "b01",
+                        "resume": paths[50],
+                        "lr_scale": 0.5,
+                        "skip_windows": [[5, 6], [70, 71]],
+                    },
                 }
             }
         }
@@ -267,7 +274,7 @@ def test_lr_sensor_restarts_latest_with_lower_lr(tmp_path: Path, instance: Dagst
     result = lr_sensor(build_sensor_context(instance=instance, cursor=None, resources=res))
     [request] = result.run_requests
     assert request.run_key == "reduce-lr-b02-s000000041"
-    config = request.run_config["ops"]["train_model"]["config"]
+    config = request.run_config["ops"]["train_model"]["config"]["run"]
     assert (config["resume"], config["branch"], config["lr_scale"]) == (
         "latest",
         "b02",
@@ -281,7 +288,7 @@ def failed_train_run(instance: DagsterInstance, tags: dict[str, str], **config: 
         job_name="train",
         run_id=str(uuid.uuid4()),
         status=DagsterRunStatus.STARTED,
-        run_config={"ops": {"train_model": {"config": config}}},
+        run_config={"ops": {"train_model": {"config": launch(**config)}}},
         tags=tags,
     )
     instance.add_run(run)
@@ -309,11 +316,14 @@ def test_failure_sensor_resumes_with_a_budget(tmp_path: Path, instance: DagsterI
     [request] = result.run_requests
     assert request.run_key == f"crash-resume-{run_id}"
     assert request.run_config["ops"]["train_model"]["config"] == {
-        "branch": "b01",
-        "lr_scale": 0.8,
-        "max_steps": 100,
-        "resume": "latest",
-        "skip_windows": [],
+        "recipe": "debug_tiny",
+        "run": {
+            "branch": "b01",
+            "lr_scale": 0.8,
+            "max_steps": 100,
+            "resume": "latest",
+            "skip_windows": [],
+        },
     }
     assert request.tags["pretrain/auto_resume_attempt"] == "1"
     assert request.tags["pretrain/resume_checkpoint_step"] == "30"

@@ -20,9 +20,10 @@ import numpy as np
 import pytest
 import torch
 
+from pretrain.checkpoint import dcp as ckpt
+from pretrain.checkpoint.checkpointer import save_checkpoint
 from pretrain.errors import CheckpointError, ConfigError, DataError
 from pretrain.model.recipes import debug_tiny
-from pretrain.train import checkpoint as ckpt
 from pretrain.train.__main__ import main
 from pretrain.train.config import (
     CheckpointConfig,
@@ -31,7 +32,6 @@ from pretrain.train.config import (
     OptimConfig,
     RunConfig,
     TrainConfig,
-    train_config_from_overrides,
 )
 from pretrain.train.data import BatchReader, PackedSplit, read_packed_index
 from pretrain.train.events import EventSink, NullSink, ProgressThrottle
@@ -40,6 +40,7 @@ from pretrain.train.metrics import MetricsLogger
 from pretrain.train.optim import build_optimizer, lr_at
 from pretrain.train.parallel import build_model
 from pretrain.train.process import ProcessInfo
+from pretrain.train.recipes import recipe_with_overrides
 
 REPO = Path(__file__).resolve().parents[1]
 SEQ_LEN, VOCAB = 33, 64
@@ -156,11 +157,17 @@ def test_config_errors_explain_the_fix(packed: Path, tmp_path: Path) -> None:
 
 
 def test_overrides_apply_to_the_recipe(packed: Path, tmp_path: Path) -> None:
-    cfg = train_config_from_overrides(
-        recipe="debug_tiny", packed_dir=str(packed), run_root=str(tmp_path), max_steps=30,
-        branch="b01", resume="none", lr_scale=0.8, skip_windows=[[5, 9]], checkpoint_every=10,
-        micro_batch_size=2, global_batch_sequences=8, learning_rate=1e-3, seed=3,
-    )  # fmt: skip
+    overrides = {
+        "run": {"max_steps": 30, "branch": "b01", "resume": "none", "lr_scale": 0.8,
+                "skip_windows": [[5, 9]]},
+        "checkpoint": {"every_steps": 10},
+        "data": {"micro_batch_size": 2, "global_batch_sequences": 8, "seed": 3},
+        "optim": {"lr": 1e-3},
+        "seed": 3,
+    }  # fmt: skip
+    cfg = recipe_with_overrides(
+        "debug_tiny", packed_dir=str(packed), run_root=str(tmp_path), overrides=overrides
+    )
     assert cfg.model.vocab_size == VOCAB and cfg.model.max_seq_len == SEQ_LEN
     assert (cfg.optim.lr, cfg.optim.schedule_steps, cfg.optim.warmup_steps) == (1e-3, 30, 10)
     assert cfg.run == RunConfig(
@@ -242,7 +249,7 @@ def test_checkpoint_reloads_to_identical_weights(packed: Path, tmp_path: Path) -
     optimizer = build_optimizer(model, cfg.optim)
     model(torch.randint(0, VOCAB, (2, 8))).logsumexp(-1).mean().backward()
     optimizer.step()
-    path = ckpt.save_checkpoint(
+    path = save_checkpoint(
         cfg=cfg,
         proc=proc,
         model=model,
@@ -257,7 +264,7 @@ def test_checkpoint_reloads_to_identical_weights(packed: Path, tmp_path: Path) -
     assert reloaded.state_dict().keys() == original.keys()
     assert all(torch.equal(v, original[k]) for k, v in reloaded.state_dict().items())
     with pytest.raises(CheckpointError, match="already exists"):
-        ckpt.save_checkpoint(cfg=cfg, proc=proc, model=model, optimizer=optimizer, step=3, meta={})
+        save_checkpoint(cfg=cfg, proc=proc, model=model, optimizer=optimizer, step=3, meta={})
 
 
 # -- the loop -------------------------------------------------------------------------------
@@ -379,7 +386,7 @@ def test_sigterm_finishes_the_step_checkpoints_and_exits_0(packed: Path, tmp_pat
 
 def test_importing_the_packages_does_not_import_torch() -> None:
     code = (
-        "import sys, pretrain.model, pretrain.train, pretrain.eval, pretrain.train.checkpoint; "
+        "import sys, pretrain.model, pretrain.train, pretrain.eval, pretrain.checkpoint.dcp; "
         "assert 'torch' not in sys.modules, 'torch imported'"
     )
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)

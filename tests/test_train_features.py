@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from pretrain.checkpoint import dcp as ckpt
 from pretrain.errors import ConfigError
 from pretrain.model import ModelConfig, Transformer, flops_per_token, init_weights, num_params
 from pretrain.model.recipes import debug_tiny, llama_1b, llama_125m
-from pretrain.train import checkpoint as ckpt
 from pretrain.train.callbacks import Callback, StepRecord, console_line
 from pretrain.train.config import CheckpointConfig, ComputeConfig, OptimConfig
 from pretrain.train.metrics import PEAK_FLOPS, mfu

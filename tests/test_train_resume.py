@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pretrain.train import checkpoint as ckpt
+from pretrain.checkpoint import dcp as ckpt
 from pretrain.train.export import export_checkpoint, load_export
 from resources.process_tree import alive, descendants
 from tests.test_train import REPO, TRAINER_ENV, make_config, make_packed, read_jsonl

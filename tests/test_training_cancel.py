@@ -14,7 +14,7 @@ from dagster import DagsterRunStatus
 from dagster_graphql import DagsterGraphQLClient
 
 from pretrain import storage
-from pretrain.train import checkpoint as ckpt
+from pretrain.checkpoint import dcp as ckpt
 from resources.process_tree import alive
 from tests.dagster_server import dagster_dev
 from tests.test_train import make_packed
@@ -23,12 +23,10 @@ RUN_CONFIG = {
     "ops": {
         "train_model": {
             "config": {
-                "max_steps": 100_000,
-                "checkpoint_every": 2,
-                "micro_batch_size": 4,
-                "global_batch_sequences": 8,
-                "resume": "none",
-                "wandb_mode": "disabled",
+                "run": {"max_steps": 100_000, "resume": "none"},
+                "checkpoint": {"every_steps": 2},
+                "data": {"micro_batch_size": 4, "global_batch_sequences": 8},
+                "metrics": {"wandb_mode": "disabled"},
             }
         }
     }

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from pretrain.control.series import metric_rows, wandb_run_id
-from pretrain.control.wandb_file import BLOCK_SIZE, offline_run_files, read_history, read_records
 from pretrain.errors import DataError
+from pretrain.recovery.series import metric_rows, wandb_run_id
+from pretrain.recovery.wandb_file import BLOCK_SIZE, offline_run_files, read_history, read_records
 from pretrain.train.config import TrainConfig
 from resources.metrics import WandbMetricsReader
 

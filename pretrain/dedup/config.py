@@ -30,7 +30,7 @@ class LineDedupConfig:
     not make its content look like boilerplate. ``min_documents=0`` switches it off.
     """
 
-    min_documents: int = 0
+    min_documents: int = 20
     unit: str = "line"
     min_chars: int = 1  # shorter lines (after stripping) are never counted nor removed
     skip_sources: tuple[str, ...] = ("code",)  # repeated code lines are meaning, not boilerplate
@@ -69,6 +69,7 @@ class DedupConfig:
     max_partition_rows: int = 2_000_000  # bucket rows per band partition (bounds memory)
     incremental: bool = True  # keep earlier survivors; only new/changed shards are decided
     lines: LineDedupConfig = field(default_factory=LineDedupConfig)
+    max_duplicate_rate: float = 0.6  # asset-check bound: warn when more documents are removed
 
     def __post_init__(self) -> None:
         if self.num_perm < 2:

@@ -28,11 +28,11 @@ from typing import Any
 
 import pretrain
 from pretrain import storage
+from pretrain.checkpoint.dcp import checkpoint_key, read_meta
 from pretrain.errors import ConfigError, DataError
 from pretrain.eval.generate import GenerationConfig, generate
 from pretrain.eval.report import OVERALL, EvalStats, SourceStats, render_markdown
-from pretrain.eval.tasks import TaskSpec, load_task
-from pretrain.train.checkpoint import checkpoint_key, read_meta
+from pretrain.eval.tasks import TaskSpec, default_tasks, load_task
 from pretrain.train.data import PackedIndex, PackedSplit, read_packed_index
 
 DEFAULT_SOURCE = "default"
@@ -43,10 +43,19 @@ class EvalConfig:
     max_sequences_per_source: int = 256
     batch_size: int = 8
     device: str = "cpu"  # "cpu", "cuda" or "auto" (cuda when available)
-    tasks: tuple[TaskSpec, ...] = ()  # e.g. default_tasks("../shared/data/eval")
+    tasks: tuple[TaskSpec, ...] = ()  # explicit tasks; empty: the default tasks of task_dir
+    task_dir: str = "../shared/data/eval"  # HellaSwag, ARC-Easy, BLiMP files (absent: skipped)
+    max_examples_per_task: int = 200  # per default task
     task_batch_size: int = 32  # multiple-choice requests per forward pass
     task_seed: int = 0  # which examples a capped task file contributes
     generation: GenerationConfig | None = GenerationConfig()
+
+    def task_specs(self) -> tuple[TaskSpec, ...]:
+        """``tasks``, or the default tasks read from ``task_dir`` when none are given (an empty
+        ``task_dir``: no tasks)."""
+        if self.tasks or not self.task_dir:
+            return self.tasks
+        return default_tasks(self.task_dir, self.max_examples_per_task)
 
     def __post_init__(self) -> None:
         if min(self.max_sequences_per_source, self.batch_size, self.task_batch_size) <= 0:
@@ -103,7 +112,7 @@ def _tasks(model: Any, tok: Any, cfg: EvalConfig, device: Any, eos_id: int, pad_
     from pretrain.eval.scoring import score_task
 
     results: dict[str, dict[str, Any]] = {}
-    for spec in cfg.tasks:
+    for spec in cfg.task_specs():
         examples = load_task(spec, seed=cfg.task_seed)
         if examples is None:
             results[spec.name] = {"status": "skipped", "reason": f"{spec.path} not found"}
@@ -126,8 +135,8 @@ def evaluate_checkpoint(
 ) -> EvalStats:
     import torch
 
+    from pretrain.checkpoint.dcp import load_consolidated_model
     from pretrain.eval.tokens import load_checked_tokenizer, token_byte_lengths
-    from pretrain.train.checkpoint import load_consolidated_model
 
     meta = read_meta(checkpoint_dir)
     index = read_packed_index(packed_dir)
@@ -174,7 +183,7 @@ def evaluate_checkpoint(
     )
     skipped = {"status": "skipped", "reason": "no tokenizer given (pass tokenizer_uri)"}
     if tok is None:
-        tasks = {spec.name: dict(skipped) for spec in config.tasks}
+        tasks = {spec.name: dict(skipped) for spec in config.task_specs()}
         generations: list[dict[str, Any]] = []
     else:
         tasks = _tasks(model, tok, config, device, index.eos_id, index.pad_id)

@@ -84,6 +84,8 @@ class FilterConfig:
     max_binary_fraction: float = 0.1  # control chars + U+FFFD over chars
     code_sources: tuple[str, ...] = ("code",)
     batch_size: int = 2048
+    use_quality_classifier: bool = True  # False: the heuristic score even with a model
+    max_drop_rate_per_reason: float = 0.5  # asset-check bound: warn above this share of input
 
     def __post_init__(self) -> None:
         for part in (self.normalize, self.langid, self.heuristics):

@@ -96,7 +96,9 @@ class MixtureConfig:
     token_budget_chars: int | None = None
     quality_alpha: float = 0.0
     stages: tuple[CurriculumStage, ...] = ()
-    decontam: DecontamConfig | None = None
+    decontam: DecontamConfig | None = field(
+        default_factory=lambda: DecontamConfig(skip_missing=True)
+    )  # None: no 13-gram decontamination
 
     def __post_init__(self) -> None:
         _check_weights(self.weights, "MixtureConfig.weights")

@@ -61,6 +61,7 @@ class QualityClassifierConfig:
     dim: int = 32
     word_ngrams: int = 2
     seed: int = 0
+    min_heldout_accuracy: float = 0.7  # asset-check bound (a warning); 0.82 on the demo corpus
 
     def __post_init__(self) -> None:
         if self.negatives not in ("auto", "pool", "synthetic"):

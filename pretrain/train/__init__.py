@@ -14,28 +14,17 @@
 | parallel.py     | meta-device build, AC + compile per block, FSDP2 per block + root    |
 | optim.py        | AdamW, warmup + cosine or WSD LR                                     |
 | step.py         | one optimizer update; cross-entropy + z-loss; data-wait time         |
-| checkpoint.py   | naming, listing, healthy labels, pruning, loading (torch-free names) |
-| checkpointer.py | collective DCP save, sync or async, atomic commit                    |
 | export.py       | consolidated single-file export (``python -m pretrain.train.export``) |
 | metrics.py      | W&B (offline) + ``metrics.jsonl``, MFU peak table                    |
 | events.py       | lifecycle events (``events.jsonl`` + an optional external sink)      |
 | callbacks.py    | metrics/progress/console, skip events, checkpoints, val-loss hook    |
 | loop.py         | ``train(cfg, proc, events=..., metrics=..., callbacks=...)``         |
 
-Importing this package does not import torch: ``TrainConfig`` and the checkpoint naming and
-listing helpers are available to the Dagster layer without it.
+Checkpoints (naming, listing, DCP save/load, health labels) are in :mod:`pretrain.checkpoint`.
+Importing this package does not import torch: ``TrainConfig`` is available to the Dagster layer
+without it.
 """
 
-from pretrain.train.checkpoint import (
-    checkpoint_key,
-    is_healthy,
-    latest_checkpoint,
-    latest_healthy_checkpoint,
-    list_checkpoints,
-    load_consolidated_model,
-    mark_healthy,
-    read_meta,
-)
 from pretrain.train.config import (
     CheckpointConfig,
     ComputeConfig,
@@ -57,12 +46,4 @@ __all__ = [
     "OptimConfig",
     "RunConfig",
     "TrainConfig",
-    "checkpoint_key",
-    "is_healthy",
-    "latest_checkpoint",
-    "latest_healthy_checkpoint",
-    "list_checkpoints",
-    "load_consolidated_model",
-    "mark_healthy",
-    "read_meta",
 ]

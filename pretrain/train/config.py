@@ -130,7 +130,7 @@ class CheckpointConfig:
     Pruning keeps the newest ``keep_last`` checkpoints plus every checkpoint labelled healthy
     and every step in ``protected_steps``. The trainer labels a checkpoint healthy when its step
     is a multiple of ``healthy_every_steps`` (0: never) and its loss window is finite; the
-    recovery loop labels others with :func:`pretrain.train.checkpoint.mark_healthy`.
+    recovery loop labels others with :func:`pretrain.checkpoint.dcp.mark_healthy`.
     ``async_save`` writes with ``torch.distributed.checkpoint.async_save`` in a background thread
     (staged to CPU first); the commit happens before the next save or at the end of the run.
     """
@@ -359,10 +359,6 @@ def _convert(hint: Any, value: Any, where: str) -> Any:
     return value
 
 
-def train_config_from_overrides(**overrides: Any) -> TrainConfig:
-    """A named recipe with an operator's launch-time settings applied; the Dagster training op
-    calls this. Keyword arguments and their defaults: :func:`pretrain.train.recipes.with_overrides`
-    (it lives there because it needs the recipes, which import this module)."""
-    from pretrain.train.recipes import with_overrides
-
-    return with_overrides(**overrides)
+def build_section(cls: type, data: dict[str, Any], where: str) -> Any:
+    """One config section (a dataclass) from JSON-like data, checked as ``run.json`` is."""
+    return _build(cls, data, where)

@@ -28,10 +28,10 @@ from typing import Any
 import torch
 
 from pretrain import storage
+from pretrain.checkpoint.dcp import load_consolidated_model, read_meta, weights_fingerprint
 from pretrain.errors import CheckpointError, ConfigError
 from pretrain.model.config import ModelConfig
 from pretrain.model.transformer import Transformer
-from pretrain.train.checkpoint import load_consolidated_model, read_meta, weights_fingerprint
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 TIED_HEAD = "output.weight"

@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import pretrain
+from pretrain.checkpoint import dcp as ckpt
+from pretrain.checkpoint.checkpointer import Checkpointer, healthy_reason
 from pretrain.errors import CheckpointError, ConfigError
 from pretrain.model.config import flops_per_token, num_params
-from pretrain.train import checkpoint as ckpt
 from pretrain.train.callbacks import Callback, StepRecord, default_callbacks
-from pretrain.train.checkpointer import Checkpointer, healthy_reason
 from pretrain.train.config import TrainConfig
 from pretrain.train.data import BatchReader, PackedIndex, PackedSplit, read_packed_index
 from pretrain.train.events import EventSink

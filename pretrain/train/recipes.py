@@ -10,8 +10,8 @@ reference table: 125M ~0.5M, 1.3B ~1M, 7B and 70B ~4M tokens per step) and turne
 sequences of the packed context (see :func:`sequences_for_tokens`); ``debug_tiny`` uses 16
 sequences whatever the context.
 
-    cfg = with_overrides(recipe="debug_tiny", packed_dir=..., run_root=..., max_steps=200,
-                         schedule="wsd", activation_checkpointing=True)
+    cfg = recipe_with_overrides("debug_tiny", packed_dir=..., run_root=...,
+                                overrides={"run": {"max_steps": 200}, "optim": {"schedule": "wsd"}})
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from pretrain.errors import ConfigError
 from pretrain.model import recipes as model_recipes
 from pretrain.train.config import (
     CheckpointConfig,
-    ComputeConfig,
     DataConfig,
     MetricsConfig,
     OptimConfig,
     RunConfig,
     TrainConfig,
+    build_section,
 )
 from pretrain.train.data import read_packed_index
 
@@ -222,76 +222,46 @@ def get_train_recipe(name: str) -> Callable[..., TrainConfig]:
         ) from None
 
 
-def with_overrides(
-    *,
-    recipe: str,
-    packed_dir: str,
-    run_root: str,
-    max_steps: int,
-    branch: str = "b00",
-    resume: str = "latest",
-    lr_scale: float = 1.0,
-    skip_windows: tuple[tuple[int, int], ...] | list = (),
-    checkpoint_every: int | None = None,
-    keep_last: int | None = None,
-    micro_batch_size: int | None = None,
-    global_batch_sequences: int | None = None,
-    learning_rate: float | None = None,
-    warmup_steps: int | None = None,
-    schedule_steps: int | None = None,
-    seed: int = 0,
-    wandb_mode: str = "offline",
-    schedule: str | None = None,
-    z_loss_weight: float | None = None,
-    healthy_every: int | None = None,
-    async_checkpoint: bool = False,
-    activation_checkpointing: bool = False,
-    compile: bool = False,
+DEFAULT_RECIPE = "debug_tiny"
+
+
+def recipe_with_overrides(
+    recipe: str, *, packed_dir: str, run_root: str, overrides: dict[str, Any] | None = None
 ) -> TrainConfig:
-    """A named training recipe with an operator's launch-time settings applied (``None`` keeps
-    the recipe's value). ``schedule_steps`` defaults to ``max_steps``; ``healthy_every`` must be
-    a multiple of the checkpoint interval. Reads the packed index
-    (vocab size, context length). Used by the Dagster training op to write ``run.json``."""
-    horizon = schedule_steps or max_steps
+    """The named recipe with an operator's settings applied; every value not in ``overrides``
+    is the recipe's own.
+
+    ``overrides`` mirrors :class:`TrainConfig` (sections as dicts, only the fields set), e.g.
+    ``{"run": {"max_steps": 600, "branch": "b01"}, "optim": {"lr": 1e-3}, "seed": 3}``. The
+    recipe is built for the planned horizon: ``optim.schedule_steps``, else ``run.max_steps``,
+    else the recipe's default; its warmup is clipped to that horizon unless set. The Dagster
+    training op calls this with the Launchpad's config. Reads the packed index (vocab size,
+    context length)."""
+    overrides = dict(overrides or {})
+    run_set = overrides.get("run", {})
+    optim_set = overrides.get("optim", {})
+    horizon = optim_set.get("schedule_steps") or run_set.get("max_steps")
     cfg = get_train_recipe(recipe)(
         packed_dir=packed_dir,
         out_dir=run_root,
-        max_steps=horizon,
-        branch=branch,
-        wandb_mode=wandb_mode,
+        **({"max_steps": horizon} if horizon else {}),
     )
+    sections: dict[str, Any] = {}
+    for name, values in overrides.items():
+        if name not in {f.name for f in dataclasses.fields(TrainConfig)}:
+            raise ConfigError(f"unknown training setting {name!r}; known: {_SECTIONS}")
+        current = getattr(cfg, name)
+        if dataclasses.is_dataclass(current):
+            if not isinstance(values, dict):
+                raise ConfigError(f"training setting {name!r} must be a mapping of its fields")
+            merged = {**dataclasses.asdict(current), **values}
+            sections[name] = build_section(type(current), merged, name)
+        else:
+            sections[name] = values
+    optim = sections.get("optim", cfg.optim)
+    if "warmup_steps" not in optim_set and optim.warmup_steps > optim.schedule_steps:
+        sections["optim"] = dataclasses.replace(optim, warmup_steps=optim.schedule_steps)
+    return cfg.replace(**sections)
 
-    def keep(value: Any, default: Any) -> Any:
-        return default if value is None else value
 
-    optim = dataclasses.replace(
-        cfg.optim,
-        lr=keep(learning_rate, cfg.optim.lr),
-        warmup_steps=min(keep(warmup_steps, cfg.optim.warmup_steps), horizon),
-        schedule=keep(schedule, cfg.optim.schedule),
-        z_loss_weight=keep(z_loss_weight, cfg.optim.z_loss_weight),
-    )
-    data = dataclasses.replace(
-        cfg.data,
-        micro_batch_size=keep(micro_batch_size, cfg.data.micro_batch_size),
-        global_batch_sequences=keep(global_batch_sequences, cfg.data.global_batch_sequences),
-        seed=seed,
-    )
-    checkpoint = dataclasses.replace(
-        cfg.checkpoint,
-        every_steps=keep(checkpoint_every, cfg.checkpoint.every_steps),
-        keep_last=keep(keep_last, cfg.checkpoint.keep_last),
-        healthy_every_steps=keep(healthy_every, cfg.checkpoint.healthy_every_steps),
-        async_save=async_checkpoint,
-    )
-    compute = ComputeConfig(activation_checkpointing=activation_checkpointing, compile=compile)
-    run = RunConfig(
-        branch=branch,
-        max_steps=max_steps,
-        resume=resume,
-        lr_scale=lr_scale,
-        skip_windows=tuple((int(a), int(b)) for a, b in skip_windows),
-    )
-    return cfg.replace(
-        optim=optim, data=data, checkpoint=checkpoint, run=run, compute=compute, seed=seed
-    )
+_SECTIONS = [f.name for f in dataclasses.fields(TrainConfig)]

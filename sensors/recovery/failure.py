@@ -22,10 +22,10 @@ from dagster import (
 )
 
 from jobs.training import train_job
-from pretrain.control.policy import decide_crash_resume
-from pretrain.train.checkpoint import latest_checkpoint, step_of
+from pretrain.checkpoint.dcp import latest_checkpoint, step_of
+from pretrain.recovery.policy import decide_crash_resume
 from resources.metrics import RecoveryThresholds, WandbMetricsReader
-from sensors.training_runs import launch_config, resume_request, run_settings
+from sensors.recovery.training_runs import Launched, launch_config, resume_request, run_settings
 
 NAME = "training_failure_sensor"
 ATTEMPT_TAG, START_STEP_TAG = "pretrain/auto_resume_attempt", "pretrain/resume_checkpoint_step"
@@ -45,8 +45,8 @@ def training_failure_sensor(
     run = context.dagster_run
     if run.tags.get("dagster/will_retry") == "true":
         return SensorResult(skip_reason=f"run {run.run_id} will be retried by Dagster")
-    config = launch_config(run)
-    latest = latest_checkpoint(metrics.run_root, config["branch"])
+    config = Launched.of(launch_config(run))
+    latest = latest_checkpoint(metrics.run_root, config.branch)
     latest_step = step_of(latest) if latest is not None else None
     started_at = int(run.tags.get(START_STEP_TAG, "-1"))
     progressed = latest_step is not None and latest_step > started_at
@@ -67,7 +67,7 @@ def training_failure_sensor(
         run=run,
         decision=decision,
         resume="latest",
-        branch=config["branch"],
+        branch=config.branch,
         run_key=f"crash-resume-{run.run_id}",
         sensor=NAME,
         extra_tags={

@@ -1,9 +1,9 @@
 """The campaign's loss curve with every recovery decision marked on it, as a PNG.
 
-    from pretrain.control.loss_chart import loss_curve_png
+    from pretrain.recovery.loss_chart import loss_curve_png
     blob = loss_curve_png(
         {"b00": rows_b00, "b01": rows_b01},      # MetricRows per branch, in campaign order
-        [rollback_decision, reduce_lr_decision],  # pretrain.control.policy.Decision
+        [rollback_decision, reduce_lr_decision],  # pretrain.recovery.policy.Decision
     )
 
 One line per branch (a rollback starts a new branch, so the abandoned tail stays visible next
@@ -26,8 +26,8 @@ import math
 from collections.abc import Mapping, Sequence
 
 from pretrain.charts import figure_png, pyplot
-from pretrain.control.policy import Decision
-from pretrain.control.series import MetricRow
+from pretrain.recovery.policy import Decision
+from pretrain.recovery.series import MetricRow
 
 
 def loss_curve_png(

@@ -6,7 +6,7 @@
     checkpointer.wait()      # commit an async save still in flight (no-op when sync or idle)
     checkpointer.close()     # wait, then release the async process group
 
-Protocol (see :mod:`pretrain.train.checkpoint` for the layout): every rank writes its shards
+Protocol (see :mod:`pretrain.checkpoint.dcp` for the layout): every rank writes its shards
 and RNG state under ``<branch>/.tmp-step-<N>``; after every rank has finished, rank 0 writes
 ``meta.json``, renames the folder to ``step-<N>``, writes ``_COMMITTED``, labels it healthy when
 the trainer asked for it, and prunes; then ``on_commit`` callbacks run on every rank.
@@ -40,8 +40,7 @@ from torch.distributed.checkpoint.state_dict import get_state_dict
 
 import pretrain
 from pretrain import storage
-from pretrain.errors import CheckpointError
-from pretrain.train.checkpoint import (
+from pretrain.checkpoint.dcp import (
     META,
     _single_process_quiet,
     checkpoint_key,
@@ -50,6 +49,7 @@ from pretrain.train.checkpoint import (
     step_dir_name,
     weights_fingerprint,
 )
+from pretrain.errors import CheckpointError
 from pretrain.train.config import TrainConfig
 from pretrain.train.process import ProcessInfo, barrier, rng_state
 
@@ -186,12 +186,31 @@ class Checkpointer:
                 self._group = None
 
 
+def save_checkpoint(
+    *,
+    cfg: TrainConfig,
+    proc: ProcessInfo,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    step: int,
+    meta: dict[str, Any],
+) -> Path:
+    """Collective, synchronous save; returns the committed ``step-<N>`` directory.
+
+    The trainer uses :class:`Checkpointer` (async option, commit
+    callbacks); this is the one-call form of it."""
+    checkpointer = Checkpointer(cfg, proc, async_save=False)
+    path = checkpointer.save(model=model, optimizer=optimizer, step=step, meta=meta)
+    assert path is not None  # a synchronous save commits before returning
+    return path
+
+
 def healthy_reason(cfg: TrainConfig, step: int, losses: list[float]) -> str | None:
     """Why the checkpoint at ``step`` is labelled healthy at save time, or None.
 
     Only every ``checkpoint.healthy_every_steps`` (0: never), and only if every loss in the
     window is finite; spike-based judgement belongs to the recovery loop, which labels more
-    checkpoints later with :func:`pretrain.train.checkpoint.mark_healthy`."""
+    checkpoints later with :func:`pretrain.checkpoint.dcp.mark_healthy`."""
     every = cfg.checkpoint.healthy_every_steps
     if not every or step % every or not losses or not all(map(math.isfinite, losses)):
         return None

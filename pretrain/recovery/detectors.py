@@ -21,8 +21,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pretrain.control.series import MetricRow
 from pretrain.errors import ConfigError
+from pretrain.recovery.series import MetricRow
 
 SPIKE, NONFINITE, GRAD_STOP, GRAD_WARN = (
     "loss_spike",

@@ -2,7 +2,7 @@
 
 Each tick: find the running ``train`` run, read its branch's metric rows since the cursor
 (:class:`resources.metrics.WandbMetricsReader`), and call the pure
-:func:`pretrain.control.monitor.observe_spikes`. Checkpoints whose following steps were clean are
+:func:`pretrain.recovery.monitor.observe_spikes`. Checkpoints whose following steps were clean are
 labelled healthy on disk (rollback targets; pruning spares them). On a ``rollback`` decision the
 running run is tagged with the decision and terminated, and a ``train`` run is requested with
 ``resume=<checkpoint>``, ``branch=<new branch>``, ``skip_windows`` and ``lr_scale`` — its
@@ -10,12 +10,12 @@ running run is tagged with the decision and terminated, and a ``train`` run is r
 launches twice. A ``stop`` decision (escalation, grad_norm above the stop threshold, no healthy
 checkpoint) terminates the run with the reason in its tags, an error in the sensor log and a
 failed ``checkpoints`` ``healthy`` check on the newest checkpoint, and the sensor stays idle until
-another training run starts. The cursor is :class:`pretrain.control.monitor.MonitorState` as JSON.
+another training run starts. The cursor is :class:`pretrain.recovery.monitor.MonitorState` as JSON.
 
 Checkpoint health: each checkpoint the monitor judges (``healthy`` once its window of steps was
 clean, ``suspect`` when an alarm fell inside it) gets one ``AssetCheckEvaluation`` of the
 ``checkpoints`` ``healthy`` check on its partition. A rollback's decision names the documents and
-sources of the skipped steps (:func:`pretrain.control.documents.describe_skip`, from the ledger).
+sources of the skipped steps (:func:`pretrain.recovery.documents.describe_skip`, from the ledger).
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ from dagster import (
     sensor,
 )
 
-from jobs.campaign import campaign_runs, loss_curve_md
 from jobs.training import train_job
-from pretrain.control.checkpoints import apply_health_labels, lineage_checkpoints
-from pretrain.control.documents import describe_skip
-from pretrain.control.monitor import observe_spikes, unreported_labels
+from pretrain.checkpoint.health import apply_health_labels, lineage_checkpoints
+from pretrain.recovery.documents import describe_skip
+from pretrain.recovery.monitor import observe_spikes, unreported_labels
 from resources.metrics import RecoveryThresholds, WandbMetricsReader
-from sensors.training_runs import (
+from sensors.recovery.campaign import campaign_runs, loss_curve_md
+from sensors.recovery.training_runs import (
     decision_observation,
     health_checks,
     resume_request,
@@ -63,8 +63,8 @@ def loss_spike_sensor(
     if isinstance(watched, SensorResult):
         return watched
     run, config, state, rows = watched
-    resume = None if config["resume"] in ("latest", "none") else config["resume"]
-    checkpoints = lineage_checkpoints(metrics.run_root, config["branch"], resume_path=resume)
+    resume = None if config.resume in ("latest", "none") else config.resume
+    checkpoints = lineage_checkpoints(metrics.run_root, config.branch, resume_path=resume)
     result = observe_spikes(
         state,
         rows,
@@ -91,7 +91,7 @@ def loss_spike_sensor(
             context.log.warning(decision.reason)
         return SensorResult(skip_reason=decision.reason, cursor=cursor, asset_events=checks)
     assert decision.checkpoint_path and decision.new_branch and decision.spike_step is not None
-    config_path = Path(metrics.run_root) / config["branch"] / f"run-{run.run_id}.json"
+    config_path = Path(metrics.run_root) / config.branch / f"run-{run.run_id}.json"
     decision = describe_skip(decision, config_path)
     request = resume_request(
         run=run,

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pretrain.control.detectors import (
+from pretrain.recovery.detectors import (
     SPIKE,
     Alarm,
     DetectorConfig,
@@ -34,7 +34,7 @@ from pretrain.control.detectors import (
     grad_warnings,
     recovered_at,
 )
-from pretrain.control.policy import (
+from pretrain.recovery.policy import (
     HEALTHY,
     SUSPECT,
     CheckpointInfo,
@@ -45,7 +45,7 @@ from pretrain.control.policy import (
     decide_trend,
     label_checkpoint,
 )
-from pretrain.control.series import MetricRow, tokens_per_step
+from pretrain.recovery.series import MetricRow, tokens_per_step
 
 MAX_FLAGGED = 32
 MAX_REPORTED = 256

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from pretrain import storage
-from pretrain.control.policy import Decision
 from pretrain.errors import ConfigError
 from pretrain.packing.ledger import BatchPlan, trace_steps, window_token_ranges
+from pretrain.recovery.policy import Decision
 
 LEDGER = "ledger.parquet"
 

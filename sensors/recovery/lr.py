@@ -1,7 +1,7 @@
 """``lr_sensor``: loss plateau or grad-norm creep → restart from the latest checkpoint, lower LR.
 
 Each tick reads the running ``train`` run's new metric rows and calls the pure
-:func:`pretrain.control.monitor.observe_trends`. On a ``reduce_lr`` decision the run is tagged and
+:func:`pretrain.recovery.monitor.observe_trends`. On a ``reduce_lr`` decision the run is tagged and
 terminated — on SIGTERM the trainer finishes its step and checkpoints it (``checkpoint_on_stop``)
 — and a ``train`` run is requested on the *same* branch with ``resume="latest"`` and
 ``lr_scale × lr_factor``, so the only work lost is the step in flight. No rollback: nothing went
@@ -21,9 +21,9 @@ from __future__ import annotations
 from dagster import DefaultSensorStatus, SensorEvaluationContext, SensorResult, sensor
 
 from jobs.training import train_job
-from pretrain.control.monitor import observe_trends
+from pretrain.recovery.monitor import observe_trends
 from resources.metrics import RecoveryThresholds, WandbMetricsReader
-from sensors.training_runs import (
+from sensors.recovery.training_runs import (
     resume_request,
     run_settings,
     stop_run,
@@ -61,8 +61,8 @@ def lr_sensor(
         run=run,
         decision=decision,
         resume="latest",
-        branch=config["branch"],
-        run_key=f"reduce-lr-{config['branch']}-s{decision.step:09d}",
+        branch=config.branch,
+        run_key=f"reduce-lr-{config.branch}-s{decision.step:09d}",
         sensor=NAME,
     )
     stop_run(context.instance, run, decision, NAME, resume=request)

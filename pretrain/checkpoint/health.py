@@ -7,7 +7,7 @@ up to each fork point::
     ckpts = lineage_checkpoints("runs", "b01", resume_path="runs/b00/step-00000040")
     apply_health_labels(ckpts, {"b00-s000000040": "healthy"}, reason="no alarm in 20 steps")
 
-Healthy labels are written with :func:`pretrain.train.checkpoint.mark_healthy`, so pruning never
+Healthy labels are written with :func:`pretrain.checkpoint.dcp.mark_healthy`, so pruning never
 deletes a rollback target. Torch-free: sensors call this.
 """
 
@@ -18,9 +18,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pretrain import storage
-from pretrain.control.policy import HEALTHY, PENDING, CheckpointInfo
+from pretrain.checkpoint import dcp as ckpt
 from pretrain.errors import CheckpointError
-from pretrain.train import checkpoint as ckpt
+from pretrain.recovery.policy import HEALTHY, PENDING, CheckpointInfo
 
 MAX_LINEAGE_DEPTH = 64
 

@@ -16,7 +16,7 @@ Protocol: all ranks write into ``<branch>/.tmp-step-<N:08d>``; after a barrier r
 crash at any point leaves nothing half-visible. Older committed checkpoints beyond
 ``keep_last`` are renamed away, then deleted — except ``protected_steps`` and checkpoints
 labelled healthy (:func:`mark_healthy`), the rollback targets of the recovery loop. The save
-side (sync or async) is :mod:`pretrain.train.checkpointer`; the consolidated, topology-free
+side (sync or async) is :mod:`pretrain.checkpoint.checkpointer`; the consolidated, topology-free
 export is :mod:`pretrain.train.export`.
 
 Naming and listing are torch-free (sensors import them); torch loads inside save/load.
@@ -135,27 +135,6 @@ class RestoredState:
     step: int
     data_state: dict[str, int]
     meta: dict[str, Any]
-
-
-def save_checkpoint(
-    *,
-    cfg: TrainConfig,
-    proc: ProcessInfo,
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    step: int,
-    meta: dict[str, Any],
-) -> Path:
-    """Collective, synchronous save; returns the committed ``step-<N>`` directory.
-
-    The trainer uses :class:`pretrain.train.checkpointer.Checkpointer` (async option, commit
-    callbacks); this is the one-call form of it."""
-    from pretrain.train.checkpointer import Checkpointer
-
-    checkpointer = Checkpointer(cfg, proc, async_save=False)
-    path = checkpointer.save(model=model, optimizer=optimizer, step=step, meta=meta)
-    assert path is not None  # a synchronous save commits before returning
-    return path
 
 
 def weights_fingerprint(model: nn.Module, *, distributed: bool = False) -> dict[str, int]:

@@ -32,8 +32,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pretrain.control.detectors import GRAD_STOP, NONFINITE, SPIKE, Alarm
 from pretrain.errors import ConfigError
+from pretrain.recovery.detectors import GRAD_STOP, NONFINITE, SPIKE, Alarm
 
 ACTIONS = ("none", "warn", "rollback", "reduce_lr", "resume", "stop")
 HEALTHY, SUSPECT, PENDING = "healthy", "suspect", "pending"
@@ -104,7 +104,7 @@ class Decision:
     lr_scale: float = 1.0
     new_branch: str | None = None
     documents: dict[str, Any] | None = (
-        None  # what the skip window held (pretrain.control.documents)
+        None  # what the skip window held (pretrain.recovery.documents)
     )
 
     def __post_init__(self) -> None:

@@ -1,7 +1,7 @@
 """A training campaign as Dagster records it: the chain of ``train`` runs and their decisions.
 
 Every run a recovery sensor requests carries ``pretrain/parent_run_id`` and the decision's
-tags (``pretrain/decision``: the :class:`~pretrain.control.policy.Decision` as JSON), and a run
+tags (``pretrain/decision``: the :class:`~pretrain.recovery.policy.Decision` as JSON), and a run
 a sensor stopped carries the decision that stopped it. So the run storage itself — not a sensor
 cursor, which a reset or a new sensor version loses — holds the campaign's history::
 
@@ -18,9 +18,10 @@ from typing import Any
 
 from dagster import DagsterInstance, DagsterRun
 
+from jobs.train_config import Launched, launch_config
 from pretrain.charts import png_markdown
-from pretrain.control.loss_chart import loss_curve_png
-from pretrain.control.policy import Decision
+from pretrain.recovery.loss_chart import loss_curve_png
+from pretrain.recovery.policy import Decision
 from resources.metrics import WandbMetricsReader
 
 PARENT_TAG, DECISION_TAG = "pretrain/parent_run_id", "pretrain/decision"
@@ -64,8 +65,7 @@ def campaign_branches(runs: Sequence[DagsterRun]) -> list[str]:
     """Branches the campaign trained on, in order of first use."""
     branches: list[str] = []
     for run in runs:
-        ops = (run.run_config or {}).get("ops", {})
-        branch = ops.get("train_model", {}).get("config", {}).get("branch", "b00")
+        branch = Launched.of(launch_config(run)).branch
         if branch not in branches:
             branches.append(branch)
     return branches

@@ -1,8 +1,8 @@
 """What the recovery sensors share: finding the running ``train`` run, reading its launch config,
 stopping it with an audit trail, and requesting the resumed run.
 
-The resumed run reuses the stopped run's ``train_model`` config with ``resume``, ``branch``,
-``lr_scale`` and ``skip_windows`` replaced, so a recipe or batch size chosen at launch survives
+The resumed run reuses the stopped run's typed ``train_model`` config (:class:`TrainRunConfig`)
+with ``run.resume``, ``run.branch``, ``run.lr_scale`` and ``run.skip_windows`` replaced, so a recipe or batch size chosen at launch survives
 every recovery. Stopping goes through ``instance.run_coordinator.cancel_run``: the run ends
 CANCELED (never retried by Dagster), after the op has killed torchrun's whole process group; the
 ``gpu`` pool keeps the resumed run queued until then.
@@ -13,7 +13,7 @@ tagged with the planned resume (``pretrain/resume_plan``: run key, checkpoint, b
 daemon dies in between, the next tick finds a stopped run whose plan has no child run and
 requests it again under the same ``run_key`` (Dagster's run-key check makes that idempotent).
 The escalation budget lives in the same place: the rollbacks recorded in the tags of the
-campaign's run chain (:mod:`jobs.campaign`), merged into the cursor's, so a sensor whose cursor
+campaign's run chain (:mod:`sensors.recovery.campaign`), merged into the cursor's, so a sensor whose cursor
 was reset cannot roll back forever.
 """
 
@@ -38,25 +38,20 @@ from dagster import (
     SensorResult,
 )
 
-from jobs.campaign import PARENT_TAG, campaign_runs, rollback_spikes
-from pretrain.control.monitor import MonitorState
-from pretrain.control.policy import (
+from jobs.config import overrides
+from jobs.train_config import TRAIN_OP, Launched, TrainRunConfig, launch_config
+from pretrain.checkpoint.dcp import step_of
+from pretrain.recovery.monitor import MonitorState
+from pretrain.recovery.policy import (
     HEALTHY,
     CheckpointInfo,
     Decision,
     RunSettings,
     decision_metadata,
 )
-from pretrain.train.checkpoint import step_of
+from sensors.recovery.campaign import PARENT_TAG, campaign_runs, rollback_spikes
 
 TRAIN_JOB = "train"
-TRAIN_OP = "train_model"
-LAUNCH_DEFAULTS: dict[str, Any] = {
-    "branch": "b00",
-    "resume": "latest",
-    "lr_scale": 1.0,
-    "skip_windows": [],
-}
 
 
 def running_train_run(instance: DagsterInstance) -> DagsterRun | None:
@@ -71,7 +66,7 @@ class Watched(NamedTuple):
     """The running ``train`` run, its launch config, the followed state and its new metric rows."""
 
     run: DagsterRun
-    config: dict[str, Any]
+    config: Launched
     state: MonitorState
     rows: list[Any]
 
@@ -94,14 +89,14 @@ def watch_train_run(
                 run_requests=[lost], asset_events=decision_record(lost), cursor=state.to_json()
             )
         return SensorResult(skip_reason="no train run in progress", cursor=state.to_json())
-    config = launch_config(run)
+    config = Launched.of(launch_config(run))
     if run.run_id != state.run_id:  # a run we have not watched yet: reload the durable budget
         spikes = rollback_spikes(campaign_runs(context.instance, run))
         state = dataclasses.replace(state, rollbacks=tuple(sorted({*state.rollbacks, *spikes})))
-    state = state.follow(run.run_id, config["branch"], resume_step(config))
+    state = state.follow(run.run_id, config.branch, resume_step(config))
     if state.idle_reason:
         return SensorResult(skip_reason=state.idle_reason, cursor=state.to_json())
-    rows, metrics_cursor = metrics.rows_since(config["branch"], state.metrics_cursor)
+    rows, metrics_cursor = metrics.rows_since(config.branch, state.metrics_cursor)
     return Watched(run, config, dataclasses.replace(state, metrics_cursor=metrics_cursor), rows)
 
 
@@ -122,24 +117,15 @@ def decision_record(request: RunRequest) -> list[AssetObservation]:
     return [decision_observation(decision)] if decision.checkpoint_key else []
 
 
-def launch_config(run: DagsterRun) -> dict[str, Any]:
-    """The run's ``train_model`` op config with the defaults of the fields recovery changes."""
-    ops = (run.run_config or {}).get("ops", {})
-    return {**LAUNCH_DEFAULTS, **ops.get(TRAIN_OP, {}).get("config", {})}
-
-
-def run_settings(config: dict[str, Any]) -> RunSettings:
+def run_settings(config: Launched) -> RunSettings:
     return RunSettings(
-        branch=config["branch"],
-        lr_scale=float(config["lr_scale"]),
-        skip_windows=tuple((int(a), int(b)) for a, b in config["skip_windows"]),
+        branch=config.branch, lr_scale=config.lr_scale, skip_windows=config.skip_windows
     )
 
 
-def resume_step(config: dict[str, Any]) -> int | None:
+def resume_step(config: Launched) -> int | None:
     """The step a launch resumed from when it names a checkpoint directory, else None."""
-    resume = config["resume"]
-    return None if resume in ("latest", "none") else step_of(resume)
+    return None if config.resume in ("latest", "none") else step_of(config.resume)
 
 
 STOPPED_BY_TAG, PLAN_TAG = "pretrain/stopped_by", "pretrain/resume_plan"
@@ -156,8 +142,8 @@ def stop_run(
     its termination (idempotent)."""
     tags = {**decision.run_tags(), STOPPED_BY_TAG: sensor}
     if resume is not None:
-        config = resume.run_config["ops"][TRAIN_OP]["config"]
-        plan = {"run_key": resume.run_key, "resume": config["resume"], "branch": config["branch"]}
+        planned = Launched.of(TrainRunConfig(**resume.run_config["ops"][TRAIN_OP]["config"]))
+        plan = {"run_key": resume.run_key, "resume": planned.resume, "branch": planned.branch}
         tags[PLAN_TAG] = json.dumps(plan, sort_keys=True)
     instance.add_run_tags(run.run_id, tags)
     instance.run_coordinator.cancel_run(run.run_id)
@@ -194,13 +180,15 @@ def resume_request(
     extra_tags: dict[str, str] | None = None,
 ) -> RunRequest:
     """A ``train`` RunRequest continuing ``run`` per ``decision``; ``run_key`` makes it idempotent."""
-    config = {
-        **launch_config(run),
+    values = overrides(launch_config(run))
+    values["run"] = {
+        **values.get("run", {}),
         "resume": resume,
         "branch": branch,
         "lr_scale": decision.lr_scale,
         "skip_windows": [list(w) for w in decision.skip_windows],
     }
+    config = overrides(TrainRunConfig(**values))  # validated against the job's config type
     tags = {
         **decision.run_tags(),
         PARENT_TAG: run.run_id,

@@ -1,0 +1,18 @@
+"""Settings of the ingest stage (``raw_shards``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pretrain.errors import ConfigError
+
+
+@dataclass(frozen=True, kw_only=True)
+class RawShardConfig:
+    """``max_docs`` stops reading a shard group after that many documents (None: read all)."""
+
+    max_docs: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_docs is not None and self.max_docs < 1:
+            raise ConfigError(f"max_docs={self.max_docs}: use at least 1, or None for all")
