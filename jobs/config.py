@@ -20,8 +20,6 @@ field default to ``None`` (training overrides: ``None`` keeps the recipe's value
 from __future__ import annotations
 
 import dataclasses
-import inspect
-import re
 import types
 import typing
 from functools import cache
@@ -30,29 +28,9 @@ from typing import Any
 import pydantic
 from dagster import Config
 
+from pretrain.settings import field_docs
+
 Excluded = tuple[str, ...]
-
-
-def _field_docs(cls: type) -> dict[str, str]:
-    """``name`` → its trailing comment in the dataclass source, else the first sentence of the
-    class docstring that mentions ````name````."""
-    try:
-        source = inspect.getsource(cls)
-    except (OSError, TypeError):
-        source = ""
-    comments = dict(re.findall(r"^    (\w+): [^#\n]*#\s*(.+)$", source, flags=re.M))
-    doc = " ".join((cls.__doc__ or "").split())
-    sentences = re.split(r"(?<=[.;])\s+", doc)
-    docs: dict[str, str] = {}
-    for field in dataclasses.fields(cls):
-        if field.name in comments:
-            docs[field.name] = comments[field.name].strip()
-            continue
-        for sentence in sentences:
-            if f"``{field.name}``" in sentence:
-                docs[field.name] = sentence
-                break
-    return docs
 
 
 def _config_type(hint: Any, optional: bool, where: str, exclude: Excluded = ()) -> Any:
@@ -113,7 +91,7 @@ def config_class(
     """A Dagster ``Config`` class mirroring the dataclass ``cls`` (see the module docstring);
     ``exclude`` names fields the asset provides itself (``"data.packed_dir"`` for a nested one)."""
     hints = typing.get_type_hints(cls)
-    docs = _field_docs(cls)
+    docs = field_docs(cls)
     fields: dict[str, Any] = {}
     for field in dataclasses.fields(cls):
         if field.name in exclude or not field.init:

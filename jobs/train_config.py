@@ -17,7 +17,8 @@ from typing import NamedTuple
 import pydantic
 from dagster import Config, DagsterRun
 
-from jobs.config import config_class, overrides
+from jobs.config import overrides
+from jobs.stages import STAGES
 from pretrain.train.config import RunConfig, TrainConfig
 from pretrain.train.recipes import DEFAULT_RECIPE, TRAIN_RECIPES, recipe_with_overrides
 from resources.storage import ArtifactStore
@@ -26,9 +27,7 @@ TRAIN_OP = "train_model"
 
 # Every TrainConfig field, optional: a recipe's value stands unless the operator sets one.
 # The artifact locations come from the ArtifactStore, not from the Launchpad.
-TrainOverrides = config_class(
-    TrainConfig, optional=True, exclude=("data.packed_dir", "checkpoint.run_root")
-)
+TrainOverrides = STAGES["train"].config_class
 TrainRunConfig = pydantic.create_model(
     "TrainRunConfig",
     __base__=TrainOverrides,

@@ -370,3 +370,27 @@ def replace_dir(files: dict[str, bytes], dir_uri: str, info: dict[str, Any] | No
 
 def _remove_tree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
+
+
+def remove(uri: str) -> None:
+    """Delete one file if it exists."""
+    if exists(uri):
+        fs, path = filesystem(uri)
+        fs.delete_file(path)
+
+
+def move_dir(src_uri: str, dst_uri: str) -> None:
+    """Move everything under ``src_uri`` to ``dst_uri`` (one rename locally; on S3 a copy and a
+    delete per object, the destination complete before any source object is deleted)."""
+    if not is_s3(src_uri) and not is_s3(dst_uri):
+        target = Path(dst_uri)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.exists():
+            _remove_tree(target)
+        os.replace(src_uri, target)
+        return
+    files = list_files(src_uri)
+    for uri in files:
+        write_bytes(read_bytes(uri), join(dst_uri, uri[len(src_uri.rstrip("/")) + 1 :]))
+    for uri in files:
+        remove(uri)

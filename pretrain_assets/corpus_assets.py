@@ -2,17 +2,18 @@
 
 from dagster import AssetCheckSpec, AssetExecutionContext, MaterializeResult, asset
 
-from jobs.config import config_class, to_library
+from jobs.config import to_library
 from jobs.partitions import shard_partitions
+from jobs.stages import STAGES
 from pretrain import storage, verify
 from pretrain.mixture import MixtureConfig, build_mixture
 from pretrain.packing import PackingConfig, pack_tokens
 from pretrain.tokenizer import TokenizerConfig, train_tokenizer
 from pretrain_assets.dedup_assets import deduped_shards
-from pretrain_assets.metadata import check_result, stage_metadata
+from pretrain_assets.metadata import begin_output, check_result, finish_output, stage_metadata
 from resources.storage import ArtifactStore
 
-MixtureRunConfig = config_class(MixtureConfig)
+MixtureRunConfig = STAGES["mixture"].config_class
 
 
 @asset(
@@ -37,10 +38,13 @@ def data_mixture(
     document_uris = [store.uri("deduped_shards", s, "documents.parquet") for s in shards]
     out = store.uri("data_mixture")
     library_config = to_library(config, MixtureConfig)
+    inputs = [store.uri("deduped_shards", s) for s in shards]
+    ident = begin_output(context, store, out, library_config, inputs)
     stats = build_mixture(document_uris, out, library_config)
     train, val = storage.join(out, "train.parquet"), storage.join(out, "val.parquet")
     return MaterializeResult(
-        metadata=stage_metadata(stats, library_config, uri=out, shards=len(shards)),
+        data_version=finish_output(out, ident),
+        metadata=stage_metadata(stats, library_config, ident, uri=out, shards=len(shards)),
         check_results=[
             check_result("train_non_empty", verify.non_empty(train)),
             check_result("validation_disjoint_from_train", verify.splits_disjoint(train, val)),
@@ -52,7 +56,7 @@ def data_mixture(
     )
 
 
-TokenizerRunConfig = config_class(TokenizerConfig)
+TokenizerRunConfig = STAGES["tokenizer"].config_class
 
 
 @asset(
@@ -61,21 +65,25 @@ TokenizerRunConfig = config_class(TokenizerConfig)
     code_version="tokenizer-v2",
     check_specs=[AssetCheckSpec("exact_round_trip", asset="tokenizer")],
 )
-def tokenizer(config: TokenizerRunConfig, store: ArtifactStore) -> MaterializeResult:
+def tokenizer(
+    context: AssetExecutionContext, config: TokenizerRunConfig, store: ArtifactStore
+) -> MaterializeResult:
     """Byte-level BPE trained on the mixture's training split."""
     out = store.uri("tokenizer")
     library_config = to_library(config, TokenizerConfig)
+    ident = begin_output(context, store, out, library_config, [store.uri("data_mixture")])
     stats = train_tokenizer(store.uri("data_mixture", "train.parquet"), out, library_config)
     outcome = verify.tokenizer_round_trip(
         storage.join(out, "tokenizer.json"), store.uri("data_mixture", "val.parquet")
     )
     return MaterializeResult(
-        metadata=stage_metadata(stats, library_config, uri=out),
+        data_version=finish_output(out, ident),
+        metadata=stage_metadata(stats, library_config, ident, uri=out),
         check_results=[check_result("exact_round_trip", outcome)],
     )
 
 
-PackingRunConfig = config_class(PackingConfig)
+PackingRunConfig = STAGES["packing"].config_class
 
 
 @asset(
@@ -87,15 +95,20 @@ PackingRunConfig = config_class(PackingConfig)
         AssetCheckSpec("validation_disjoint_from_train", asset="packed_tokens"),
     ],
 )
-def packed_tokens(config: PackingRunConfig, store: ArtifactStore) -> MaterializeResult:
+def packed_tokens(
+    context: AssetExecutionContext, config: PackingRunConfig, store: ArtifactStore
+) -> MaterializeResult:
     """Fixed-length token sequences (train shuffled, validation per source) plus a ledger."""
     out = store.uri("packed_tokens")
     library_config = to_library(config, PackingConfig)
+    inputs = [store.uri("data_mixture"), store.uri("tokenizer")]
+    ident = begin_output(context, store, out, library_config, inputs)
     stats = pack_tokens(
         store.uri("data_mixture"), store.uri("tokenizer", "tokenizer.json"), out, library_config
     )
     return MaterializeResult(
-        metadata=stage_metadata(stats, library_config, uri=out),
+        data_version=finish_output(out, ident),
+        metadata=stage_metadata(stats, library_config, ident, uri=out),
         check_results=[
             check_result("ledger_tokens_equal_shard_tokens", verify.ledger_matches_tokens(out)),
             check_result(

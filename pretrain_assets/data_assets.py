@@ -14,8 +14,9 @@ from dagster import (
     asset,
 )
 
-from jobs.config import config_class, to_library
+from jobs.config import to_library
 from jobs.partitions import shard_partitions
+from jobs.stages import STAGES
 from pretrain import storage, verify
 from pretrain.data.config import RawShardConfig
 from pretrain.data.raw import ShardManifest, build_raw_shard
@@ -27,10 +28,10 @@ from pretrain.filters.funnel import (
     stats_from_json,
 )
 from pretrain.filters.pipeline import FilterConfig, filter_shard
-from pretrain_assets.metadata import check_result, stage_metadata
+from pretrain_assets.metadata import begin_output, check_result, finish_output, stage_metadata
 from resources.storage import ArtifactStore
 
-RawShardsConfig = config_class(RawShardConfig)
+RawShardsConfig = STAGES["raw"].config_class
 
 
 @asset(
@@ -50,9 +51,12 @@ def raw_shards(
     manifest = ShardManifest.from_json(storage.read_bytes(store.manifest_uri(shard)).decode())
     out = store.uri("raw_shards", shard)
     library_config = to_library(config, RawShardConfig)
+    settings = {"config": library_config, "manifest": manifest.to_json()}
+    ident = begin_output(context, store, out, settings, inputs=[])
     stats = build_raw_shard(manifest, out, max_docs=library_config.max_docs)
     return MaterializeResult(
-        metadata=stage_metadata(stats, library_config, uri=out),
+        data_version=finish_output(out, ident),
+        metadata=stage_metadata(stats, library_config, ident, uri=out),
         check_results=[
             check_result("non_empty", verify.non_empty(storage.join(out, "documents.parquet"))),
             check_result(
@@ -62,7 +66,7 @@ def raw_shards(
     )
 
 
-FilterRunConfig = config_class(FilterConfig, exclude=("quality_model_uri",))
+FilterRunConfig = STAGES["filter"].config_class
 
 
 @asset(
@@ -85,12 +89,15 @@ def filtered_shards(
     out = store.uri("filtered_shards", shard)
     model_uri = store.uri("quality_classifier") if config.use_quality_classifier else None
     library_config = to_library(config, FilterConfig, quality_model_uri=model_uri)
+    inputs = [store.uri("raw_shards", shard), *([model_uri] if model_uri else [])]
+    ident = begin_output(context, store, out, library_config, inputs)
     stats = filter_shard(raw_uri, out, library_config)
     every_shard = storage.list_files(store.uri("filtered_shards"), suffixes=("stats.json",))
     overall = aggregate([stats_from_json(storage.read_json(u)) for u in every_shard])
     return MaterializeResult(
+        data_version=finish_output(out, ident),
         metadata=stage_metadata(
-            stats, library_config, uri=out, funnel_all_shards_md=funnel_markdown(overall)
+            stats, library_config, ident, uri=out, funnel_all_shards_md=funnel_markdown(overall)
         ),
         check_results=[
             check_result("non_empty", verify.non_empty(storage.join(out, "documents.parquet"))),

@@ -7,19 +7,20 @@ from dagster import (
     asset,
 )
 
-from jobs.config import config_class, to_library
+from jobs.config import to_library
 from jobs.partitions import shard_partitions
+from jobs.stages import STAGES
 from pretrain import storage, verify
 from pretrain.dedup.apply import apply_dedup
 from pretrain.dedup.clusters import cluster_duplicates
 from pretrain.dedup.config import DedupConfig
 from pretrain.dedup.minhash import compute_signatures
 from pretrain_assets.data_assets import filtered_shards
-from pretrain_assets.metadata import check_result, stage_metadata
+from pretrain_assets.metadata import begin_output, check_result, finish_output, stage_metadata
 from resources.storage import ArtifactStore
 
 # one launch config for both stages: signatures and clusters must run with the same values
-DedupRunConfig = config_class(DedupConfig)
+DedupRunConfig = STAGES["dedup"].config_class
 
 
 @asset(
@@ -35,11 +36,16 @@ def minhash_signatures(
     """MinHash signatures, band-bucket rows and line hashes of one shard's kept documents."""
     shard = context.partition_key
     docs_uri = store.uri("filtered_shards", shard, "documents.parquet")
-    out = store.uri("minhash_signatures", shard, "signatures.parquet")
+    out_dir = store.uri("minhash_signatures", shard)
+    out = storage.join(out_dir, "signatures.parquet")
     library_config = to_library(config, DedupConfig)
+    ident = begin_output(
+        context, store, out_dir, library_config, [store.uri("filtered_shards", shard)]
+    )
     stats = compute_signatures(docs_uri, out, library_config)
     return MaterializeResult(
-        metadata=stage_metadata(stats, library_config, uri=out),
+        data_version=finish_output(out_dir, ident),
+        metadata=stage_metadata(stats, library_config, ident, uri=out),
         check_results=[check_result("one_signature_per_document", verify.same_rows(docs_uri, out))],
     )
 
@@ -58,12 +64,15 @@ def dedup_clusters(
     signature_uris = [store.uri("minhash_signatures", s, "signatures.parquet") for s in shards]
     out = store.uri("dedup_clusters")
     library_config = to_library(config, DedupConfig)
+    inputs = [store.uri("minhash_signatures", s) for s in shards]
+    ident = begin_output(context, store, out, library_config, inputs)
     stats = cluster_duplicates(signature_uris, out, library_config)
     outcome = verify.rate_in_range(
         stats.removed, stats.documents, 0.0, library_config.max_duplicate_rate
     )
     return MaterializeResult(
-        metadata=stage_metadata(stats, library_config, uri=out, shards=len(shards)),
+        data_version=finish_output(out, ident),
+        metadata=stage_metadata(stats, library_config, ident, uri=out, shards=len(shards)),
         check_results=[check_result("duplicate_rate_in_range", outcome, warn=True)],
     )
 
@@ -83,10 +92,13 @@ def deduped_shards(context: AssetExecutionContext, store: ArtifactStore) -> Mate
     shard = context.partition_key
     docs_uri = store.uri("filtered_shards", shard, "documents.parquet")
     out = store.uri("deduped_shards", shard)
+    inputs = [store.uri("filtered_shards", shard), store.uri("dedup_clusters")]
+    ident = begin_output(context, store, out, {"shard": shard}, inputs)
     stats = apply_dedup(docs_uri, store.uri("dedup_clusters", "clusters.parquet"), out)
     kept, rejects = storage.join(out, "documents.parquet"), storage.join(out, "rejects.parquet")
     return MaterializeResult(
-        metadata=stage_metadata(stats, {"shard": shard}, uri=out),
+        data_version=finish_output(out, ident),
+        metadata=stage_metadata(stats, {"shard": shard}, ident, uri=out),
         check_results=[
             check_result("non_empty", verify.non_empty(kept)),
             check_result(

@@ -2,6 +2,8 @@
 
     DAGSTER_HOME=$PWD/.dagster_home .venv/bin/python -m pretrain_assets.demo
     .venv/bin/python -m pretrain_assets.demo --source /data/crawl --source-name web --steps 300
+    .venv/bin/python -m pretrain_assets.demo --filter.heuristics.max_chars 5000000 \
+        --dedup.threshold 0.7 --train.optim.lr 1e-3        # any stage setting: --help lists all
 
 Every stage runs as a Dagster job on the project instance (visible afterwards in
 ``make ui``): ``ingest`` per shard, ``quality`` (the quality classifier), ``shard_pipeline`` per shard, ``dedup``, ``apply_dedup`` per shard,
@@ -17,6 +19,7 @@ from typing import Any
 
 from dagster import DagsterInstance, Definitions
 
+from jobs.stages import add_stage_options, run_configs, stage_settings
 from pretrain.checkpoint.dcp import checkpoint_key, list_checkpoints
 from pretrain_assets.definitions import build_definitions, default_artifact_root
 from pretrain_assets.shards import plan_source, register_shards
@@ -24,30 +27,28 @@ from pretrain_assets.summary import format_summary
 from resources.storage import ArtifactStore
 
 
-def demo_run_config(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
-    """Run config per job, sized so the demo finishes in minutes on 2 CPU cores."""
-    return {
-        "shard_pipeline": {},
-        "corpus": {
-            "ops": {
-                "tokenizer": {"config": {"vocab_size": args.vocab_size}},
-                "packed_tokens": {"config": {"seq_len": args.seq_len}},
-            }
-        },
-        "evaluate": {
-            "ops": {"eval_reports": {"config": {"max_examples_per_task": args.eval_examples}}}
-        },
+def demo_settings(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """The demo's presets, as stage settings, sized to finish in minutes on 2 CPU cores;
+    ``--<stage>.<field>`` options given on the command line win over them."""
+    presets: dict[str, dict[str, Any]] = {
+        "tokenizer": {"vocab_size": args.vocab_size},
+        "packing": {"seq_len": args.seq_len},
+        "eval": {"max_examples_per_task": args.eval_examples, "max_sequences_per_source": 64},
         "train": {
-            "ops": {
-                "train_model": {
-                    "config": {
-                        "run": {"max_steps": args.steps, "resume": "none", "branch": "b00"},
-                        "checkpoint": {"every_steps": max(1, args.steps // 4)},
-                    }
-                }
-            }
+            "run": {"max_steps": args.steps, "resume": "none", "branch": "b00"},
+            "checkpoint": {"every_steps": max(1, args.steps // 4)},
         },
     }
+    return deep_merge(presets, stage_settings(args))
+
+
+def deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    """``top`` over ``base``, mappings merged key by key."""
+    out = dict(base)
+    for key, value in top.items():
+        both = isinstance(value, dict) and isinstance(out.get(key), dict)
+        out[key] = deep_merge(out[key], value) if both else value
+    return out
 
 
 def execute(
@@ -82,7 +83,7 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     root = args.artifact_root or default_artifact_root()
     defs = build_definitions(artifact_root=root, nproc_per_node=args.nproc)
     store = ArtifactStore(root=root)
-    configs = demo_run_config(args)
+    configs = run_configs(demo_settings(args))
     manifests = plan_source(
         args.source,
         source_name=args.source_name,
@@ -95,29 +96,41 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     keys = register_shards(instance, store, manifests)
     print(f"registered {len(keys)} shard groups: {', '.join(keys)}", flush=True)
 
-    execute(defs, "plan", instance)
+    execute(defs, "plan", instance, run_config=configs.get("plan"))
     per_shard: list[dict[str, dict[str, Any]]] = []
     for key in keys:
-        per_shard.append(execute(defs, "ingest", instance, partition_key=key))
-    quality = execute(defs, "quality", instance)
+        per_shard.append(
+            execute(defs, "ingest", instance, partition_key=key, run_config=configs.get("ingest"))
+        )
+    quality = execute(defs, "quality", instance, run_config=configs.get("quality"))
     for key, results in zip(keys, per_shard, strict=True):
-        results.update(execute(defs, "shard_pipeline", instance, partition_key=key))
-    clusters = execute(defs, "dedup", instance)
+        results.update(
+            execute(
+                defs,
+                "shard_pipeline",
+                instance,
+                partition_key=key,
+                run_config=configs.get("shard_pipeline"),
+            )  # fmt: skip
+        )
+    clusters = execute(defs, "dedup", instance, run_config=configs.get("dedup"))
     deduped = [execute(defs, "apply_dedup", instance, partition_key=key) for key in keys]
-    corpus = execute(defs, "corpus", instance, run_config=configs["corpus"])
-    trained = execute(defs, "train", instance, run_config=configs["train"])
+    corpus = execute(defs, "corpus", instance, run_config=configs.get("corpus"))
+    trained = execute(defs, "train", instance, run_config=configs.get("train"))
     # every checkpoint still on disk (keep-last-K pruned the oldest), then the comparison
     run_root = store.uri("runs")
     kept = [c.name for c in list_checkpoints(run_root, "b00")]
     keys_on_disk = [checkpoint_key("b00", int(name.removeprefix("step-"))) for name in kept]
     final_key = keys_on_disk[-1]
     for key in keys_on_disk[:-1]:
-        execute(defs, "evaluate", instance, partition_key=key, run_config=configs["evaluate"])
+        execute(defs, "evaluate", instance, partition_key=key, run_config=configs.get("evaluate"))
     evaluated = execute(
-        defs, "evaluate", instance, partition_key=final_key, run_config=configs["evaluate"]
+        defs, "evaluate", instance, partition_key=final_key, run_config=configs.get("evaluate")
     )
     comparison = execute(defs, "compare_evals", instance)
-    exported = execute(defs, "export_hf", instance, partition_key=final_key)
+    exported = execute(
+        defs, "export_hf", instance, partition_key=final_key, run_config=configs.get("export_hf")
+    )
     return {
         "root": root,
         "final_checkpoint": final_key,
@@ -156,6 +169,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--eval-examples", type=int, default=500, help="examples per zero-shot task (if present)"
     )
+    add_stage_options(parser)
     return parser.parse_args(argv)
 
 

@@ -17,8 +17,9 @@ from dagster import (
     asset,
 )
 
-from jobs.config import config_class, to_library
+from jobs.config import to_library
 from jobs.partitions import checkpoint_partitions
+from jobs.stages import STAGES
 from pretrain import storage, verify
 from pretrain.checkpoint.dcp import checkpoint_dir_for_key
 from pretrain.eval import EvalConfig, compare_reports, evaluate_checkpoint
@@ -27,7 +28,7 @@ from pretrain_assets.checkpoint_assets import checkpoints
 from pretrain_assets.metadata import check_result, stage_metadata, to_metadata
 from resources.storage import ArtifactStore
 
-EvalRunConfig = config_class(EvalConfig)
+EvalRunConfig = STAGES["eval"].config_class
 
 
 @asset(
@@ -75,7 +76,7 @@ def eval_comparison(context: AssetExecutionContext, store: ArtifactStore) -> Mat
     return MaterializeResult(metadata=metadata)
 
 
-HfExportRunConfig = config_class(HfExportConfig)
+HfExportRunConfig = STAGES["export"].config_class
 
 
 @asset(

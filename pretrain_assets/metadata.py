@@ -2,21 +2,59 @@
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import json
 from typing import Any
 
-from dagster import AssetCheckResult, AssetCheckSeverity, MetadataValue
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetExecutionContext,
+    DataVersion,
+    MetadataValue,
+)
 
 import pretrain
+from pretrain import identity
+from pretrain.identity import Identity, config_hash
 from pretrain.verify import CheckOutcome
+from resources.storage import ArtifactStore
+
+__all__ = [
+    "begin_output",
+    "check_result",
+    "config_hash",
+    "finish_output",
+    "stage_metadata",
+    "to_metadata",
+]
 
 
-def config_hash(config: Any) -> str:
-    payload = dataclasses.asdict(config) if dataclasses.is_dataclass(config) else config
-    blob = json.dumps(payload, sort_keys=True, default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:16]
+def begin_output(
+    context: AssetExecutionContext,
+    store: ArtifactStore,
+    out_dir: str,
+    config: Any,
+    inputs: list[str],
+) -> Identity:
+    """The identity this materialization's output will have (:mod:`pretrain.identity`).
+
+    Refuses stale or incomplete inputs (``DataError`` naming what to re-materialize) and moves an
+    output made with other settings to ``_versions/<asset>[/<partition>]/<version>`` before the
+    stage overwrites it. Pass the identity to :func:`stage_metadata`, which records it and
+    returns it as the Dagster data version (``versioned_result``)."""
+    stage = context.asset_key.path[-1]
+    code_version = context.assets_def.code_versions_by_key.get(context.asset_key) or "none"
+    ident = identity.compute(stage, code_version, config, inputs)
+    partition = [context.partition_key] if context.has_partition_key else []
+    archived = identity.prepare_output(out_dir, ident, store.uri("_versions", stage, *partition))
+    if archived:
+        context.log.warning(f"the output made with other settings was moved to {archived}")
+    return ident
+
+
+def finish_output(out_dir: str, ident: Identity) -> DataVersion:
+    """Record the identity of the complete output; returns it as the Dagster data version."""
+    identity.write(out_dir, ident)
+    return DataVersion(ident.version)
 
 
 def to_metadata(values: dict[str, Any]) -> dict[str, Any]:
@@ -34,12 +72,18 @@ def to_metadata(values: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def stage_metadata(stats: Any, config: Any, **extra: Any) -> dict[str, Any]:
-    """Stats of one library call plus the config hash and code version of the run."""
+def stage_metadata(
+    stats: Any, config: Any, ident: Identity | None = None, **extra: Any
+) -> dict[str, Any]:
+    """Stats of one library call plus the config hash, the library version and, for a
+    versioned output, its identity (version and input versions)."""
     values = dict(stats.as_metadata())
     values.update(extra)
     values["config_hash"] = config_hash(config)
     values["library_version"] = pretrain.__version__
+    if ident is not None:
+        values["identity"] = ident.version
+        values["input_versions"] = dict(ident.inputs)
     return to_metadata(values)
 
 

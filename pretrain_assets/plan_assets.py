@@ -4,13 +4,14 @@ import dataclasses
 
 from dagster import AssetCheckResult, AssetCheckSpec, MaterializeResult, asset
 
-from jobs.config import config_class, to_library
+from jobs.config import to_library
+from jobs.stages import STAGES
 from pretrain import storage
 from pretrain.scaling import PlanConfig, plan_for_model, plan_from_budget
 from pretrain_assets.metadata import config_hash, to_metadata
 from resources.storage import ArtifactStore
 
-ScalingPlanConfig = config_class(PlanConfig, name="ScalingPlanConfig")
+ScalingPlanConfig = STAGES["plan"].config_class
 
 
 @asset(

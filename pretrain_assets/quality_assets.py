@@ -8,15 +8,16 @@ writes its score into ``quality_score``.
 
 from dagster import AssetCheckSpec, AssetExecutionContext, MaterializeResult, asset
 
-from jobs.config import config_class, to_library
+from jobs.config import to_library
+from jobs.stages import STAGES
 from pretrain import storage
 from pretrain.quality.classifier import QualityClassifierConfig, train_quality_classifier
 from pretrain.verify import CheckOutcome
 from pretrain_assets.data_assets import raw_shards
-from pretrain_assets.metadata import check_result, stage_metadata
+from pretrain_assets.metadata import begin_output, check_result, finish_output, stage_metadata
 from resources.storage import ArtifactStore
 
-QualityClassifierRunConfig = config_class(QualityClassifierConfig)
+QualityClassifierRunConfig = STAGES["quality"].config_class
 
 
 @asset(
@@ -32,6 +33,8 @@ def quality_classifier(
     raw_uris = storage.list_files(store.uri("raw_shards"), suffixes=("documents.parquet",))
     out = store.uri("quality_classifier")
     library_config = to_library(config, QualityClassifierConfig)
+    inputs = sorted({uri.rsplit("/", 1)[0] for uri in raw_uris})
+    ident = begin_output(context, store, out, library_config, inputs)
     stats = train_quality_classifier(raw_uris, out, library_config)
     accuracy = CheckOutcome(
         stats.heldout_accuracy >= library_config.min_heldout_accuracy,
@@ -39,6 +42,7 @@ def quality_classifier(
         {"heldout_accuracy": stats.heldout_accuracy},
     )
     return MaterializeResult(
-        metadata=stage_metadata(stats, library_config, uri=out, raw_shards=len(raw_uris)),
+        data_version=finish_output(out, ident),
+        metadata=stage_metadata(stats, library_config, ident, uri=out, raw_shards=len(raw_uris)),
         check_results=[check_result("heldout_accuracy_above_min", accuracy, warn=True)],
     )

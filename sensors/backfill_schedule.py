@@ -1,13 +1,21 @@
 """``shard_backfill_schedule``: hourly, materialize missing or stale per-shard partitions.
 
-For each ``shards`` partition it finds the first asset of the per-shard chain
-``raw_shards → filtered_shards → minhash_signatures`` that was never materialized or was
-materialized by an older ``code_version`` (the UI shows the same partitions as stale), and
-requests one run for that asset and the rest of the chain. Global steps (``dedup``,
-``apply_dedup``, ``corpus``) follow once the shards are current. Run keys carry the code
-versions, so a tick never requests the same work twice.
+Staleness comes from Dagster itself: each materialization of the per-shard chain
+``raw_shards → filtered_shards → minhash_signatures`` carries its code version
+(``dagster/code_version``), its data version (the output's identity, see
+:mod:`pretrain.identity`) and the data versions of its inputs
+(``dagster/input_data_version/<asset>``). A partition is stale from the first asset of the chain
+that was never materialized, was built by another code version, or read an input whose data
+version has changed since (an upstream re-materialized with other settings, or a new
+``quality_classifier``) — the partitions the UI marks stale. One run per stale shard re-does that
+asset and the rest of the chain; global steps (``dedup``, ``apply_dedup``, ``corpus``) follow once
+the shards are current. Run keys carry the versions, so a tick never requests the same work
+twice.
 """
 
+from __future__ import annotations
+
+import hashlib
 from collections.abc import Iterable
 
 from dagster import (
@@ -24,45 +32,85 @@ from dagster import (
 from jobs.partitions import shard_partitions
 
 CHAIN = ("raw_shards", "filtered_shards", "minhash_signatures")
-CODE_VERSION_TAG = "dagster/code_version"
+UPSTREAM = {
+    "filtered_shards": ("raw_shards", "quality_classifier"),
+    "minhash_signatures": CHAIN[1:2],
+}
+CODE_VERSION_TAG, DATA_VERSION_TAG = "dagster/code_version", "dagster/data_version"
+INPUT_TAG = "dagster/input_data_version/"
+
+Tags = dict[str, str]
 
 
 def stale_chain(
     keys: Iterable[str],
-    materialized: dict[str, dict[str, str | None]],
+    materialized: dict[str, dict[str, Tags]],
     current: dict[str, str | None],
+    global_versions: dict[str, str | None] | None = None,
 ) -> dict[str, tuple[str, ...]]:
     """Per shard, the suffix of CHAIN to rematerialize (shards that are current are absent).
 
-    ``materialized[asset][shard]`` is the code version of the latest materialization.
+    ``materialized[asset][shard]`` holds the tags of the latest materialization; ``current`` the
+    assets' code versions; ``global_versions`` the data versions of unpartitioned inputs.
     """
     plan: dict[str, tuple[str, ...]] = {}
     for key in keys:
         for i, asset in enumerate(CHAIN):
-            done = materialized.get(asset, {})
-            if key not in done or done[key] != current.get(asset):
+            tags = materialized.get(asset, {}).get(key)
+            if tags is None or tags.get(CODE_VERSION_TAG) != current.get(asset):
+                plan[key] = CHAIN[i:]
+                break
+            if any(
+                _input_changed(tags, upstream, key, materialized, global_versions or {})
+                for upstream in UPSTREAM.get(asset, ())
+            ):
                 plan[key] = CHAIN[i:]
                 break
     return plan
 
 
-def latest_code_versions(
-    instance: DagsterInstance, asset: str, page: int = 5000
-) -> dict[str, str | None]:
-    """Partition → code version of its newest materialization (newest records come first)."""
-    versions: dict[str, str | None] = {}
+def _input_changed(
+    tags: Tags,
+    upstream: str,
+    key: str,
+    materialized: dict[str, dict[str, Tags]],
+    global_versions: dict[str, str | None],
+) -> bool:
+    recorded = tags.get(INPUT_TAG + upstream)
+    if upstream in materialized:
+        now = materialized[upstream].get(key, {}).get(DATA_VERSION_TAG)
+        now = partitions_data_version([now]) if now is not None else None
+    else:
+        now = global_versions.get(upstream)
+    return recorded is not None and now is not None and recorded != now
+
+
+def partitions_data_version(versions: list[str]) -> str:
+    """The input data version Dagster records for partitioned inputs: a hash of the data
+    versions of the input partitions, in partition-key order (one partition here)."""
+    return hashlib.sha256("".join(versions).encode()).hexdigest()
+
+
+def latest_tags(instance: DagsterInstance, asset: str, page: int = 5000) -> dict[str, Tags]:
+    """Partition → tags of its newest materialization (newest records come first)."""
+    found: dict[str, Tags] = {}
     cursor = None
     while True:
         result = instance.fetch_materializations(AssetKey(asset), limit=page, cursor=cursor)
         for record in result.records:
-            entry = record.event_log_entry
-            partition = entry.dagster_event.partition if entry.dagster_event else None
-            if partition is not None and partition not in versions:
-                tags = entry.dagster_event.step_materialization_data.materialization.tags or {}
-                versions[partition] = tags.get(CODE_VERSION_TAG)
+            event = record.event_log_entry.dagster_event
+            partition = event.partition if event else None
+            if partition is not None and partition not in found:
+                found[partition] = dict(event.step_materialization_data.materialization.tags or {})
         if not result.has_more:
-            return versions
+            return found
         cursor = result.cursor
+
+
+def _run_key(key: str, chain: tuple[str, ...], tags: dict[str, dict[str, Tags]]) -> str:
+    """Idempotent per state: the versions the stale chain was decided on."""
+    seen = "|".join(f"{a}:{tags.get(a, {}).get(key, {}).get(DATA_VERSION_TAG)}" for a in CHAIN)
+    return f"backfill-{key}-{'-'.join(chain)}-{hashlib.sha256(seen.encode()).hexdigest()[:12]}"
 
 
 @schedule(
@@ -75,18 +123,22 @@ def shard_backfill_schedule(context: ScheduleEvaluationContext):
     keys = instance.get_dynamic_partitions(shard_partitions.name)
     if not keys:
         return SkipReason("no shard partitions registered yet")
-    if not instance.get_latest_materialization_event(AssetKey("quality_classifier")):
+    classifier = instance.get_latest_materialization_event(AssetKey("quality_classifier"))
+    if not classifier:
         return SkipReason("quality_classifier has never been materialized: run the `quality` job")
     current = {
         asset: context.repository_def.asset_graph.get(AssetKey(asset)).code_version
         for asset in CHAIN
     }
-    plan = stale_chain(keys, {a: latest_code_versions(instance, a) for a in CHAIN}, current)
+    classifier_tags = classifier.dagster_event.step_materialization_data.materialization.tags
+    globals_ = {"quality_classifier": (classifier_tags or {}).get(DATA_VERSION_TAG)}
+    tags = {a: latest_tags(instance, a) for a in CHAIN}
+    plan = stale_chain(keys, tags, current, globals_)
     if not plan:
         return SkipReason(f"all {len(keys)} shards are current")
     return [
         RunRequest(
-            run_key=f"backfill-{key}-" + "-".join(f"{a}@{current[a]}" for a in chain),
+            run_key=_run_key(key, chain, tags),
             partition_key=key,
             asset_selection=[AssetKey(a) for a in chain],
         )

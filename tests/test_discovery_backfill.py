@@ -19,7 +19,12 @@ from pretrain.errors import ConfigError
 from pretrain_assets.definitions import build_definitions
 from resources.sources import ShardSource
 from resources.storage import ArtifactStore
-from sensors.backfill_schedule import CHAIN, shard_backfill_schedule, stale_chain
+from sensors.backfill_schedule import (
+    CHAIN,
+    partitions_data_version,
+    shard_backfill_schedule,
+    stale_chain,
+)
 from sensors.shard_discovery import shard_discovery_sensor
 
 
@@ -99,13 +104,43 @@ def test_stale_chain_restarts_at_the_first_missing_or_outdated_asset() -> None:
         "filtered_shards": "filter-v2",
         "minhash_signatures": "minhash-v2",
     }
+
+    def tags(code: str, data: str, **inputs: str) -> dict[str, str]:
+        # Dagster records a partitioned input as a hash of its partitions' data versions
+        upstream = {
+            f"dagster/input_data_version/{k}": v if k == "quality_classifier"
+            else partitions_data_version([v])
+            for k, v in inputs.items()
+        }  # fmt: skip
+        return {"dagster/code_version": code, "dagster/data_version": data, **upstream}
+
     materialized = {
-        "raw_shards": {"s0": "raw-v1", "s1": "raw-v1", "s2": "raw-v1"},
-        "filtered_shards": {"s0": "filter-v2", "s1": "filter-v1"},
-        "minhash_signatures": {"s0": "minhash-v2", "s1": "minhash-v2"},
+        "raw_shards": {s: tags("raw-v1", f"r{s}") for s in ("s0", "s1", "s2", "s4", "s5")},
+        "filtered_shards": {
+            "s0": tags("filter-v2", "f0", raw_shards="rs0", quality_classifier="q1"),
+            "s1": tags("filter-v1", "f1", raw_shards="rs1", quality_classifier="q1"),
+            # s4: read a raw shard that has been re-made with other settings since
+            "s4": tags("filter-v2", "f4", raw_shards="old", quality_classifier="q1"),
+            # s5: filtered with an older classifier
+            "s5": tags("filter-v2", "f5", raw_shards="rs5", quality_classifier="q0"),
+        },
+        "minhash_signatures": {
+            "s0": tags("minhash-v2", "m0", filtered_shards="f0"),
+            "s1": tags("minhash-v2", "m1", filtered_shards="f1"),
+            "s4": tags("minhash-v2", "m4", filtered_shards="f4"),
+            "s5": tags("minhash-v2", "m5", filtered_shards="f5"),
+        },
     }
-    plan = stale_chain(["s0", "s1", "s2", "s3"], materialized, current)
-    assert plan == {"s1": CHAIN[1:], "s2": CHAIN[1:], "s3": CHAIN}
+    keys = ["s0", "s1", "s2", "s3", "s4", "s5"]
+    plan = stale_chain(keys, materialized, current, {"quality_classifier": "q1"})
+    assert plan == {
+        "s1": CHAIN[1:], "s2": CHAIN[1:], "s3": CHAIN, "s4": CHAIN[1:], "s5": CHAIN[1:]
+    }  # fmt: skip
+    # signatures made from an older filtered shard are stale on their own
+    materialized["minhash_signatures"]["s0"] = tags("minhash-v2", "m0", filtered_shards="f-old")
+    assert stale_chain(["s0"], materialized, current, {"quality_classifier": "q1"}) == {
+        "s0": CHAIN[2:]
+    }
 
 
 def test_backfill_schedule_waits_for_shards_and_the_classifier(tmp_path: Path) -> None:

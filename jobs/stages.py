@@ -1,0 +1,93 @@
+"""Which library config each stage's launch takes, and where it goes in a run config.
+
+One registry for the Launchpad (the generated ``Config`` classes the assets are typed with),
+the ``pretrain`` command line (``--<stage>.<field path>`` options, see
+:mod:`pretrain.settings`) and the tests that check both against the library's defaults::
+
+    STAGES["filter"].config_class           # the filtered_shards asset's config type
+    run_configs({"filter": {"langid": {"min_score": 0.5}}})
+    # {"shard_pipeline": {"ops": {"filtered_shards": {"config": {"langid": {...}}}}}}
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Any
+
+from dagster import Config
+
+from jobs.config import config_class
+from pretrain.data.config import RawShardConfig
+from pretrain.dedup.config import DedupConfig
+from pretrain.eval.evaluate import EvalConfig
+from pretrain.filters.pipeline import FilterConfig
+from pretrain.hf_export import HfExportConfig
+from pretrain.mixture.config import MixtureConfig
+from pretrain.packing.config import PackingConfig
+from pretrain.quality.classifier import QualityClassifierConfig
+from pretrain.scaling import PlanConfig
+from pretrain.settings import add_options, chosen
+from pretrain.tokenizer import TokenizerConfig
+from pretrain.train.config import TrainConfig
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A stage's library config, the fields its asset fills in itself, and the (job, op)
+    pairs that take it (signatures and clusters share one dedup config)."""
+
+    library: type
+    targets: tuple[tuple[str, str], ...]
+    exclude: tuple[str, ...] = ()
+    optional: bool = False  # training: every field an override of the recipe
+
+    @property
+    def config_class(self) -> type[Config]:
+        return config_class(self.library, exclude=self.exclude, optional=self.optional)
+
+
+STAGES: dict[str, Stage] = {
+    "raw": Stage(RawShardConfig, (("ingest", "raw_shards"),)),
+    "quality": Stage(QualityClassifierConfig, (("quality", "quality_classifier"),)),
+    "filter": Stage(
+        FilterConfig, (("shard_pipeline", "filtered_shards"),), exclude=("quality_model_uri",)
+    ),
+    "dedup": Stage(
+        DedupConfig, (("shard_pipeline", "minhash_signatures"), ("dedup", "dedup_clusters"))
+    ),
+    "mixture": Stage(MixtureConfig, (("corpus", "data_mixture"),)),
+    "tokenizer": Stage(TokenizerConfig, (("corpus", "tokenizer"),)),
+    "packing": Stage(PackingConfig, (("corpus", "packed_tokens"),)),
+    "eval": Stage(EvalConfig, (("evaluate", "eval_reports"),)),
+    "export": Stage(HfExportConfig, (("export_hf", "hf_export"),)),
+    "plan": Stage(PlanConfig, (("plan", "scaling_plan"),)),
+    "train": Stage(
+        TrainConfig,
+        (("train", "train_model"),),
+        exclude=("data.packed_dir", "checkpoint.run_root"),
+        optional=True,
+    ),
+}
+
+
+def add_stage_options(parser: argparse.ArgumentParser, stages: tuple[str, ...] = ()) -> None:
+    """``--<stage>.<field>`` for every field of every stage (or of ``stages``)."""
+    for name, stage in STAGES.items():
+        if not stages or name in stages:
+            add_options(parser, name, stage.library, stage.exclude)
+
+
+def stage_settings(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """Stage name → the settings given on the command line (only those set)."""
+    return {name: found for name in STAGES if (found := chosen(args, name))}
+
+
+def run_configs(settings: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Job name → run config carrying ``settings`` to every op that takes them."""
+    configs: dict[str, dict[str, Any]] = {}
+    for name, values in settings.items():
+        for job, op in STAGES[name].targets:
+            ops = configs.setdefault(job, {}).setdefault("ops", {})
+            ops.setdefault(op, {"config": {}})["config"].update(values)
+    return configs

@@ -1,0 +1,148 @@
+"""Output identity: a data output is named by its settings, its inputs and its code version.
+
+As in Marin's executor and OLMo-core, an output's identity (``version``) is a hash of the
+stage's effective config, the versions of the outputs it read and the stage's code version.
+It is written next to the output (``_identity.json``, last, after the output is complete) and
+is the Dagster data version of the asset, so staleness follows from it::
+
+    from pretrain import identity
+    ident = identity.compute("filtered_shards", "filter-v2", config, inputs=[raw_dir])
+    identity.prepare_output(out_dir, ident, archive_root)   # refuses stale inputs, archives
+    ...                                                     # the stage writes out_dir
+    identity.write(out_dir, ident)
+
+Two guarantees follow:
+
+- **Stale inputs are refused.** Every input must carry an identity, and the inputs *it* was made
+  from must still be current: signatures made from an older ``filtered_shards`` cannot feed dedup
+  (``DataError`` naming the stale output and what to re-materialize).
+- **An old output is never overwritten by a run with other settings.** When the existing output
+  was made with another config or code version, it is moved whole to
+  ``<archive_root>/<version>/`` first (new input data with the same settings is an update, as in
+  incremental dedup, and replaces it in place).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from pretrain import storage
+from pretrain.errors import DataError
+
+IDENTITY_FILE = "_identity.json"
+
+
+def _canonical(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _canonical(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): _canonical(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_canonical(v) for v in value]
+    return value
+
+
+def config_hash(config: Any) -> str:
+    """A stable hash of a config (dataclass, dict or scalar), independent of key order."""
+    blob = json.dumps(_canonical(config), sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Identity:
+    """``version`` = hash(stage, code version, config hash, every input's version)."""
+
+    stage: str
+    code_version: str
+    config_hash: str
+    inputs: dict[str, str] = field(default_factory=dict)  # input dir URI → its version
+    version: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Identity:
+        return cls(**json.loads(text))
+
+    def same_settings(self, other: Identity) -> bool:
+        return (self.stage, self.code_version, self.config_hash) == (
+            other.stage,
+            other.code_version,
+            other.config_hash,
+        )
+
+
+def read(dir_uri: str) -> Identity | None:
+    """The identity of the output in ``dir_uri``; None when it has none (never made, or a run
+    was interrupted before it completed)."""
+    uri = storage.join(dir_uri, IDENTITY_FILE)
+    if not storage.exists(uri):
+        return None
+    return Identity.from_json(storage.read_bytes(uri).decode())
+
+
+def write(dir_uri: str, ident: Identity) -> None:
+    """Record ``ident`` as the identity of the (complete) output in ``dir_uri``."""
+    storage.write_bytes(ident.to_json().encode(), storage.join(dir_uri, IDENTITY_FILE))
+
+
+def current_inputs(input_dirs: list[str]) -> dict[str, str]:
+    """Each input dir → its version, after checking it is fresh (see :func:`check_fresh`)."""
+    versions: dict[str, str] = {}
+    checked: set[str] = set()
+    for uri in input_dirs:
+        ident = read(uri)
+        if ident is None:
+            raise DataError(
+                f"input {uri} has no identity record ({IDENTITY_FILE}): it was never completed "
+                "or an earlier run was interrupted; re-materialize it first"
+            )
+        check_fresh(uri, ident, checked)
+        versions[uri] = ident.version
+    return versions
+
+
+def check_fresh(uri: str, ident: Identity, _checked: set[str] | None = None) -> None:
+    """Refuse an output whose inputs, or their inputs in turn, changed since it was made."""
+    checked = set() if _checked is None else _checked
+    for upstream, version in sorted(ident.inputs.items()):
+        if upstream in checked:
+            continue
+        now = read(upstream)
+        if now is None or now.version != version:
+            current = now.version if now else "missing"
+            raise DataError(
+                f"{uri} ({ident.stage}) is stale: it was made from {upstream} version {version}, "
+                f"which is now {current}; re-materialize {ident.stage} for it first"
+            )
+        checked.add(upstream)
+        check_fresh(upstream, now, checked)
+
+
+def compute(stage: str, code_version: str, config: Any, inputs: list[str]) -> Identity:
+    """The identity an output of ``stage`` will have (checks that ``inputs`` are fresh)."""
+    versions = current_inputs(inputs)
+    ident = Identity(
+        stage=stage, code_version=code_version, config_hash=config_hash(config), inputs=versions
+    )
+    payload = json.dumps(dataclasses.asdict(ident), sort_keys=True).encode()
+    return dataclasses.replace(ident, version=hashlib.sha256(payload).hexdigest()[:16])
+
+
+def prepare_output(dir_uri: str, ident: Identity, archive_root: str) -> str | None:
+    """Before a stage writes ``dir_uri``: archive an output made with other settings (returns
+    where it went) and drop the old identity record, so an interrupted run leaves an output
+    without identity (refused downstream) rather than one with a wrong identity."""
+    old = read(dir_uri)
+    archived = None
+    if old is not None and not old.same_settings(ident):
+        archived = storage.join(archive_root, old.version)
+        storage.move_dir(dir_uri, archived)
+    elif old is not None:
+        storage.remove(storage.join(dir_uri, IDENTITY_FILE))
+    return archived

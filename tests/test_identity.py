@@ -1,0 +1,106 @@
+"""Outputs carry their identity (issue 17) and stages refuse stale inputs (issue 19, item 11).
+
+Library level: the identity hashes settings, inputs and code version; a changed input makes
+everything made from it stale. Through Dagster: an identity is the asset's data version; a
+``filtered_shards`` re-made with other settings archives the old output, and ``dedup_clusters``
+then refuses the old signatures, naming what to re-materialize.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from dagster import AssetKey, DagsterInstance
+
+from pretrain import identity, storage
+from pretrain.errors import DataError
+from pretrain_assets.definitions import build_definitions
+from pretrain_assets.shards import plan_source, register_shards
+from resources.storage import ArtifactStore
+from sensors.backfill_schedule import partitions_data_version
+
+
+def make(dir_: Path, stage: str, config: dict, inputs: list[Path]) -> identity.Identity:
+    ident = identity.compute(stage, "v1", config, [str(p) for p in inputs])
+    identity.prepare_output(str(dir_), ident, str(dir_.parent / "_versions"))
+    storage.write_bytes(repr(config).encode(), str(dir_ / "data.txt"))
+    identity.write(str(dir_), ident)
+    return ident
+
+
+def test_identity_depends_on_settings_inputs_and_code(tmp_path: Path) -> None:
+    raw = make(tmp_path / "raw", "raw", {"n": 1}, [])
+    same = identity.compute("raw", "v1", {"n": 1}, [])
+    assert same.version == raw.version
+    assert identity.compute("raw", "v2", {"n": 1}, []).version != raw.version
+    assert identity.compute("raw", "v1", {"n": 2}, []).version != raw.version
+    filtered = make(tmp_path / "filtered", "filtered", {"m": 1}, [tmp_path / "raw"])
+    assert filtered.inputs == {str(tmp_path / "raw"): raw.version}
+
+
+def test_a_changed_input_makes_its_descendants_stale(tmp_path: Path) -> None:
+    make(tmp_path / "raw", "raw", {"n": 1}, [])
+    make(tmp_path / "filtered", "filtered", {}, [tmp_path / "raw"])
+    make(tmp_path / "sigs", "sigs", {}, [tmp_path / "filtered"])
+    identity.compute("dedup", "v1", {}, [str(tmp_path / "sigs")])  # all fresh
+    make(tmp_path / "raw", "raw", {"n": 2}, [])  # re-made with other settings
+    with pytest.raises(DataError, match=r"filtered.*is stale.*raw"):
+        identity.compute("dedup", "v1", {}, [str(tmp_path / "sigs")])
+    # the old raw output was archived whole, not overwritten
+    archived = list((tmp_path / "_versions").iterdir())
+    assert len(archived) == 1 and (archived[0] / "data.txt").read_text() == "{'n': 1}"
+
+
+def test_an_input_without_identity_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "half").mkdir()
+    with pytest.raises(DataError, match="no identity record"):
+        identity.compute("next", "v1", {}, [str(tmp_path / "half")])
+
+
+@pytest.mark.slow
+def test_dagster_data_versions_and_stale_signatures_refused(tmp_path: Path) -> None:
+    root = str(tmp_path / "artifacts")
+    defs = build_definitions(artifact_root=root)
+    store = ArtifactStore(root=root)
+    no_classifier = {"ops": {"filtered_shards": {"config": {"use_quality_classifier": False}}}}
+    with DagsterInstance.ephemeral() as instance:
+        [key] = register_shards(
+            instance, store, plan_source("embedded", max_shards=1, max_files_per_source=6)
+        )
+
+        def run(job: str, partition: str | None = None, config: dict | None = None) -> bool:
+            result = defs.resolve_job_def(job).execute_in_process(
+                instance=instance, partition_key=partition, run_config=config or {},
+                raise_on_error=False,
+            )  # fmt: skip
+            return result
+
+        assert run("ingest", key).success
+        assert run("shard_pipeline", key, no_classifier).success
+        assert run("dedup").success
+        filtered = instance.get_latest_materialization_event(AssetKey("filtered_shards"))
+        version = identity.read(store.uri("filtered_shards", key)).version
+        assert filtered.asset_materialization.tags["dagster/data_version"] == version
+        sigs = instance.get_latest_materialization_event(AssetKey("minhash_signatures"))
+        recorded = sigs.asset_materialization.tags["dagster/input_data_version/filtered_shards"]
+        assert recorded == partitions_data_version([version])
+        # re-filter with other settings, alone (possible from the UI): the old output is
+        # archived and dedup refuses the signatures made from it
+        stricter = {"ops": {"filtered_shards": {"config": {
+            "use_quality_classifier": False, "heuristics": {"min_chars": 400}}}}}  # fmt: skip
+        job = defs.resolve_job_def("shard_pipeline")
+        result = job.execute_in_process(
+            instance=instance, partition_key=key, run_config=stricter,
+            asset_selection=[AssetKey("filtered_shards")],
+        )  # fmt: skip
+        assert result.success
+        archived = Path(store.uri("_versions", "filtered_shards", key, version))
+        assert (archived / "documents.parquet").exists()
+        refused = run("dedup")
+        assert not refused.success
+        [failure] = [e for e in refused.all_events if e.is_step_failure]
+        error, message = failure.step_failure_data.error, ""
+        while error is not None:
+            message, error = message + error.message, error.cause
+        assert "minhash_signatures" in message and "is stale" in message
