@@ -87,8 +87,9 @@ def ensure_bench_venv() -> None:
     if subprocess.run([str(PY), "-c", "import datatrove"], capture_output=True).returncode:
         subprocess.run([*pip, "datatrove==0.10.1", "xxhash<4"], check=True)
     # datatrove's dedup package imports its tokenization and text helpers: they need
-    # `tokenizers` and `regex`, which datatrove 0.10.1 does not declare.
-    for module in ("tokenizers", "regex"):
+    # `tokenizers`, `regex` and `spacy` (its "en" word tokenizer), which datatrove 0.10.1
+    # does not install.
+    for module in ("tokenizers", "regex", "spacy"):
         if subprocess.run([str(PY), "-c", f"import {module}"], capture_output=True).returncode:
             subprocess.run([*pip, module], check=True)
     if subprocess.run([str(PY), "-c", "import rensa"], capture_output=True).returncode:

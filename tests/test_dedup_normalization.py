@@ -115,6 +115,8 @@ def test_exact_key_uses_the_same_normalization() -> None:
                        "The ship sank at 5 o'clock."])  # fmt: skip
     v2 = text_hashes(texts, seed=1)
     assert v2[0] == v2[1] and v2[0] != v2[2]
+    symbols = text_hashes(pl.Series(["!!!", "???", "!!!"]), seed=1)  # normalize to ""
+    assert symbols[0] != symbols[1] and symbols[0] == symbols[2]
     v1 = text_hashes(texts, seed=1, normalization="v1")
     assert v1[0] != v1[1]
 

@@ -87,8 +87,17 @@ def normalized(texts: pl.Series, normalization: str = "v2") -> pl.Series:
 
 
 def text_hashes(texts: pl.Series, seed: int, normalization: str = "v2") -> np.ndarray:
-    """uint64 hash of each normalized text (exact-duplicate key)."""
-    return normalized(texts, normalization).hash(seed=seed).to_numpy().astype(np.uint64)
+    """uint64 hash of each normalized text (exact-duplicate key).
+
+    A text that normalizes to nothing (only punctuation, symbols or emoji) keeps its v1 key:
+    ``"!!!"`` and ``"???"`` are not duplicates of each other.
+    """
+    norm = normalized(texts, normalization)
+    if normalization != "v1":
+        norm = pl.select(
+            pl.when(norm == "").then(normalized(texts, "v1")).otherwise(norm)
+        ).to_series()
+    return norm.hash(seed=seed).to_numpy().astype(np.uint64)
 
 
 def batch_shingles(texts: list[str | None] | pl.Series, config: DedupConfig) -> ShingleBatch:
