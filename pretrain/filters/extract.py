@@ -14,16 +14,45 @@ one line per block element.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from html.parser import HTMLParser
 
+from pretrain.errors import ConfigError
 
-def extract_main_text(html: str) -> str:
-    """Main content of a page (resiliparse); the whole visible text when it finds none."""
-    try:
-        from resiliparse.extract.html2text import extract_plain_text
-    except ImportError:  # resiliparse is a pinned dependency; the stripper keeps tests honest
+EXTRACTORS = ("resiliparse", "trafilatura", "tag_stripper")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExtractConfig:
+    extractor: str = "resiliparse"
+    comments: bool = False  # user comments are not main content
+    alt_texts: bool = False
+    list_bullets: bool = False
+
+    def __post_init__(self) -> None:
+        if self.extractor not in EXTRACTORS:
+            raise ConfigError(f"extractor={self.extractor!r}: use one of {EXTRACTORS}")
+
+
+def extract_main_text(html: str, config: ExtractConfig | None = None) -> str:
+    """Main content of a page; the whole visible text when the extractor finds none."""
+    config = config or ExtractConfig()
+    if config.extractor == "tag_stripper":
         return html_to_text(html)
-    text = extract_plain_text(html, main_content=True)
+    if config.extractor == "trafilatura":
+        import trafilatura
+
+        text = trafilatura.extract(html, include_comments=config.comments) or ""
+        return text if text.strip() else html_to_text(html)
+    from resiliparse.extract.html2text import extract_plain_text
+
+    text = extract_plain_text(
+        html,
+        main_content=True,
+        comments=config.comments,
+        alt_texts=config.alt_texts,
+        list_bullets=config.list_bullets,
+    )
     return text if text.strip() else html_to_text(html)
 
 
