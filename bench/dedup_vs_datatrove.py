@@ -86,9 +86,12 @@ def ensure_bench_venv() -> None:
     pip = [str(PY), "-m", "pip", "install", "-q"]
     if subprocess.run([str(PY), "-c", "import datatrove"], capture_output=True).returncode:
         subprocess.run([*pip, "datatrove==0.10.1", "xxhash<4"], check=True)
-    # datatrove's dedup package imports its tokenization helpers: they need `tokenizers`.
-    if subprocess.run([str(PY), "-c", "import tokenizers"], capture_output=True).returncode:
-        subprocess.run([*pip, "tokenizers"], check=True)
+    # datatrove's dedup package imports its tokenization and text helpers: they need
+    # `tokenizers`, `regex` and `spacy` (its "en" word tokenizer), which datatrove 0.10.1
+    # does not install.
+    for module in ("tokenizers", "regex", "spacy"):
+        if subprocess.run([str(PY), "-c", f"import {module}"], capture_output=True).returncode:
+            subprocess.run([*pip, module], check=True)
     if subprocess.run([str(PY), "-c", "import rensa"], capture_output=True).returncode:
         subprocess.run([*pip, "rensa"], check=False)  # reference only: absent is reported
 

@@ -77,8 +77,10 @@ def _doc(text: str, url: str, quality: float = 0.5) -> dict:
 
 def test_boilerplate_counts_only_surviving_documents(tmp_path: Path) -> None:
     footer = "Subscribe to our newsletter for weekly updates"
+    # Bodies differ in words, not only digits: normalization v2 maps every number to "0".
+    rivers = ["Thames", "Severn", "Trent", "Wye"]
     bodies = [
-        f"Story {i}: the river rose {i} feet near mill number {i * 7} overnight." for i in range(4)
+        f"Story {i}: the {r} rose {i} feet near mill number {i * 7}." for i, r in enumerate(rivers)
     ]
     docs = [_doc(f"{body}\n{footer}", f"https://news.example/{i}") for i, body in enumerate(bodies)]
     # Three copies of one page: its lines must not count as boilerplate three times.

@@ -21,6 +21,7 @@ from pretrain.data.raw import (
 from pretrain.data.readers import RawFile, is_reject, iter_records
 from pretrain.data.schema import DOCUMENT_SCHEMA, REJECT_SCHEMA
 from pretrain.errors import ConfigError, DataError
+from pretrain.filters.extract import ExtractConfig
 
 SHARED = Path(__file__).parents[1] / ".." / "shared" / "data"
 DOLMA = SHARED / "web" / "cc_dolma_CC-MAIN-20190717121559-20190717143559-00140.jsonl.gz"
@@ -216,7 +217,9 @@ def test_build_raw_shard_writes_documents_rejects_and_manifest(tmp_path: Path) -
         "rejected_malformed_json": 1,
         "rejected_undecodable": 1,
         "documents_web": 2,
+        **ExtractConfig().as_metadata(),  # the HTML extraction settings are recorded
     }
+    assert stats.as_metadata()["extract_extractor"] == "resiliparse"
     docs = pq.read_table(out / "documents.parquet")
     rejects = pq.read_table(out / "rejects.parquet")
     assert docs.schema == DOCUMENT_SCHEMA and rejects.schema == REJECT_SCHEMA

@@ -27,6 +27,7 @@ from pretrain import storage
 from pretrain.data.readers import RawFile, is_reject, iter_records, kind_for
 from pretrain.data.schema import DOCUMENT_SCHEMA, REJECT_SCHEMA, doc_id
 from pretrain.errors import ConfigError, DataError
+from pretrain.filters.extract import ExtractConfig
 from pretrain.hashset import HashSet64, key64
 
 STAGE = "raw"
@@ -66,6 +67,7 @@ class RawShardStats:
     chars: int
     rejected: dict[str, int] = field(default_factory=dict)
     documents_by_source: dict[str, int] = field(default_factory=dict)
+    extract: dict[str, str | int | float | bool] = field(default_factory=dict)  # HTML settings
 
     @property
     def num_rejected(self) -> int:
@@ -80,6 +82,7 @@ class RawShardStats:
         }
         out.update({f"rejected_{reason}": n for reason, n in sorted(self.rejected.items())})
         out.update({f"documents_{src}": n for src, n in sorted(self.documents_by_source.items())})
+        out.update(self.extract)
         return out
 
 
@@ -139,7 +142,11 @@ def list_source_files(uri: str, source_name: str) -> list[RawFile]:
 
 
 def build_raw_shard(
-    manifest: ShardManifest, output_dir_uri: str, *, max_docs: int | None = None
+    manifest: ShardManifest,
+    output_dir_uri: str,
+    *,
+    max_docs: int | None = None,
+    extract: ExtractConfig | None = None,
 ) -> RawShardStats:
     """Read every file of ``manifest`` into documents.parquet + rejects.parquet + manifest.json.
 
@@ -149,8 +156,10 @@ def build_raw_shard(
     :class:`pretrain.hashset.HashSet64`). Each table appears atomically (temporary name, then rename) and only after every
     file was read; manifest.json is written last. ``max_docs`` stops reading once that many
     documents are kept (debug runs); the count of documents not read is not known and is not
-    reported as rejected.
+    reported as rejected. HTML pages (WARC responses) go through ``extract`` (default
+    ``ExtractConfig()``); its settings are part of the stats' metadata.
     """
+    extract = extract or ExtractConfig()
     if max_docs is not None and max_docs < 1:
         raise ConfigError(f"max_docs={max_docs}: use at least 1, or None for all")
     seen = HashSet64()  # the kept ids, 8 bytes each (pretrain.hashset)
@@ -170,7 +179,7 @@ def build_raw_shard(
             if max_docs is not None and documents >= max_docs:
                 break
             kept_before, rejected_before = documents, rejects_out.rows
-            for record in iter_records(raw):
+            for record in iter_records(raw, extract):
                 if max_docs is not None and documents >= max_docs:
                     break
                 if is_reject(record):
@@ -207,6 +216,7 @@ def build_raw_shard(
         chars=chars,
         rejected=dict(sorted(rejected.items())),
         documents_by_source=dict(sorted(by_source.items())),
+        extract=extract.as_metadata(),
     )
     storage.write_json(
         {

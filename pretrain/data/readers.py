@@ -26,6 +26,7 @@ the measured choice), falling back to a plain tag stripper when it finds no main
 
 from __future__ import annotations
 
+import functools
 import gzip
 import io
 import json
@@ -39,7 +40,7 @@ from typing import IO, Any
 from pretrain import storage
 from pretrain.errors import ConfigError, DataError
 from pretrain.filters.encoding import decode_bytes
-from pretrain.filters.extract import extract_main_text
+from pretrain.filters.extract import ExtractConfig, extract_main_text
 
 KINDS = ("text", "jsonl", "parquet", "warc", "metadata")
 _JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".json.gz", ".ndjson")
@@ -84,12 +85,13 @@ def _reject(raw: RawFile, url: str, reason: str, detail: str, text: str | None =
     return {"text": text, "source": raw.source, "url": url, "reason": reason, "detail": detail}
 
 
-def iter_records(raw: RawFile) -> Iterator[dict[str, Any]]:
-    """Yield good records and reject records from ``raw`` in file order."""
+def iter_records(raw: RawFile, extract: ExtractConfig | None = None) -> Iterator[dict[str, Any]]:
+    """Yield good records and reject records from ``raw`` in file order (HTML in WARC
+    responses goes through ``extract``, default ``ExtractConfig()``)."""
     reader = {
         "jsonl": _iter_jsonl,
         "parquet": _iter_parquet,
-        "warc": _iter_warc,
+        "warc": functools.partial(_iter_warc, extract=extract or ExtractConfig()),
         "text": _iter_text,
         "metadata": _iter_metadata,
     }[raw.kind]
@@ -254,7 +256,7 @@ def _iter_metadata(raw: RawFile) -> Iterator[dict[str, Any]]:
 # ---------------------------------------------------------------- WARC / WET
 
 
-def _iter_warc(raw: RawFile) -> Iterator[dict[str, Any]]:
+def _iter_warc(raw: RawFile, extract: ExtractConfig) -> Iterator[dict[str, Any]]:
     with _open_stream(raw.uri) as stream:
         for headers, block in _warc_records(_Counting(stream)):
             if "_broken" in headers:
@@ -264,12 +266,12 @@ def _iter_warc(raw: RawFile) -> Iterator[dict[str, Any]]:
             warc_type = headers.get("warc-type", "")
             url = headers.get("warc-target-uri", "").strip("<>") or raw.uri
             if warc_type == "conversion":  # WET: the block is already extracted text
-                yield from _decoded(raw, url, block, None, html=False)
+                yield from _decoded(raw, url, block, None, html=None)
             elif warc_type == "response":
                 if not url.startswith(("http:", "https:")):
                     yield _reject(raw, url, "non_http", headers.get("content-type", ""))
                     continue
-                yield from _http_response(raw, url, block)
+                yield from _http_response(raw, url, block, extract)
             # request/metadata/warcinfo/resource records are crawl bookkeeping, not documents.
 
 
@@ -328,7 +330,9 @@ def _skip_to_next_record(stream: _Counting) -> bytes:
     return line
 
 
-def _http_response(raw: RawFile, url: str, block: bytes) -> Iterator[dict[str, Any]]:
+def _http_response(
+    raw: RawFile, url: str, block: bytes, extract: ExtractConfig
+) -> Iterator[dict[str, Any]]:
     # Old crawlers (ClueWeb) end HTTP header lines with a bare LF, so split on either.
     sep = min((i for i in (block.find(b"\r\n\r\n"), block.find(b"\n\n")) if i >= 0), default=-1)
     if sep < 0:
@@ -353,7 +357,7 @@ def _http_response(raw: RawFile, url: str, block: bytes) -> Iterator[dict[str, A
     charset = content_type.partition("charset=")[2].split(";")[0].strip(" \"'") or None
     if charset is None and (meta := _META_CHARSET.search(body[:4096])):
         charset = meta.group(1).decode("ascii").lower()
-    yield from _decoded(raw, url, body, charset, html=True)
+    yield from _decoded(raw, url, body, charset, html=extract)
 
 
 _META_CHARSET = re.compile(rb"<meta[^>]+charset=[\"']?([A-Za-z0-9_-]+)", re.IGNORECASE)
@@ -377,11 +381,12 @@ def _dechunk(body: bytes) -> bytes:
 
 
 def _decoded(
-    raw: RawFile, url: str, body: bytes, charset: str | None, *, html: bool
+    raw: RawFile, url: str, body: bytes, charset: str | None, *, html: ExtractConfig | None
 ) -> Iterator[dict[str, Any]]:
     decoded = decode_bytes(body, charset)
     if decoded is None:
         yield _reject(raw, url, "undecodable", f"charset={charset!r}")
         return
     text = decoded[0]
-    yield {"text": extract_main_text(text) if html else text, "source": raw.source, "url": url}
+    text = extract_main_text(text, html) if html is not None else text
+    yield {"text": text, "source": raw.source, "url": url}

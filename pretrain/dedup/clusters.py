@@ -17,7 +17,10 @@
 
 Output folder: ``clusters.parquet`` (documents in clusters of size > 1: ``id, cluster_id,
 survivor_id, reason, source, shard, row``; reason ``survivor``, ``exact_duplicate``,
-``url_duplicate`` or ``near_duplicate``), ``boilerplate.parquet`` (line dedup),
+``url_duplicate`` or ``near_duplicate``), ``containment.parquet`` (LSH candidates below the
+Jaccard threshold whose smaller document shares ``>= containment_threshold`` of its shingles
+with the other — a chapter re-posted from a book; listed, never removed),
+``boilerplate.parquet`` (line dedup),
 ``changes.parquet`` and ``state.json`` (incremental), ``stats.json``.
 """
 
@@ -44,7 +47,7 @@ from pretrain.dedup.incremental import (
     plan_incremental,
     survivor_changes,
 )
-from pretrain.dedup.shingles import ShingleBatch, batch_shingles, jaccard_pairs
+from pretrain.dedup.shingles import ShingleBatch, batch_shingles, intersections
 from pretrain.dedup.stats import ClusterStats, source_rates
 from pretrain.errors import DataError
 
@@ -60,7 +63,7 @@ def cluster_duplicates(
     shards, fingerprints = open_shards(signature_uris, config)
     prior = load_prior(output_dir_uri, config)
     plan = plan_incremental(shards, fingerprints, prior)
-    found, near = find_pairs(shards, config, plan if prior else None)
+    found, near, contained = find_pairs(shards, config, plan if prior else None)
     edges = np.concatenate([found.exact, near]).reshape(-1, 2)
     nodes, roots = _components(edges)
     info = _node_info(shards, nodes).with_columns(pl.Series("root", roots))
@@ -88,11 +91,17 @@ def cluster_duplicates(
         survivor_changes=changes.height,
         boilerplate_units=boilerplate.num_rows,
         seconds=round(time.monotonic() - started, 3),
+        normalization=config.normalization,
+        containment_pairs=len(contained),
         rate_by_source=source_rates(rows, shards),
     )
     storage.write_table(rows.to_arrow(), storage.join(output_dir_uri, "clusters.parquet"))
     storage.write_table(boilerplate, storage.join(output_dir_uri, "boilerplate.parquet"))
     storage.write_table(changes.to_arrow(), storage.join(output_dir_uri, "changes.parquet"))
+    storage.write_table(
+        _containment_rows(shards, contained).to_arrow(),
+        storage.join(output_dir_uri, "containment.parquet"),
+    )
     storage.write_json(
         {**stats.as_metadata(), "inputs": [s.uri for s in shards], "config": asdict(config)},
         storage.join(output_dir_uri, "stats.json"),
@@ -106,15 +115,18 @@ def cluster_duplicates(
 
 def find_pairs(
     shards: list[ShardInput], config: DedupConfig, plan: Plan | None = None
-) -> tuple[Candidates, np.ndarray]:
-    """Candidates over every band partition, and the LSH pairs that pass verification."""
+) -> tuple[Candidates, np.ndarray, np.ndarray]:
+    """Candidates over every band partition, the LSH pairs that pass verification, and the
+    LSH pairs that fail it but whose smaller document is contained in the other
+    (``(k, 3)`` float64 rows ``contained node, container node, containment``)."""
     found = candidate_pairs(
         shards,
         config,
         eligible=plan.eligible if plan else None,
         is_fresh=plan.is_fresh if plan else None,
     )
-    return found, _verify(found.lsh, shards, config)
+    near, contained = _verify(found.lsh, shards, config)
+    return found, near, contained
 
 
 def open_shards(uris: list[str], config: DedupConfig) -> tuple[list[ShardInput], dict[str, str]]:
@@ -183,16 +195,28 @@ def _node_info(shards: list[ShardInput], nodes: np.ndarray) -> pl.DataFrame:
     return pl.concat(frames).cast(schema).with_columns(node=pl.Series(nodes))  # type: ignore[arg-type]
 
 
-def _verify(pairs: np.ndarray, shards: list[ShardInput], config: DedupConfig) -> np.ndarray:
-    """LSH pairs that pass the check, in their order; nodes are read in bounded chunks."""
+def _verify(
+    pairs: np.ndarray, shards: list[ShardInput], config: DedupConfig
+) -> tuple[np.ndarray, np.ndarray]:
+    """LSH pairs that pass the check, in their order, and the containment rows (see
+    :func:`find_pairs`); nodes are read in bounded chunks."""
+    no_containment = np.empty((0, 3), np.float64)
     if config.verify == "none" or len(pairs) == 0:
-        return pairs
+        return pairs, no_containment
     documents = {s.uri: _documents_uri(s) for s in shards} if config.verify == "jaccard" else {}
-    kept = [
-        chunk[_chunk_scores(chunk, shards, config, documents) >= config.threshold]
-        for chunk in pair_chunks(pairs, config.max_partition_rows)
-    ]
-    return np.concatenate(kept)
+    kept, contained = [], [no_containment]
+    for chunk in pair_chunks(pairs, config.max_partition_rows):
+        jaccard, sizes, inter = _chunk_scores(chunk, shards, config, documents)
+        near = jaccard >= config.threshold
+        kept.append(chunk[near])
+        if config.containment_threshold > 0 and inter is not None:
+            smaller = sizes.argmin(axis=1)  # 0: left is the smaller document
+            share = inter / np.maximum(sizes.min(axis=1), 1)
+            hit = ~near & (share >= config.containment_threshold)
+            inner = chunk[hit, smaller[hit]]
+            outer = chunk[hit, 1 - smaller[hit]]
+            contained.append(np.column_stack([inner, outer, share[hit]]).astype(np.float64))
+    return np.concatenate(kept), np.concatenate(contained)
 
 
 def pair_chunks(pairs: np.ndarray, max_nodes: int) -> Iterator[np.ndarray]:
@@ -215,8 +239,9 @@ def pair_chunks(pairs: np.ndarray, max_nodes: int) -> Iterator[np.ndarray]:
 
 def _chunk_scores(
     pairs: np.ndarray, shards: list[ShardInput], config: DedupConfig, documents: dict[str, str]
-) -> np.ndarray:
-    """Jaccard (true, or estimated from signatures) of each pair of one chunk."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Jaccard (true, or estimated from signatures) of each pair of one chunk; with true
+    Jaccard also the shingle counts ``(k, 2)`` and the shared shingles of each pair."""
     nodes = np.unique(pairs)
     left, right = np.searchsorted(nodes, pairs[:, 0]), np.searchsorted(nodes, pairs[:, 1])
     if config.verify == "signature":
@@ -226,13 +251,17 @@ def _chunk_scores(
             for _, table in read_rows(shard.uri, rows, ["minhash"])
         ]
         signature = np.concatenate(parts)
-        return (signature[left] == signature[right]).mean(axis=1)
+        return (signature[left] == signature[right]).mean(axis=1), np.empty((0, 2)), None
     batches = [
         batch_shingles(pl.Series("text", table.column("text")).cast(pl.String), config)
         for shard, _, rows in _per_shard(shards, nodes)
         for _, table in read_rows(documents[shard.uri], rows, ["text"], VERIFY_BATCH_ROWS)
     ]
-    return jaccard_pairs(ShingleBatch.concat(batches), left, right)
+    batch = ShingleBatch.concat(batches)
+    inter = intersections(batch, left, right)
+    sizes = np.column_stack([batch.counts[left], batch.counts[right]])
+    union = sizes.sum(axis=1) - inter
+    return np.where(union > 0, inter / np.maximum(union, 1), 1.0), sizes, inter
 
 
 def _documents_uri(shard: ShardInput) -> str:
@@ -264,6 +293,25 @@ def read_rows(
                 del table
                 pa.default_memory_pool().release_unused()  # else mimalloc keeps each group
             start = end
+
+
+def _containment_rows(shards: list[ShardInput], contained: np.ndarray) -> pl.DataFrame:
+    """``contained_id, container_id, containment`` (+ shard and row of the contained one)."""
+    nodes = contained[:, :2].astype(np.int64)
+    ids = _node_info(shards, np.unique(nodes)).select("node", "id", "shard", "row")
+    pairs = pl.DataFrame(
+        {"inner": nodes[:, 0], "outer": nodes[:, 1], "containment": contained[:, 2]},
+        schema={"inner": pl.Int64, "outer": pl.Int64, "containment": pl.Float64},
+    )
+    return (
+        pairs.join(ids.rename({"node": "inner", "id": "contained_id"}), on="inner")
+        .join(
+            ids.select(pl.col("node").alias("outer"), pl.col("id").alias("container_id")),
+            on="outer",
+        )  # fmt: skip
+        .select("contained_id", "container_id", pl.col("containment").round(4), "shard", "row")
+        .sort("contained_id", "container_id")
+    )
 
 
 def _components(edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pretrain.errors import ConfigError
 
 VERIFY_MODES = ("jaccard", "signature", "none")
+NORMALIZATIONS = ("v2", "v1")
 LINE_UNITS = ("line", "paragraph")
 
 
@@ -61,9 +62,15 @@ class DedupConfig:
     char_ngram: int = 5  # character shingle size for CJK/Thai text (no spaces between words)
     cjk_fraction: float = 0.3  # share of CJK/Thai characters that switches to char shingles
     seed: int = 1
+    # Text normalization before shingling and exact keys (pretrain.dedup.shingles): "v2" =
+    # NFKC, lower-case, punctuation/symbols removed, digits -> 0; "v1" = lower-case only.
+    normalization: str = "v2"
     # "jaccard": true shingle Jaccard recomputed from the texts of candidate documents;
     # "signature": share of equal MinHash values (estimate); "none": every candidate counts.
     verify: str = "jaccard"
+    # LSH pairs below ``threshold`` whose smaller document has >= this share of its shingles
+    # in the other go to containment.parquet (listed, not removed); 0 switches it off.
+    containment_threshold: float = 0.8
     max_bucket_pairs: int = 100  # larger buckets pair every member with the first only
     url_dedup: bool = True  # same URL (fragment and trailing slash ignored) → duplicate
     max_partition_rows: int = 2_000_000  # bucket rows per band partition (bounds memory)
@@ -88,8 +95,18 @@ class DedupConfig:
             raise ConfigError("ngram and char_ngram must be >= 1")
         if not 0.0 < self.cjk_fraction <= 1.0:
             raise ConfigError(f"cjk_fraction={self.cjk_fraction}: use a fraction in (0, 1]")
+        if self.normalization not in NORMALIZATIONS:
+            raise ConfigError(
+                f"normalization={self.normalization!r}: use one of {NORMALIZATIONS} "
+                "('v1' reproduces signatures computed before normalization v2)"
+            )
         if self.verify not in VERIFY_MODES:
             raise ConfigError(f"verify={self.verify!r}: use one of {VERIFY_MODES}")
+        if not 0.0 <= self.containment_threshold <= 1.0:
+            raise ConfigError(
+                f"containment_threshold={self.containment_threshold}: use a share in [0, 1] "
+                "(0 switches containment reporting off)"
+            )
         if self.max_bucket_pairs < 2:
             raise ConfigError(f"max_bucket_pairs={self.max_bucket_pairs}: use at least 2")
         if self.max_partition_rows < 16:
@@ -109,7 +126,7 @@ class DedupConfig:
         import polars
 
         bands, rows = self.band_rows
-        keys = ("num_perm", "ngram", "char_ngram", "cjk_fraction", "seed")
+        keys = ("num_perm", "ngram", "char_ngram", "cjk_fraction", "seed", "normalization")
         params = {k: str(v) for k, v in asdict(self).items() if k in keys}
         # Token hashes come from polars' seeded string hash, stable within one polars release.
         scheme = f"affine32-polars{polars.__version__}"

@@ -30,11 +30,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import io
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pretrain import storage
@@ -47,6 +49,9 @@ MAX_HASH = np.uint32(0xFFFFFFFF)
 SHINGLES_PER_CHUNK = 1 << 12  # (4096 x num_perm) uint32 stays in cache: 2.5x faster than 1<<17
 EXACT_BAND, URL_BAND = -1, -2
 BUCKET_ROW_GROUP = 16_384  # small row groups: a band partition reads only its own ranges
+# Text bytes shingled at once: books (1-5 MB each) pass without a size cap while a batch's
+# token arrays stay bounded (~40 bytes per character at peak).
+MAX_BATCH_BYTES = 1 << 24
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,6 +61,7 @@ class SignatureStats:
     char_shingled: int  # documents shingled by characters (CJK/Thai)
     empty: int  # documents without a single shingle (linked by exact hash only)
     line_rows: int = 0  # distinct (document, line) pairs recorded for line dedup
+    normalization: str = "v2"  # DedupConfig.normalization the shingles were computed with
 
     def as_metadata(self) -> dict[str, int | float | str]:
         return asdict(self)
@@ -134,7 +140,7 @@ def compute_signatures(input_uri: str, output_uri: str, config: DedupConfig) -> 
     line_parts: list[np.ndarray] = []
     shingles_total = char_shingled = empty = 0
     offset = 0
-    for batch in storage.iter_table_batches(input_uri, batch_size=8192):
+    for batch in _char_bounded(storage.iter_table_batches(input_uri, batch_size=8192)):
         names = batch.schema.names
         if "text" not in names or "id" not in names:
             raise DataError(f"{input_uri} lacks 'id'/'text' columns: not a documents table")
@@ -151,7 +157,9 @@ def compute_signatures(input_uri: str, output_uri: str, config: DedupConfig) -> 
                     "id": batch.column("id").cast(pa.string()),
                     "source": batch.column("source").cast(pa.string()),
                     "quality_score": _column(batch, "quality_score", nulls).cast(pa.float32()),
-                    "exact_hash": pa.array(text_hashes(_series(texts), config.seed), pa.uint64()),
+                    "exact_hash": pa.array(
+                        text_hashes(_series(texts), config.seed, config.normalization), pa.uint64()
+                    ),
                     "url_hash": url_hashes(_column(batch, "url", nulls), config.seed),
                     "empty": pa.array(shingled.counts == 0),
                 }
@@ -176,6 +184,7 @@ def compute_signatures(input_uri: str, output_uri: str, config: DedupConfig) -> 
         char_shingled=char_shingled,
         empty=empty,
         line_rows=line_table.num_rows,
+        normalization=config.normalization,
     )
 
 
@@ -184,6 +193,24 @@ def write_parquet(table: pa.Table, uri: str, row_group_size: int = BUCKET_ROW_GR
     buf = io.BytesIO()
     pq.write_table(table, buf, compression="zstd", row_group_size=row_group_size)
     storage.write_bytes(buf.getvalue(), uri)
+
+
+def _char_bounded(
+    batches: Iterator[pa.RecordBatch], max_bytes: int = MAX_BATCH_BYTES
+) -> Iterator[pa.RecordBatch]:
+    """Split record batches so each holds at most ``max_bytes`` of text (at least one row)."""
+    for batch in batches:
+        if "text" not in batch.schema.names:
+            yield batch
+            continue
+        sizes = pc.binary_length(batch.column("text").cast(pa.string())).fill_null(0)
+        ends = np.cumsum(sizes.to_numpy(zero_copy_only=False).astype(np.int64))
+        start = 0
+        while start < batch.num_rows:
+            base = ends[start - 1] if start else 0
+            end = max(start + 1, int(np.searchsorted(ends, base + max_bytes, side="right")))
+            yield batch.slice(start, end - start)
+            start = end
 
 
 def _series(texts: pa.ChunkedArray | pa.Array) -> pl.Series:

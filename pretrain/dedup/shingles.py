@@ -1,9 +1,19 @@
 """Vectorized shingling: a batch of texts → one flat array of (document, shingle hash).
 
-Normalization (lowercase, whitespace collapsed), tokenization (word tokens, or characters for
-CJK/Thai text) and token hashing run inside polars over the whole batch; n-gram combination and
-per-document de-duplication run in numpy over flat arrays. No Python object is built per
-document or per token::
+Normalization, tokenization (word tokens, or characters for CJK/Thai text) and token hashing
+run inside polars over the whole batch; n-gram combination and per-document de-duplication run
+in numpy over flat arrays. No Python object is built per document or per token.
+
+``DedupConfig.normalization`` picks the text normalization (recorded with every signature file,
+so earlier runs can be reproduced):
+
+- ``"v2"`` (default): NFKC, lower-case, punctuation and symbols (Unicode ``P*``/``S*``) become
+  spaces, every run of decimal digits becomes ``0``, whitespace collapsed. Two editions of a
+  book that differ in quotes, dashes, line wrapping, ligatures or page numbers shingle alike,
+  and CJK character n-grams carry no punctuation (full-width ``，`` and ``,`` both vanish).
+- ``"v1"`` (before issue 14): lower-case and whitespace collapsed only.
+
+The same function keys exact dedup (:func:`text_hashes`) and true-Jaccard verification::
 
     from pretrain.dedup.config import DedupConfig
     from pretrain.dedup.shingles import batch_shingles
@@ -59,20 +69,41 @@ class ShingleBatch:
         )
 
 
-def normalized(texts: pl.Series) -> pl.Series:
-    """Lowercase with whitespace runs collapsed to one space and ends stripped."""
-    return texts.fill_null("").str.to_lowercase().str.replace_all(r"\s+", " ").str.strip_chars()
+def normalized(texts: pl.Series, normalization: str = "v2") -> pl.Series:
+    """``texts`` normalized as ``normalization`` says (see module docstring)."""
+    texts = texts.fill_null("")
+    if normalization == "v1":
+        return texts.str.to_lowercase().str.replace_all(r"\s+", " ").str.strip_chars()
+    if normalization != "v2":
+        raise ValueError(f"normalization={normalization!r}: use 'v2' or 'v1'")
+    return (
+        texts.str.normalize("NFKC")
+        .str.to_lowercase()
+        .str.replace_all(r"[\p{P}\p{S}]+", " ")
+        .str.replace_all(r"\p{Nd}+", "0")
+        .str.replace_all(r"\s+", " ")
+        .str.strip_chars()
+    )
 
 
-def text_hashes(texts: pl.Series, seed: int) -> np.ndarray:
-    """uint64 hash of each normalized text (exact-duplicate key)."""
-    return normalized(texts).hash(seed=seed).to_numpy().astype(np.uint64)
+def text_hashes(texts: pl.Series, seed: int, normalization: str = "v2") -> np.ndarray:
+    """uint64 hash of each normalized text (exact-duplicate key).
+
+    A text that normalizes to nothing (only punctuation, symbols or emoji) keeps its v1 key:
+    ``"!!!"`` and ``"???"`` are not duplicates of each other.
+    """
+    norm = normalized(texts, normalization)
+    if normalization != "v1":
+        norm = pl.select(
+            pl.when(norm == "").then(normalized(texts, "v1")).otherwise(norm)
+        ).to_series()
+    return norm.hash(seed=seed).to_numpy().astype(np.uint64)
 
 
 def batch_shingles(texts: list[str | None] | pl.Series, config: DedupConfig) -> ShingleBatch:
     """Shingle hashes of every text in the batch (see module docstring)."""
     series = texts if isinstance(texts, pl.Series) else pl.Series("text", texts, pl.String)
-    norm = normalized(series)
+    norm = normalized(series, config.normalization)
     num_docs = len(norm)
     letters = norm.str.len_chars().fill_null(0) - norm.str.count_matches(" ").fill_null(0)
     cjk = norm.str.count_matches(_CJK_CLASS).fill_null(0)
@@ -134,13 +165,29 @@ def shingle_hashes(text: str, config: DedupConfig) -> np.ndarray:
 def jaccard_pairs(
     batch: ShingleBatch, left: np.ndarray, right: np.ndarray, max_keys: int = 1 << 18
 ) -> np.ndarray:
-    """True Jaccard of shingle sets for document pairs ``(left[i], right[i])`` of ``batch``.
+    """True Jaccard of shingle sets for document pairs ``(left[i], right[i])`` of ``batch``."""
+    inter = intersections(batch, left, right, max_keys)
+    union = batch.counts[left] + batch.counts[right] - inter
+    return np.where(union > 0, inter / np.maximum(union, 1), 1.0)
+
+
+def containment_pairs(batch: ShingleBatch, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """``|A ∩ B| / min(|A|, |B|)``: how much of the smaller document lies inside the other."""
+    inter = intersections(batch, left, right)
+    smaller = np.minimum(batch.counts[left], batch.counts[right])
+    return np.where(smaller > 0, inter / np.maximum(smaller, 1), 1.0)
+
+
+def intersections(
+    batch: ShingleBatch, left: np.ndarray, right: np.ndarray, max_keys: int = 1 << 18
+) -> np.ndarray:
+    """Shared shingles ``|A ∩ B|`` of document pairs ``(left[i], right[i])`` of ``batch``.
 
     Pairs are compared in slices of about ``max_keys`` shingles (both sides together, at
     least one pair), so memory stays bounded however many long documents the pairs repeat.
     """
     offsets = np.concatenate([[0], np.cumsum(batch.counts)])
-    out = np.zeros(len(left), dtype=np.float64)
+    out = np.zeros(len(left), dtype=np.int64)
     keys_per_pair = batch.counts[left] + batch.counts[right]
     for start, end in _slices(keys_per_pair, max_keys):
         a, b = left[start:end], right[start:end]
@@ -154,9 +201,7 @@ def jaccard_pairs(
             )
         both = np.sort(np.concatenate(keys))
         shared = both[1:][both[1:] == both[:-1]] >> np.uint64(32)
-        inter = np.bincount(shared.astype(np.int64), minlength=len(a))
-        union = batch.counts[a] + batch.counts[b] - inter
-        out[start:end] = np.where(union > 0, inter / np.maximum(union, 1), 1.0)
+        out[start:end] = np.bincount(shared.astype(np.int64), minlength=len(a))
     return out
 
 

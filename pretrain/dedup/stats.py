@@ -46,6 +46,8 @@ class ClusterStats:
     survivor_changes: int  # documents of earlier shards whose outcome changed
     boilerplate_units: int  # lines/paragraphs marked as boilerplate
     seconds: float
+    normalization: str = "v2"  # DedupConfig.normalization of shingles and exact keys
+    containment_pairs: int = 0  # LSH pairs listed in containment.parquet (not removed)
     cluster_sizes: dict[int, int] = field(default_factory=dict)
     rate_by_source: dict[str, float] = field(default_factory=dict)
 
