@@ -53,7 +53,9 @@ def raw_shards(
     library_config = to_library(config, RawShardConfig)
     settings = {"config": library_config, "manifest": manifest.to_json()}
     ident = begin_output(context, store, out, settings, inputs=[])
-    stats = build_raw_shard(manifest, out, max_docs=library_config.max_docs)
+    stats = build_raw_shard(
+        manifest, out, max_docs=library_config.max_docs, extract=library_config.extract
+    )
     return MaterializeResult(
         data_version=finish_output(out, ident),
         metadata=stage_metadata(stats, library_config, ident, uri=out),

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pretrain.errors import ConfigError
+from pretrain.filters.extract import ExtractConfig
 
 
 @dataclass(frozen=True, kw_only=True)
 class RawShardConfig:
-    """``max_docs`` stops reading a shard group after that many documents (None: read all)."""
+    """``max_docs`` stops reading a shard group after that many documents (None: read all);
+    ``extract`` turns the HTML of WARC responses into main text."""
 
     max_docs: int | None = None
+    extract: ExtractConfig = field(default_factory=ExtractConfig)
 
     def __post_init__(self) -> None:
         if self.max_docs is not None and self.max_docs < 1:
