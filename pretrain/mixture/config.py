@@ -97,6 +97,9 @@ class MixtureConfig:
     quality_alpha: float = 0.0
     stages: tuple[CurriculumStage, ...] = ()
     decontam: DecontamConfig | None = None
+    # the confirmed quarantine also removes the exact/near duplicates of its documents
+    # (members of their ``dedup_clusters`` clusters), so a re-dedup cannot bring them back
+    quarantine_duplicates: bool = True
 
     def __post_init__(self) -> None:
         _check_weights(self.weights, "MixtureConfig.weights")
