@@ -103,6 +103,9 @@ def test_planted_documents_score_highest(healthy_checkpoint: Path, tmp_path: Pat
     noisy = [d["loss"] for d in docs if d["doc_id"] in poisoned]
     assert max(clean) < 1.0 < np.log(VOCAB) * 0.8 < min(noisy)
     assert min(d["suspicion"] for d in docs if d["doc_id"] in poisoned) > 2.0
+    # the baseline is ordinary train data, not the window: clean documents score near 0
+    assert stats.reference_loss < 1.0
+    assert max(abs(d["suspicion"]) for d in docs if d["doc_id"] not in poisoned) < 1.0
     # the review table: 5 rows, the worst first, PII masked in the preview
     meta = stats.as_metadata()
     table = meta["worst_documents_md"].splitlines()

@@ -72,6 +72,7 @@ class QuarantineStats:
     tokens: int
     scored_documents: int
     top_suspicion: float | None
+    reference_loss: float  # the healthy checkpoint's loss on ordinary train data
     sources: list[dict[str, Any]]
     worst_md: str
     sources_md: str
@@ -84,6 +85,7 @@ class QuarantineStats:
             "tokens": self.tokens,
             "scored_documents": self.scored_documents,
             "top_suspicion": self.top_suspicion,
+            "reference_loss": self.reference_loss,
             "sources": self.sources,
             "worst_documents_md": self.worst_md,
             "source_view_md": self.sources_md,
@@ -102,6 +104,7 @@ def quarantine_decision(
         after_checkpoint=record.after_checkpoint,
         config=config,
     )
+    reference = float((docs.schema.metadata or {})[b"reference_loss"])
     suspicion, doc_ids = docs["suspicion"].to_pylist(), docs["doc_id"].to_pylist()
     ranked = sorted(  # most suspicious first, unscored last, ties by id
         range(docs.num_rows),
@@ -133,6 +136,7 @@ def quarantine_decision(
         tokens=int(pc.sum(docs["tokens"]).as_py() or 0),
         scored_documents=len(scores),
         top_suspicion=round(max(scores), 4) if scores else None,
+        reference_loss=round(reference, 4),
         sources=rows,
         worst_md=worst_documents_md(docs, texts, config),
         sources_md=source_view_md(rows),

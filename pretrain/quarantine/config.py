@@ -41,6 +41,8 @@ class QuarantineConfig:
 
     max_sequences: int = 512  # scored sequences per decision (the first ones read); rest unscored
     batch_size: int = 8  # sequences per forward pass
+    reference_sequences: int = 64  # train sequences outside the window: the "normal" loss
+    seed: int = 0  # which reference sequences
     device: str = "cpu"  # "cpu", "cuda" or "auto"
     preview_chars: int = 160  # text preview per document in the review table (PII masked)
     top_documents: int = 20  # rows of the review table (the most suspicious first)
@@ -53,6 +55,7 @@ class QuarantineConfig:
                 "max_sequences": self.max_sequences,
                 "batch_size": self.batch_size,
                 "top_documents": self.top_documents,
+                "reference_sequences": self.reference_sequences,
             }.items()
             if v < 1
         }

@@ -8,10 +8,11 @@ whole packed sequence), and the per-token losses are summed per document::
                         after_checkpoint=None, config=QuarantineConfig())
     docs.sort_by([("suspicion", "descending")]).slice(0, 5).to_pylist()
 
-``suspicion`` is the document's mean next-token loss under the healthy checkpoint minus the
-median of the window's documents (nats per token): a document the model that was doing fine
-found much harder than its batch-mates is what a spike is made of (random tokens, another
-language, binary junk). With ``after_checkpoint`` (a checkpoint the spiking branch wrote after the
+``suspicion`` is the document's mean next-token loss under the healthy checkpoint minus that
+checkpoint's mean loss on a fixed sample of ``config.reference_sequences`` train sequences
+outside the window (nats per token): a document the model that was doing fine found much
+harder than ordinary data is what a spike is made of (random tokens, another language, binary
+junk). The baseline does not depend on how much of the window is bad. With ``after_checkpoint`` (a checkpoint the spiking branch wrote after the
 window, when one exists) the table adds ``loss_after`` and ``loss_delta``. Only the first
 ``config.max_sequences`` sequences are scored; documents only in later ones have a null score and
 ``scored_tokens == 0``. Torch is imported only when scoring runs; never imports dagster.
@@ -70,11 +71,8 @@ def _token_losses(model: Any, rows: np.ndarray, ignore_index: int, config: Quara
     return np.concatenate(losses), np.concatenate(valid)
 
 
-def piece_losses(
-    packed_dir: str, checkpoint_dir: str, pieces: pa.Table, config: QuarantineConfig
-) -> tuple[np.ndarray, np.ndarray]:
-    """(summed loss, scored tokens) per piece under ``checkpoint_dir``; pieces of sequences past
-    the first ``config.max_sequences`` get (0, 0)."""
+def _load(packed_dir: str, checkpoint_dir: str) -> tuple[Any, Any, int]:
+    """(model on CPU, packed index, ignored target id); refuses a checkpoint of other data."""
     from pretrain.train.checkpoint import load_consolidated_model, read_meta
 
     index = read_packed_index(packed_dir)
@@ -84,11 +82,35 @@ def piece_losses(
             f"{checkpoint_dir} was trained with tokenizer {trained_on[:12]}…, {packed_dir} "
             f"was packed with {index.tokenizer_sha256[:12]}…; score with the run's own data"
         )
+    ignore = index.pad_id if index.pad_id not in (index.eos_id, index.bos_id) else -100
+    return load_consolidated_model(checkpoint_dir), index, ignore
+
+
+def reference_loss(
+    packed_dir: str, checkpoint_dir: str, exclude: set[int], config: QuarantineConfig
+) -> float | None:
+    """Mean next-token loss of ``checkpoint_dir`` on ``config.reference_sequences`` train
+    sequences outside ``exclude`` (a fixed sample): what "normal" data costs this model."""
+    model, index, ignore = _load(packed_dir, checkpoint_dir)
+    split = PackedSplit(index, "train")
+    pool = np.setdiff1d(np.arange(len(split)), np.fromiter(exclude, np.int64, len(exclude)))
+    if len(pool) == 0:
+        return None
+    take = min(config.reference_sequences, len(pool))
+    seqs = np.sort(np.random.default_rng(config.seed).choice(pool, size=take, replace=False))
+    loss, valid = _token_losses(model, split.rows(seqs), ignore, config)
+    return float(loss[valid].mean()) if valid.any() else None
+
+
+def piece_losses(
+    packed_dir: str, checkpoint_dir: str, pieces: pa.Table, config: QuarantineConfig
+) -> tuple[np.ndarray, np.ndarray]:
+    """(summed loss, scored tokens) per piece under ``checkpoint_dir``; pieces of sequences past
+    the first ``config.max_sequences`` get (0, 0)."""
+    model, index, ignore = _load(packed_dir, checkpoint_dir)
     seqs = list(dict.fromkeys(pieces["seq_index"].to_pylist()))[: config.max_sequences]
     row_of = {s: i for i, s in enumerate(seqs)}
     rows = PackedSplit(index, "train").rows(np.asarray(seqs, dtype=np.int64))
-    model = load_consolidated_model(checkpoint_dir)
-    ignore = index.pad_id if index.pad_id not in (index.eos_id, index.bos_id) else -100
     loss, valid = _token_losses(model, rows, ignore, config)
     zeros = np.zeros((len(seqs), 1))
     loss_cum = np.concatenate([zeros, np.cumsum(np.where(valid, loss, 0.0), axis=1)], axis=1)
@@ -170,8 +192,12 @@ def score_window(
         doc["loss_after"] = later["loss_sum"] / n if later and n else None
         both = doc["loss"] is not None and doc["loss_after"] is not None
         doc["loss_delta"] = doc["loss_after"] - doc["loss"] if both else None
-    scored = [d["loss"] for d in docs.values() if d["loss"] is not None]
-    median = float(np.median(scored)) if scored else 0.0
+    window_seqs = set(pieces["seq_index"].to_pylist())
+    baseline = reference_loss(packed_dir, healthy_checkpoint, window_seqs, config)
+    if baseline is None:  # every train sequence is in the window: compare within it
+        scored = [d["loss"] for d in docs.values() if d["loss"] is not None]
+        baseline = float(np.median(scored)) if scored else 0.0
     for doc in docs.values():
-        doc["suspicion"] = None if doc["loss"] is None else doc["loss"] - median
-    return pa.Table.from_pylist(list(docs.values()), schema=SCHEMA)
+        doc["suspicion"] = None if doc["loss"] is None else doc["loss"] - baseline
+    table = pa.Table.from_pylist(list(docs.values()), schema=SCHEMA)
+    return table.replace_schema_metadata({"reference_loss": repr(baseline)})
