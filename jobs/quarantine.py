@@ -28,7 +28,6 @@ from pretrain.control.policy import Decision
 from pretrain.errors import ConfigError
 from pretrain.quarantine import SkipRecord
 from pretrain.train import checkpoint as ckpt
-from pretrain_assets.partitions import quarantine_partitions
 
 SPIKE_SENSOR, STOPPED_BY_TAG, DECISION_TAG = (
     "loss_spike_sensor",
@@ -91,7 +90,6 @@ def skip_record(
 quarantine_job = define_asset_job(
     "quarantine",
     selection=AssetSelection.assets("quarantined_documents"),
-    partitions_def=quarantine_partitions,
     description="Score the documents of one rollback's skip window (a partition per decision).",
 )
 review_quarantine_job = define_asset_job(

@@ -114,9 +114,9 @@ def confirmed_quarantine(
     if action is not None:
         known = set(decisions["decision_id"].to_pylist()) if decisions is not None else set()
         at = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S%fZ")
-        record_review(action, reviews_root, run_id=context.run_id, at=at, known=known)
+        record_review(action, reviews_root, run_id=context.run.run_id, at=at, known=known)
         context.instance.add_run_tags(
-            context.run_id,
+            context.run.run_id,
             {
                 "pretrain/review_decision": action.decision_id,
                 "pretrain/review_action": action.action,
