@@ -31,6 +31,7 @@ from pretrain.train.events import NullSink
 from pretrain.train.loop import train
 from pretrain.train.metrics import NullMetrics
 from pretrain.train.process import ProcessInfo
+from pretrain_assets.cli import main
 from tests.test_eval import SEQ_LEN, VOCAB, make_config
 from tests.test_eval import make_packed as make_clean_packed
 
@@ -76,8 +77,10 @@ def healthy_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return result.last_checkpoint
 
 
-def test_planted_documents_score_highest(healthy_checkpoint: Path, tmp_path: Path) -> None:
-    packed = tmp_path / "packed"
+def test_planted_documents_score_highest(
+    healthy_checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    packed = tmp_path / "packed_tokens"
     poisoned = make_window_packed(packed)
     mixture = tmp_path / "train.parquet"
     texts = {d: "call ann@example.org | +1 415 555 0100 now" for d in sorted(poisoned)}
@@ -87,7 +90,7 @@ def test_planted_documents_score_highest(healthy_checkpoint: Path, tmp_path: Pat
         packed_dir=str(packed), plan=PLAN, healthy_checkpoint=str(healthy_checkpoint),
         documents_uri=str(mixture),
     )  # fmt: skip
-    out = tmp_path / "q" / record.decision_id
+    out = tmp_path / "quarantined_documents" / record.decision_id
     stats = quarantine_decision(record, str(out), QuarantineConfig(top_documents=5))
 
     docs = pq.read_table(out / "documents.parquet").to_pylist()
@@ -118,7 +121,14 @@ def test_planted_documents_score_highest(healthy_checkpoint: Path, tmp_path: Pat
     assert noise["quarantined_share"] == pytest.approx(6 / 16, abs=1e-3)
     assert stats.sources[0]["source"] == "noise" and noise["over_representation"] == 4.0
     assert json.loads((out / "decision.json").read_text())["window"] == [1, 3]
-    assert read_decision_documents(str(tmp_path / "q")).num_rows == 32
+    assert read_decision_documents(str(tmp_path / "quarantined_documents")).num_rows == 32
+    # `pretrain status`: the decision, pending, and the source view
+    main(["status", "--root", str(tmp_path)])
+    printed = capsys.readouterr().out.splitlines()
+    assert "quarantine: 1 decision(s), 32 documents, 0 confirmed" in printed
+    assert any(line.startswith(f"  {record.decision_id}: 32 documents, 528 tokens") and
+               line.endswith("pending (0)") for line in printed)  # fmt: skip
+    assert "  source noise: 37.5% of quarantined tokens, 9.4% of the mixture (4.00x)" in printed
 
 
 def decisions_table() -> pa.Table:
