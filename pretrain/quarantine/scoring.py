@@ -76,11 +76,21 @@ def _load(packed_dir: str, checkpoint_dir: str) -> tuple[Any, Any, int]:
     from pretrain.train.checkpoint import load_consolidated_model, read_meta
 
     index = read_packed_index(packed_dir)
-    trained_on = read_meta(checkpoint_dir).get("lineage", {}).get("tokenizer_sha256")
+    meta = read_meta(checkpoint_dir)
+    trained_on = meta.get("lineage", {}).get("tokenizer_sha256")
     if trained_on and trained_on != index.tokenizer_sha256:
         raise DataError(
             f"{checkpoint_dir} was trained with tokenizer {trained_on[:12]}…, {packed_dir} "
             f"was packed with {index.tokenizer_sha256[:12]}…; score with the run's own data"
+        )
+    # the ledger must still be the one the run read: a repack moves documents between steps
+    expected = meta.get("data_state", {}).get("num_sequences")
+    found = sum(f.num_sequences for f in index.files("train"))
+    if expected is not None and int(expected) != found:
+        raise DataError(
+            f"{packed_dir} holds {found} train sequences, the run read {expected}: it was "
+            "repacked since, so its ledger no longer names this window's documents; quarantine "
+            "a decision before rebuilding the corpus"
         )
     ignore = index.pad_id if index.pad_id not in (index.eos_id, index.bos_id) else -100
     return load_consolidated_model(checkpoint_dir), index, ignore
