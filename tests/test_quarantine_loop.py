@@ -184,3 +184,5 @@ def test_spike_documents_are_quarantined_confirmed_and_left_out(
     baseline = float(np.mean([clean[s] for s in range(31, 41)]))
     print("fresh run losses 39-44:", {s: round(clean[s], 3) for s in range(39, 45)}, baseline)
     assert max(clean[s] for s in SPIKE_STEPS) < 1.2 * baseline + 0.25, (clean, baseline)
+    spiked = losses(campaign, "b00")
+    assert spiked[41] > 3 * clean[41] + 0.5, (spiked[41], clean[41])  # what the planted data did
