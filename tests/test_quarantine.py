@@ -27,6 +27,7 @@ from pretrain.quarantine import (
     record_review,
     resolve_confirmed,
 )
+from pretrain.quarantine.scoring import window_pieces
 from pretrain.train.events import NullSink
 from pretrain.train.loop import train
 from pretrain.train.metrics import NullMetrics
@@ -84,7 +85,11 @@ def test_planted_documents_score_highest(
     poisoned = make_window_packed(packed)
     mixture = tmp_path / "train.parquet"
     texts = {d: "call ann@example.org | +1 415 555 0100 now" for d in sorted(poisoned)}
-    storage.write_table(pa.table({"id": list(texts), "text": list(texts.values())}), str(mixture))
+    source_ids = [f"crawl-{d}" for d in texts]  # provenance from the documents, not the ledger
+    storage.write_table(
+        pa.table({"id": list(texts), "text": list(texts.values()), "source_id": source_ids}),
+        str(mixture),
+    )
     record = SkipRecord(
         decision_id="b00-s000000001-to-b01", branch="b00", window=(1, 3), spike_step=1,
         packed_dir=str(packed), plan=PLAN, healthy_checkpoint=str(healthy_checkpoint),
@@ -101,7 +106,10 @@ def test_planted_documents_score_highest(
     assert precision >= 0.9, (precision, top)
     assert [d["rank"] for d in docs] == list(range(1, 33))
     assert all(d["decision_id"] == record.decision_id and d["branch"] == "b00" for d in docs)
-    assert all(d["steps"] in ([1], [2]) and d["source_id"] is None for d in docs)
+    assert all(d["steps"] in ([1], [2]) for d in docs)
+    assert {d["doc_id"]: d["source_id"] for d in docs if d["source_id"]} == {
+        d: f"crawl-{d}" for d in poisoned
+    }
     clean = [d["loss"] for d in docs if d["doc_id"] not in poisoned]
     noisy = [d["loss"] for d in docs if d["doc_id"] in poisoned]
     assert max(clean) < 1.0 < np.log(VOCAB) * 0.8 < min(noisy)
@@ -241,3 +249,14 @@ def test_bad_quarantine_config_says_how_to_fix() -> None:
             decision_id="d", branch="b", window=(5, 5), spike_step=5, packed_dir="p",
             plan=PLAN, healthy_checkpoint="c",
         )  # fmt: skip
+
+
+def test_ledger_source_id_is_used_when_packed_with_provenance(tmp_path: Path) -> None:
+    packed = tmp_path / "packed_tokens"
+    make_window_packed(packed)
+    ledger = pq.read_table(packed / "ledger.parquet")
+    ids = [f"in-{d}" for d in ledger["doc_id"].to_pylist()]
+    pq.write_table(ledger.append_column("source_id", pa.array(ids)), packed / "ledger.parquet")
+    pieces = window_pieces(str(packed), PLAN, (1, 3))
+    assert pieces.num_rows == 32
+    assert pieces["source_id"].to_pylist() == [f"in-{d}" for d in pieces["doc_id"].to_pylist()]

@@ -33,7 +33,7 @@ from pretrain.errors import ConfigError
 from pretrain.packing.ledger import BatchPlan
 from pretrain.quarantine.config import QuarantineConfig, check_decision_id
 from pretrain.quarantine.report import (
-    document_texts,
+    document_fields,
     mixture_token_shares,
     source_view,
     source_view_md,
@@ -105,6 +105,7 @@ def quarantine_decision(
         config=config,
     )
     reference = float((docs.schema.metadata or {})[b"reference_loss"])
+    docs = _with_source_ids(docs, record.documents_uri)
     suspicion, doc_ids = docs["suspicion"].to_pylist(), docs["doc_id"].to_pylist()
     ranked = sorted(  # most suspicious first, unscored last, ties by id
         range(docs.num_rows),
@@ -126,7 +127,8 @@ def quarantine_decision(
         {DOCUMENTS: buf.getvalue(), "decision.json": json.dumps(info, indent=2).encode()},
         output_dir_uri,
     )
-    texts = document_texts(record.documents_uri, docs["doc_id"].to_pylist()[: config.top_documents])
+    top = document_fields(record.documents_uri, docs["doc_id"].to_pylist()[: config.top_documents])
+    texts = {doc: fields.get("text") for doc, fields in top.items()}
     rows = source_view(docs, mixture_token_shares(record.packed_dir))
     scores = [s for s in docs["suspicion"].to_pylist() if s is not None]
     return QuarantineStats(
@@ -141,6 +143,18 @@ def quarantine_decision(
         worst_md=worst_documents_md(docs, texts, config),
         sources_md=source_view_md(rows),
     )
+
+
+def _with_source_ids(docs: pa.Table, documents_uri: str | None) -> pa.Table:
+    """Fill ``source_id`` from the document table when the ledger predates provenance columns
+    (and the documents carry it); otherwise it stays null."""
+    if docs["source_id"].null_count < docs.num_rows:
+        return docs
+    found = document_fields(documents_uri, docs["doc_id"].to_pylist(), ("source_id",))
+    ids = [found.get(d, {}).get("source_id") for d in docs["doc_id"].to_pylist()]
+    ids = [None if v is None else str(v) for v in ids]
+    column = docs.schema.get_field_index("source_id")
+    return docs.set_column(column, "source_id", pa.array(ids, pa.string()))
 
 
 def read_decision_documents(quarantine_root: str) -> pa.Table | None:

@@ -89,17 +89,21 @@ def source_view_md(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def document_texts(documents_uri: str | None, doc_ids: Iterable[str]) -> dict[str, str]:
-    """Texts of ``doc_ids`` from a document table (the mixture's ``train.parquet``); {} when
-    there is none (a packed dir made without a mixture)."""
+def document_fields(
+    documents_uri: str | None, doc_ids: Iterable[str], columns: tuple[str, ...] = ("text",)
+) -> dict[str, dict[str, Any]]:
+    """``columns`` (those the table has) of ``doc_ids`` from a document table (the mixture's
+    ``train.parquet``), by id; {} when there is none (a packed dir made without a mixture)."""
     wanted = sorted(set(doc_ids))
     if documents_uri is None or not wanted or not storage.exists(documents_uri):
         return {}
     fs, path = storage.filesystem(documents_uri)
+    names = pq.ParquetFile(path, filesystem=fs).schema_arrow.names
+    present = [c for c in columns if c in names]
     table = pq.read_table(
-        path, filesystem=fs, columns=["id", "text"], filters=pc.field("id").isin(wanted)
+        path, filesystem=fs, columns=["id", *present], filters=pc.field("id").isin(wanted)
     )
-    return dict(zip(table["id"].to_pylist(), table["text"].to_pylist(), strict=True))
+    return {row.pop("id"): row for row in table.to_pylist()}
 
 
 def preview(text: str | None, config: QuarantineConfig) -> str:
