@@ -17,7 +17,7 @@
 
 import datetime
 
-from dagster import AssetExecutionContext, Config, MaterializeResult, asset
+from dagster import AssetExecutionContext, Config, DataVersion, MaterializeResult, asset
 
 from jobs.quarantine import rollback_decisions, skip_record
 from pretrain.errors import ConfigError
@@ -125,10 +125,11 @@ def confirmed_quarantine(
             },
         )
     confirmed, status = resolve_confirmed(decisions, read_reviews(reviews_root))
-    write_confirmed(confirmed, status, store.uri("confirmed_quarantine"))
+    version = write_confirmed(confirmed, status, store.uri("confirmed_quarantine"))
     shares = mixture_token_shares(store.uri("packed_tokens"))
     every = source_view(decisions, shares) if decisions is not None else []
     return MaterializeResult(
+        data_version=DataVersion(version),  # data_mixture turns stale only when this changes
         metadata=to_metadata(
             {
                 "confirmed_documents": confirmed.num_rows,
@@ -139,5 +140,5 @@ def confirmed_quarantine(
                 "confirmed_source_view_md": source_view_md(source_view(confirmed, shares)),
                 "uri": store.uri("confirmed_quarantine"),
             }
-        )
+        ),
     )

@@ -112,6 +112,8 @@ def test_review_is_recorded_in_run_tags_and_resolved(
     pending = review()  # re-resolve only: nothing reviewed yet, nothing excluded
     meta = pending.asset_materializations_for_node("confirmed_quarantine")[0].metadata
     assert meta["confirmed_documents"].value == 0 and meta["pending_decisions"].value == ["d1"]
+    mixture = build_mixture(instance, store, resources)
+    assert mixture["quarantined_docs"].value == 0 and not is_stale(instance)
 
     done = review(decision_id="d1", action="confirm", reviewer="ana", reason="junk", min_score=1.0)
     tags = instance.get_run_by_id(done.run_id).tags
@@ -122,6 +124,36 @@ def test_review_is_recorded_in_run_tags_and_resolved(
     assert "| web | 1 | 30 | 100.0% |" in meta["confirmed_source_view_md"].value
     confirmed = storage.read_table(store.uri("confirmed_quarantine", "confirmed.parquet"))
     assert confirmed["doc_id"].to_pylist() == ["a"]
+    assert is_stale(instance)  # the UI marks data_mixture stale: its quarantine input changed
+    mixture = build_mixture(instance, store, resources)
+    assert mixture["quarantined_docs"].value == 1 and not is_stale(instance)
+    assert mixture["quarantine"].value["excluded_by_reason"] == {"quarantine d1": 1}
+    review()  # re-resolving the same reviews changes nothing downstream
+    assert not is_stale(instance)
+
+
+def build_mixture(instance: DagsterInstance, store: ArtifactStore, resources: dict) -> Any:
+    """``data_mixture`` over one shard holding "a" and 39 other documents."""
+    if not instance.get_dynamic_partitions("shards"):
+        instance.add_dynamic_partitions("shards", ["s0"])
+        docs = [{"id": i, "text": f"text of {i} " * 20, "source": "web"} for i in ["a"]]
+        docs += [{"id": f"w{i}", "text": f"web text {i} " * 20, "source": "web"} for i in range(39)]
+        uri = store.uri("deduped_shards", "s0", "documents.parquet")
+        storage.write_table(pa.Table.from_pylist(docs), uri)
+    result = materialize(
+        ASSETS, selection=[AssetKey("data_mixture")], instance=instance, resources=resources,
+        run_config={"ops": {"data_mixture": {"config": {"decontam_eval_files": []}}}},
+    )  # fmt: skip
+    return result.asset_materializations_for_node("data_mixture")[0].metadata
+
+
+def is_stale(instance: DagsterInstance) -> bool:
+    """The mixture was built from another version of the confirmed quarantine than the latest
+    (what the UI's "stale" badge compares)."""
+    mixture = instance.get_latest_materialization_event(AssetKey("data_mixture"))
+    quarantine = instance.get_latest_materialization_event(AssetKey("confirmed_quarantine"))
+    used = mixture.asset_materialization.tags["dagster/input_data_version/confirmed_quarantine"]
+    return used != quarantine.asset_materialization.tags["dagster/data_version"]
 
 
 def _parquet(table: pa.Table) -> bytes:

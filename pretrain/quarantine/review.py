@@ -16,6 +16,7 @@ empties it. A decision nobody reviewed stays *pending* and excludes nothing.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import io
 import json
 from typing import Any
@@ -121,12 +122,17 @@ def resolve_confirmed(
     return pa.Table.from_pylist(out, schema=CONFIRMED_SCHEMA), status
 
 
-def write_confirmed(confirmed: pa.Table, status: dict[str, Any], output_dir_uri: str) -> None:
-    """``confirmed.parquet`` + ``status.json``, swapped in together."""
+def write_confirmed(confirmed: pa.Table, status: dict[str, Any], output_dir_uri: str) -> str:
+    """``confirmed.parquet`` + ``status.json``, swapped in together; returns the confirmed set's
+    fingerprint (sha256 of its ids and decisions): it changes only when what the mixture
+    excludes changes, so it is the asset's data version."""
     buf = io.BytesIO()
     pq.write_table(confirmed, buf, compression="zstd")
     files = {CONFIRMED: buf.getvalue(), "status.json": json.dumps(status, indent=2).encode()}
     storage.replace_dir(files, output_dir_uri)
+    decisions, docs = confirmed["decision_id"].to_pylist(), confirmed["doc_id"].to_pylist()
+    pairs = sorted(zip(decisions, docs, strict=True))
+    return hashlib.sha256(json.dumps(pairs).encode()).hexdigest()
 
 
 def read_confirmed(output_dir_uri: str) -> pa.Table | None:
