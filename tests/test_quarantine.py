@@ -27,7 +27,7 @@ from pretrain.quarantine import (
     record_review,
     resolve_confirmed,
 )
-from pretrain.quarantine.scoring import window_pieces
+from pretrain.quarantine.scoring import score_window, window_pieces
 from pretrain.train.events import NullSink
 from pretrain.train.loop import train
 from pretrain.train.metrics import NullMetrics
@@ -260,3 +260,23 @@ def test_ledger_source_id_is_used_when_packed_with_provenance(tmp_path: Path) ->
     pieces = window_pieces(str(packed), PLAN, (1, 3))
     assert pieces.num_rows == 32
     assert pieces["source_id"].to_pylist() == [f"in-{d}" for d in pieces["doc_id"].to_pylist()]
+
+
+def test_after_checkpoint_delta_and_unscored_sequences(
+    healthy_checkpoint: Path, tmp_path: Path
+) -> None:
+    packed = tmp_path / "packed_tokens"
+    make_window_packed(packed)
+    config = QuarantineConfig(max_sequences=4, batch_size=3, reference_sequences=8)
+    docs = score_window(
+        str(packed), PLAN, (1, 3), healthy_checkpoint=str(healthy_checkpoint),
+        after_checkpoint=str(healthy_checkpoint), config=config,
+    ).to_pylist()  # fmt: skip
+    scored = [d for d in docs if d["scored_tokens"]]
+    assert len(docs) == 32 and len(scored) == 8  # 4 sequences × 2 documents
+    assert all(d["loss_after"] == pytest.approx(d["loss"]) for d in scored)
+    assert all(d["loss_delta"] == pytest.approx(0.0, abs=1e-9) for d in scored)
+    # a piece at the start of a sequence has no first target: HALF - 1 scored tokens
+    assert {d["scored_tokens"] for d in scored} == {HALF - 1, SEQ_LEN - HALF}
+    unscored = [d for d in docs if not d["scored_tokens"]]
+    assert all(d["suspicion"] is None and d["loss"] is None for d in unscored)
