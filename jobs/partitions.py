@@ -10,3 +10,5 @@ from dagster import DynamicPartitionsDefinition
 
 shard_partitions = DynamicPartitionsDefinition(name="shards")
 checkpoint_partitions = DynamicPartitionsDefinition(name="checkpoints")
+# one partition per rollback decision that skipped data: ``b00-s000000041-to-b01``
+quarantine_partitions = DynamicPartitionsDefinition(name="quarantine_decisions")

@@ -26,6 +26,7 @@ from pretrain.hf_export import HfExportConfig
 from pretrain.mixture.config import MixtureConfig
 from pretrain.packing.config import PackingConfig
 from pretrain.quality.classifier import QualityClassifierConfig
+from pretrain.quarantine.config import QuarantineConfig
 from pretrain.scaling import PlanConfig
 from pretrain.settings import add_options, chosen
 from pretrain.tokenizer import TokenizerConfig
@@ -62,6 +63,7 @@ STAGES: dict[str, Stage] = {
     "eval": Stage(EvalConfig, (("evaluate", "eval_reports"),)),
     "export": Stage(HfExportConfig, (("export_hf", "hf_export"),)),
     "plan": Stage(PlanConfig, (("plan", "scaling_plan"),)),
+    "quarantine": Stage(QuarantineConfig, (("quarantine", "quarantined_documents"),)),
     "train": Stage(
         TrainConfig,
         (("train", "train_model"),),

@@ -3,11 +3,13 @@
     pretrain plan --gpu h100 --gpus 256 --days 14          # compute plan for a budget
     pretrain plan --params 7e9 --tokens 2e12 --gpu a100    # cost of a given model
     pretrain demo [demo options]                           # same as `make demo`
-    pretrain status [--root .pretrain/artifacts]           # checkpoints, health, decisions
+    pretrain status [--root .pretrain/artifacts]           # checkpoints, decisions, quarantine
     pretrain export CHECKPOINT_KEY OUT [--dtype bf16]      # topology-free export
 
-``status`` reads the artifact store (checkpoints and their health labels) and, when
-``DAGSTER_HOME`` holds an instance, the recovery decisions recorded as run tags.
+``status`` reads the artifact store (checkpoints and their health labels, the quarantine: each
+decision's documents and review status, and per source its share of the quarantined tokens vs
+of the mixture) and, when ``DAGSTER_HOME`` holds an instance, the recovery decisions recorded as
+run tags.
 """
 
 import argparse
@@ -86,6 +88,11 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"decision on run {decision['run_id']}: {decision.get('action')} — "
             f"{decision.get('reason', '')}"
         )
+    from pretrain.quarantine.status import quarantine_status, status_lines
+
+    summary = quarantine_status(args.root)
+    if summary is not None:
+        print("\n".join(status_lines(summary)))
     return 0
 
 

@@ -8,6 +8,7 @@ from jobs.stages import STAGES
 from pretrain import storage, verify
 from pretrain.mixture import MixtureConfig, build_mixture
 from pretrain.packing import PackingConfig, pack_tokens
+from pretrain.quarantine import exclusion_reasons, read_confirmed
 from pretrain.tokenizer import TokenizerConfig, train_tokenizer
 from pretrain_assets.dedup_assets import deduped_shards
 from pretrain_assets.metadata import begin_output, check_result, finish_output, stage_metadata
@@ -17,9 +18,9 @@ MixtureRunConfig = STAGES["mixture"].config_class
 
 
 @asset(
-    deps=[deduped_shards],
+    deps=[deduped_shards, "confirmed_quarantine"],
     group_name="corpus",
-    code_version="mixture-v3",  # v3: train/val.parquet in bounded row groups
+    code_version="mixture-v4",  # v4: leaves out the confirmed quarantine
     check_specs=[
         AssetCheckSpec("train_non_empty", asset="data_mixture"),
         AssetCheckSpec("validation_disjoint_from_train", asset="data_mixture"),
@@ -33,14 +34,23 @@ MixtureRunConfig = STAGES["mixture"].config_class
 def data_mixture(
     context: AssetExecutionContext, config: MixtureRunConfig, store: ArtifactStore
 ) -> MaterializeResult:
-    """Per-source weighted training mixture and a per-source validation split."""
+    """Per-source weighted training mixture and a per-source validation split, without the
+    documents of the confirmed quarantine (and, by default, their duplicate clusters)."""
     shards = context.instance.get_dynamic_partitions(shard_partitions.name)
     document_uris = [store.uri("deduped_shards", s, "documents.parquet") for s in shards]
     out = store.uri("data_mixture")
     library_config = to_library(config, MixtureConfig)
+    confirmed = read_confirmed(store.uri("confirmed_quarantine"))
+    clusters = store.uri("dedup_clusters", "clusters.parquet")
+    exclude = None
+    if confirmed is not None:
+        exclude = exclusion_reasons(
+            confirmed, clusters if library_config.quarantine_duplicates else None
+        )
     inputs = [store.uri("deduped_shards", s) for s in shards]
-    ident = begin_output(context, store, out, library_config, inputs)
-    stats = build_mixture(document_uris, out, library_config)
+    settings = {"config": library_config, "excluded": sorted((exclude or {}).items())}
+    ident = begin_output(context, store, out, settings, inputs)
+    stats = build_mixture(document_uris, out, library_config, exclude=exclude)
     train, val = storage.join(out, "train.parquet"), storage.join(out, "val.parquet")
     return MaterializeResult(
         data_version=finish_output(out, ident),

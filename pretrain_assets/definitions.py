@@ -15,6 +15,7 @@ from pathlib import Path
 from dagster import Definitions
 
 from jobs.asset_jobs import ASSET_JOBS
+from jobs.quarantine import quarantine_job, review_quarantine_job
 from jobs.training import train_job
 from pretrain import storage
 from pretrain_assets.checkpoint_assets import checkpoint_healthy, checkpoints
@@ -24,6 +25,7 @@ from pretrain_assets.dedup_assets import dedup_clusters, deduped_shards, minhash
 from pretrain_assets.eval_assets import eval_comparison, eval_reports, hf_export
 from pretrain_assets.plan_assets import scaling_plan
 from pretrain_assets.quality_assets import quality_classifier
+from pretrain_assets.quarantine_assets import confirmed_quarantine, quarantined_documents
 from resources.launcher import TorchrunLauncher
 from resources.metrics import RecoveryThresholds, WandbMetricsReader
 from resources.sources import ShardSource
@@ -33,6 +35,7 @@ from sensors.eval_sensor import eval_sensor
 from sensors.recovery.failure import training_failure_sensor
 from sensors.recovery.loss_spike import loss_spike_sensor
 from sensors.recovery.lr import lr_sensor
+from sensors.recovery.quarantine import quarantine_sensor
 from sensors.shard_discovery import shard_discovery_sensor
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
@@ -51,6 +54,8 @@ ASSETS = [
     eval_reports,
     eval_comparison,
     hf_export,
+    quarantined_documents,
+    confirmed_quarantine,
 ]
 
 
@@ -68,11 +73,12 @@ def build_definitions(
     return Definitions(
         assets=ASSETS,
         asset_checks=[checkpoint_healthy],
-        jobs=[*ASSET_JOBS, train_job],
+        jobs=[*ASSET_JOBS, train_job, quarantine_job, review_quarantine_job],
         sensors=[
             eval_sensor,
             loss_spike_sensor,
             lr_sensor,
+            quarantine_sensor,
             training_failure_sensor,
             shard_discovery_sensor,
         ],

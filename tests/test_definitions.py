@@ -10,13 +10,16 @@ EXPECTED_EDGES = {
     "minhash_signatures": {"filtered_shards"},
     "dedup_clusters": {"minhash_signatures"},
     "deduped_shards": {"filtered_shards", "dedup_clusters"},
-    "data_mixture": {"deduped_shards"},
+    "data_mixture": {"deduped_shards", "confirmed_quarantine"},
     "tokenizer": {"data_mixture"},
     "packed_tokens": {"data_mixture", "tokenizer"},
     "checkpoints": {"packed_tokens", "tokenizer", "scaling_plan"},
     "eval_reports": {"checkpoints", "tokenizer"},
     "eval_comparison": {"eval_reports"},
     "hf_export": {"checkpoints", "tokenizer"},
+    # the loop closes through quarantine_sensor (a declared edge from training would be a cycle)
+    "quarantined_documents": set(),
+    "confirmed_quarantine": {"quarantined_documents"},
 }
 
 
@@ -83,6 +86,20 @@ def test_job_run_configs_validate(tmp_path) -> None:
         "evaluate",
     ]:
         assert validate_run_config(defs.resolve_job_def(name), {}) is not None
+    review = {
+        "ops": {
+            "confirmed_quarantine": {
+                "config": {
+                    "decision_id": "b00-s000000041-to-b01",
+                    "action": "confirm",
+                    "reviewer": "ana",
+                    "reason": "random tokens",
+                    "min_score": 1.0,
+                }
+            }
+        }
+    }
+    assert validate_run_config(defs.resolve_job_def("review_quarantine"), review) is not None
     bad = {"ops": {"train_model": {"config": {"run": {"max_steps": "many"}}}}}
     try:
         validate_run_config(train, bad)
@@ -101,6 +118,7 @@ def test_recovery_and_eval_sensors_are_registered(tmp_path) -> None:
         "lr_sensor",
         "training_failure_sensor",
         "shard_discovery_sensor",
+        "quarantine_sensor",
     }
     schedules = {s.name for s in defs.get_repository_def().schedule_defs}
     assert schedules == {"shard_backfill_schedule"}

@@ -40,6 +40,7 @@ GROUPS = {
     "corpus": {"deduped_shards", "data_mixture", "tokenizer", "packed_tokens", "checkpoints"},
     "training": {"packed_tokens", "tokenizer", "scaling_plan", "checkpoints", "eval_reports"},
     "planning": {"scaling_plan", "checkpoints"},
+    "quarantine": {"quarantined_documents", "confirmed_quarantine", "data_mixture"},
 }
 ALL_ASSETS = set().union(*GROUPS.values())
 

@@ -2,11 +2,12 @@
 
     stats = build_mixture(document_uris, "art/data_mixture", MixtureConfig(...))
 
-Steps: read deduplicated documents → per source, split train/validation by id hash → drop
-training documents that share an n-gram with the evaluation sets (``config.decontam``) → per
-stage and source compute the target characters (stage fraction × budget × stage share), cap
-each source's total at ``epoch_cap × available`` and report the sources that are too small →
-walk each source's quality-weighted stream (see ``sampling.py``) → write the files.
+Steps: read deduplicated documents → leave out the confirmed quarantine (``exclude``) → per
+source, split train/validation by id hash → drop training documents that share an n-gram with
+the evaluation sets (``config.decontam``) → per stage and source compute the target characters
+(stage fraction × budget × stage share), cap each source's total at ``epoch_cap × available``
+and report the sources that are too small → walk each source's quality-weighted stream (see
+``sampling.py``) → write the files.
 """
 
 from __future__ import annotations
@@ -112,11 +113,57 @@ def _decontaminate(
     return {**report, "dropped_by_eval_set": per_set, "dropped_by_source": per_source}, dropped
 
 
+def _reason_kind(reason: str) -> str:
+    """``quarantine <decision>`` or ``<duplicate kind> of a quarantined document``."""
+    if " of quarantined " in reason:
+        return reason.split(" of quarantined ")[0] + " of a quarantined document"
+    return reason.split(" (")[0]
+
+
+def _exclude(cols: dict[str, list], exclude: dict[str, str] | None) -> tuple[dict, list[dict]]:
+    """Drop the quarantined ids (``exclude``: id → reason) before anything else; (report, rows)."""
+    if exclude is None:
+        return {"enabled": False}, []
+    keep = [i for i, doc in enumerate(cols["id"]) if doc not in exclude]
+    dropped = [
+        {"id": doc, "source": src, "chars": len(text), "reason": exclude[doc]}
+        for doc, src, text in zip(cols["id"], cols["source"], cols["text"], strict=True)
+        if doc in exclude
+    ]
+    if len(keep) < len(cols["id"]):
+        for name in list(cols):
+            cols[name] = [cols[name][i] for i in keep]
+    by_source: dict[str, int] = {}
+    by_reason: dict[str, int] = {}
+    for row in dropped:
+        by_source[row["source"]] = by_source.get(row["source"], 0) + 1
+        kind = _reason_kind(row["reason"])
+        by_reason[kind] = by_reason.get(kind, 0) + 1
+    report = {
+        "enabled": True,
+        "listed_documents": len(exclude),
+        "excluded_documents": len(dropped),
+        "excluded_chars": sum(r["chars"] for r in dropped),
+        "not_in_documents": len(exclude) - len(dropped),  # already gone (dedup, filters)
+        "excluded_by_source": dict(sorted(by_source.items())),
+        "excluded_by_reason": dict(sorted(by_reason.items())),
+    }
+    return report, dropped
+
+
 def build_mixture(
-    document_uris: list[str], output_dir_uri: str, config: MixtureConfig
+    document_uris: list[str],
+    output_dir_uri: str,
+    config: MixtureConfig,
+    *,
+    exclude: dict[str, str] | None = None,
 ) -> MixtureStats:
-    """Split, decontaminate, weight and write the mixture; see the module docstring."""
+    """Split, decontaminate, weight and write the mixture; see the module docstring.
+
+    ``exclude`` (document id → reason, from :func:`pretrain.quarantine.exclusion_reasons`) leaves
+    quarantined documents out of both splits; they are listed in ``quarantined.parquet``."""
     cols = _read_documents(document_uris)
+    quarantine, quarantined = _exclude(cols, exclude)
     row_of = {doc: row for row, doc in enumerate(cols["id"])}
     chars = {doc: len(text) for doc, text in zip(cols["id"], cols["text"], strict=True)}
     by_source: dict[str, list[str]] = {}
@@ -160,9 +207,20 @@ def build_mixture(
     assert not leaked, f"validation documents leaked into train: {leaked[:3]}"
     stats = _stats(cols, row_of, chars, config, shares, picks, val_ids, train_pool, needed)
     stats = stats.with_extras(
-        warnings=tuple(warnings), too_small=tuple(too_small), decontam=decontam
+        warnings=tuple(warnings),
+        too_small=tuple(too_small),
+        decontam=decontam,
+        quarantine=quarantine,
     )
     _write(cols, row_of, picks, all_val, config, output_dir_uri, dropped)
+    audit = pa.Table.from_pylist(
+        quarantined,
+        schema=pa.schema(
+            [("id", pa.string()), ("source", pa.string()), ("chars", pa.int64()),
+             ("reason", pa.string())]
+        ),
+    )  # fmt: skip
+    storage.write_table(audit, storage.join(output_dir_uri, "quarantined.parquet"))
     storage.write_json(stats.to_json(), storage.join(output_dir_uri, "mixture.json"))
     return stats
 

@@ -99,6 +99,9 @@ class MixtureConfig:
     decontam: DecontamConfig | None = field(
         default_factory=lambda: DecontamConfig(skip_missing=True)
     )  # None: no 13-gram decontamination
+    # the confirmed quarantine also removes the exact/near duplicates of its documents
+    # (members of their ``dedup_clusters`` clusters), so a re-dedup cannot bring them back
+    quarantine_duplicates: bool = True
 
     def __post_init__(self) -> None:
         _check_weights(self.weights, "MixtureConfig.weights")

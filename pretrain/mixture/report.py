@@ -59,6 +59,7 @@ class MixtureStats:
     warnings: tuple[str, ...] = ()
     too_small: tuple[str, ...] = ()
     decontam: dict = field(default_factory=dict)
+    quarantine: dict = field(default_factory=dict)  # what the confirmed quarantine excluded
 
     def with_extras(self, **changes) -> MixtureStats:
         return replace(self, **changes)
@@ -109,6 +110,8 @@ class MixtureStats:
             "too_small_sources": list(self.too_small),
             "decontaminated_docs": int(decontam.get("dropped", 0)),
             "decontam": decontam,
+            "quarantined_docs": int((self.quarantine or {}).get("excluded_documents", 0)),
+            "quarantine": self.quarantine or {"enabled": False},
             "sources": {name: asdict(mix) for name, mix in self.sources.items()},
             "stages": [asdict(s) for s in self.stages],
             "share_table_md": self.share_table_md(),

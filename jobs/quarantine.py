@@ -1,0 +1,100 @@
+"""The quarantine's side of the recovery loop: rollback decisions as run storage holds them, and
+the two jobs an operator sees.
+
+A rollback by ``loss_spike_sensor`` tags the stopped ``train`` run with its decision
+(``pretrain/decision``) and ``pretrain/stopped_by``; that run's resolved trainer config
+(``<run_root>/<branch>/run-<run id>.json``) names the packed data and the batch plan. So the
+decision id (``<branch>-s<spike step>-to-<new branch>``, the rollback's run key without the
+prefix) is enough to find everything the quarantine needs, from a sensor tick or from a
+materialization launched by hand::
+
+    records = rollback_decisions(instance)           # {decision id: (stopped run, Decision)}
+    record = skip_record(decision_id, run, decision, run_root, documents_uri)
+
+Jobs: ``quarantine`` (one ``quarantined_documents`` partition per decision, requested by
+``quarantine_sensor``) and ``review_quarantine`` (``confirmed_quarantine`` with a review in its
+config: confirm, release or extend, who and why).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from dagster import AssetSelection, DagsterInstance, DagsterRun, RunsFilter, define_asset_job
+
+from pretrain.checkpoint import dcp as ckpt
+from pretrain.errors import ConfigError
+from pretrain.quarantine import SkipRecord
+from pretrain.recovery.documents import plan_of
+from pretrain.recovery.policy import Decision
+
+SPIKE_SENSOR, STOPPED_BY_TAG, DECISION_TAG = (
+    "loss_spike_sensor",
+    "pretrain/stopped_by",
+    "pretrain/decision",
+)
+MAX_RUNS = 1000
+
+
+def decision_id(decision: Decision) -> str:
+    """``b00-s000000041-to-b01``: unique per rollback (a branch spikes at a step once)."""
+    return f"{decision.branch}-s{decision.spike_step:09d}-to-{decision.new_branch}"
+
+
+def rollback_decisions(instance: DagsterInstance) -> dict[str, tuple[DagsterRun, Decision]]:
+    """Every rollback the loss-spike sensor took that skipped data, by decision id."""
+    runs = instance.get_runs(
+        RunsFilter(job_name="train", tags={STOPPED_BY_TAG: SPIKE_SENSOR}), limit=MAX_RUNS
+    )
+    found: dict[str, tuple[DagsterRun, Decision]] = {}
+    for run in runs:
+        decision = Decision.from_json(run.tags[DECISION_TAG])
+        if decision.action == "rollback" and decision.skip_window and decision.checkpoint_path:
+            found[decision_id(decision)] = (run, decision)
+    return found
+
+
+def skip_record(
+    key: str, run: DagsterRun, decision: Decision, run_root: str, documents_uri: str | None
+) -> SkipRecord:
+    """What the quarantine of decision ``key`` reads: the stopped run's packed data and batch
+    plan, the checkpoint rolled back to, and a checkpoint of the spiking branch past the window
+    (when it wrote one before it was stopped)."""
+    config_path = Path(run_root) / decision.branch / f"run-{run.run_id}.json"
+    if not config_path.is_file():
+        raise ConfigError(
+            f"decision {key}: no trainer config {config_path}; the quarantine needs the packed "
+            "data and batch plan the stopped run used (written by the training op)"
+        )
+    config = json.loads(config_path.read_text())
+    assert decision.skip_window and decision.checkpoint_path and decision.spike_step is not None
+    after = [
+        str(p)
+        for p in ckpt.list_checkpoints(run_root, decision.branch)
+        if ckpt.step_of(p) >= decision.skip_window[1]
+    ]
+    return SkipRecord(
+        decision_id=key,
+        branch=decision.branch,
+        window=decision.skip_window,
+        spike_step=decision.spike_step,
+        packed_dir=config["data"]["packed_dir"],
+        plan=plan_of(config),
+        healthy_checkpoint=decision.checkpoint_path,
+        after_checkpoint=after[-1] if after else None,
+        documents_uri=documents_uri,
+    )
+
+
+quarantine_job = define_asset_job(
+    "quarantine",
+    selection=AssetSelection.assets("quarantined_documents"),
+    description="Score the documents of one rollback's skip window (a partition per decision).",
+)
+review_quarantine_job = define_asset_job(
+    "review_quarantine",
+    selection=AssetSelection.assets("confirmed_quarantine"),
+    description="Confirm, release or extend a quarantine (reviewer and reason go to run tags); "
+    "the mixture then excludes the confirmed documents.",
+)

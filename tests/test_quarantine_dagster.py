@@ -1,0 +1,166 @@
+"""Quarantine wiring against a real Dagster instance: which decisions the sensor picks up, the
+errors an operator sees, and the review recorded in run tags (no training: fast)."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from dagster import (
+    AssetKey,
+    DagsterInstance,
+    DagsterRun,
+    DagsterRunStatus,
+    build_sensor_context,
+    materialize,
+)
+from dagster._core.test_utils import instance_for_test
+
+from jobs.quarantine import decision_id, rollback_decisions, skip_record
+from pretrain import storage
+from pretrain.errors import ConfigError
+from pretrain.recovery.policy import Decision
+from pretrain_assets.definitions import ASSETS
+from resources.metrics import WandbMetricsReader
+from resources.storage import ArtifactStore
+from sensors.recovery.quarantine import quarantine_sensor
+
+ROLLBACK = Decision(
+    action="rollback", reason="loss spike", kind="bad_batch", branch="b00", spike_step=41,
+    checkpoint_key="b00-s000000030", checkpoint_path="/runs/b00/step-00000030",
+    skip_window=(41, 43), new_branch="b01",
+)  # fmt: skip
+
+
+@pytest.fixture
+def instance() -> Any:
+    with instance_for_test() as inst:
+        yield inst
+
+
+def stopped_run(instance: DagsterInstance, decision: Decision, by: str = "loss_spike_sensor"):
+    run = DagsterRun(
+        job_name="train",
+        run_id=str(uuid.uuid4()),
+        status=DagsterRunStatus.CANCELED,
+        tags={**decision.run_tags(), "pretrain/stopped_by": by},
+    )
+    instance.add_run(run)
+    return run
+
+
+def test_sensor_adds_one_partition_per_rollback_that_skipped_data(
+    instance: DagsterInstance,
+) -> None:
+    assert quarantine_sensor(build_sensor_context(instance=instance)).skip_reason is not None
+    run = stopped_run(instance, ROLLBACK)
+    stopped_run(instance, Decision(action="stop", reason="escalation", branch="b01"))
+    stopped_run(instance, ROLLBACK.__class__(**{**ROLLBACK.__dict__, "spike_step": 7}), by="lr")
+    assert list(rollback_decisions(instance)) == ["b00-s000000041-to-b01"]
+    result = quarantine_sensor(build_sensor_context(instance=instance))
+    [request] = result.run_requests
+    assert (request.partition_key, request.run_key) == (
+        "b00-s000000041-to-b01",
+        "quarantine-b00-s000000041-to-b01",
+    )
+    assert request.tags["pretrain/training_run_id"] == run.run_id
+    assert list(result.dynamic_partitions_requests[0].partition_keys) == [decision_id(ROLLBACK)]
+
+
+def test_missing_trainer_config_and_unknown_decision_are_clear(
+    instance: DagsterInstance, tmp_path: Path
+) -> None:
+    run = stopped_run(instance, ROLLBACK)
+    with pytest.raises(ConfigError, match="no trainer config .*run-"):
+        skip_record(decision_id(ROLLBACK), run, ROLLBACK, str(tmp_path / "runs"), None)
+    store = ArtifactStore(root=str(tmp_path))
+    resources = {"store": store, "metrics": WandbMetricsReader(run_root=str(tmp_path / "runs"))}
+    instance.add_dynamic_partitions("quarantine_decisions", ["b09-s000000001-to-b10"])
+    with pytest.raises(ConfigError, match="no rollback decision 'b09-s000000001-to-b10'"):
+        materialize(
+            ASSETS, selection=[AssetKey("quarantined_documents")], instance=instance,
+            resources=resources, partition_key="b09-s000000001-to-b10",
+        )  # fmt: skip
+
+
+def test_review_is_recorded_in_run_tags_and_resolved(
+    instance: DagsterInstance, tmp_path: Path
+) -> None:
+    store = ArtifactStore(root=str(tmp_path))
+    resources = {"store": store, "metrics": WandbMetricsReader(run_root=str(tmp_path / "runs"))}
+    docs = pa.table(
+        {"doc_id": ["a", "b"], "source": ["web", "code"], "source_id": [None, "x-1"],
+         "tokens": [30, 10], "suspicion": [3.0, 0.1], "decision_id": ["d1", "d1"]}
+    )  # fmt: skip
+    storage.replace_dir(
+        {"documents.parquet": _parquet(docs)}, store.uri("quarantined_documents", "d1")
+    )
+
+    def review(**config: Any) -> Any:
+        return materialize(
+            ASSETS, selection=[AssetKey("confirmed_quarantine")], instance=instance,
+            resources=resources, run_config={"ops": {"confirmed_quarantine": {"config": config}}},
+        )  # fmt: skip
+
+    with pytest.raises(ConfigError, match="no quarantine for decision 'd2'"):
+        review(decision_id="d2", action="confirm", reviewer="ana", reason="x")
+    with pytest.raises(ConfigError, match="reviewer and reason"):
+        review(decision_id="d1", action="confirm", reviewer="", reason="x")
+    pending = review()  # re-resolve only: nothing reviewed yet, nothing excluded
+    meta = pending.asset_materializations_for_node("confirmed_quarantine")[0].metadata
+    assert meta["confirmed_documents"].value == 0 and meta["pending_decisions"].value == ["d1"]
+    mixture = build_mixture(instance, store, resources)
+    assert mixture["quarantined_docs"].value == 0 and not is_stale(instance)
+
+    done = review(decision_id="d1", action="confirm", reviewer="ana", reason="junk", min_score=1.0)
+    tags = instance.get_run_by_id(done.run_id).tags
+    assert (tags["pretrain/reviewer"], tags["pretrain/review_reason"]) == ("ana", "junk")
+    assert tags["pretrain/review_decision"] == "d1"
+    meta = done.asset_materializations_for_node("confirmed_quarantine")[0].metadata
+    assert meta["confirmed_documents"].value == 1 and meta["confirmed_tokens"].value == 30
+    assert "| web | 1 | 30 | 100.0% |" in meta["confirmed_source_view_md"].value
+    confirmed = storage.read_table(store.uri("confirmed_quarantine", "confirmed.parquet"))
+    assert confirmed["doc_id"].to_pylist() == ["a"]
+    assert is_stale(instance)  # the UI marks data_mixture stale: its quarantine input changed
+    mixture = build_mixture(instance, store, resources)
+    assert mixture["quarantined_docs"].value == 1 and not is_stale(instance)
+    assert mixture["quarantine"].value["excluded_by_reason"] == {"quarantine d1": 1}
+    review()  # re-resolving the same reviews changes nothing downstream
+    assert not is_stale(instance)
+
+
+def build_mixture(instance: DagsterInstance, store: ArtifactStore, resources: dict) -> Any:
+    """``data_mixture`` over one shard holding "a" and 39 other documents."""
+    if not instance.get_dynamic_partitions("shards"):
+        instance.add_dynamic_partitions("shards", ["s0"])
+        docs = [{"id": i, "text": f"text of {i} " * 20, "source": "web"} for i in ["a"]]
+        docs += [{"id": f"w{i}", "text": f"web text {i} " * 20, "source": "web"} for i in range(39)]
+        uri = store.uri("deduped_shards", "s0", "documents.parquet")
+        storage.write_table(pa.Table.from_pylist(docs), uri)
+    result = materialize(
+        ASSETS, selection=[AssetKey("data_mixture")], instance=instance, resources=resources,
+        run_config={"ops": {"data_mixture": {"config": {"decontam_eval_files": []}}}},
+    )  # fmt: skip
+    return result.asset_materializations_for_node("data_mixture")[0].metadata
+
+
+def is_stale(instance: DagsterInstance) -> bool:
+    """The mixture was built from another version of the confirmed quarantine than the latest
+    (what the UI's "stale" badge compares)."""
+    mixture = instance.get_latest_materialization_event(AssetKey("data_mixture"))
+    quarantine = instance.get_latest_materialization_event(AssetKey("confirmed_quarantine"))
+    used = mixture.asset_materialization.tags["dagster/input_data_version/confirmed_quarantine"]
+    return used != quarantine.asset_materialization.tags["dagster/data_version"]
+
+
+def _parquet(table: pa.Table) -> bytes:
+    import io
+
+    import pyarrow.parquet as pq
+
+    buf = io.BytesIO()
+    pq.write_table(table, buf)
+    return buf.getvalue()
