@@ -146,3 +146,20 @@ def prepare_output(dir_uri: str, ident: Identity, archive_root: str) -> str | No
     elif old is not None:
         storage.remove(storage.join(dir_uri, IDENTITY_FILE))
     return archived
+
+
+def adopt(dir_uri: str, stage: str) -> Identity:
+    """Give an output made outside the pipeline (imported data, a hand-made fixture) an identity:
+    a hash of its files' names and bytes, so stages downstream accept it and notice when it
+    changes."""
+    digest = hashlib.sha256()
+    for uri in storage.list_files(dir_uri):
+        if uri.endswith(IDENTITY_FILE):
+            continue
+        digest.update(uri[len(dir_uri) :].encode())
+        digest.update(storage.read_bytes(uri))
+    ident = Identity(stage=stage, code_version="adopted", config_hash=digest.hexdigest()[:16])
+    payload = json.dumps(dataclasses.asdict(ident), sort_keys=True).encode()
+    ident = dataclasses.replace(ident, version=hashlib.sha256(payload).hexdigest()[:16])
+    write(dir_uri, ident)
+    return ident

@@ -20,7 +20,7 @@ from dagster import (
 from dagster._core.test_utils import instance_for_test
 
 from jobs.quarantine import decision_id, rollback_decisions, skip_record
-from pretrain import storage
+from pretrain import identity, storage
 from pretrain.errors import ConfigError
 from pretrain.recovery.policy import Decision
 from pretrain_assets.definitions import ASSETS
@@ -140,9 +140,10 @@ def build_mixture(instance: DagsterInstance, store: ArtifactStore, resources: di
         docs += [{"id": f"w{i}", "text": f"web text {i} " * 20, "source": "web"} for i in range(39)]
         uri = store.uri("deduped_shards", "s0", "documents.parquet")
         storage.write_table(pa.Table.from_pylist(docs), uri)
+        identity.adopt(store.uri("deduped_shards", "s0"), "deduped_shards")
     result = materialize(
         ASSETS, selection=[AssetKey("data_mixture")], instance=instance, resources=resources,
-        run_config={"ops": {"data_mixture": {"config": {"decontam_eval_files": []}}}},
+        run_config={"ops": {"data_mixture": {"config": {"decontam": None}}}},
     )  # fmt: skip
     return result.asset_materializations_for_node("data_mixture")[0].metadata
 

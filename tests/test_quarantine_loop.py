@@ -22,7 +22,7 @@ from dagster import AssetKey, DagsterInstance, build_sensor_context, materialize
 from dagster._core.test_utils import instance_for_test
 
 from jobs.partitions import quarantine_partitions, shard_partitions
-from pretrain import storage
+from pretrain import identity, storage
 from pretrain.packing.ledger import BatchPlan, trace_steps
 from pretrain.recovery.series import metric_rows
 from pretrain_assets.definitions import ASSETS
@@ -39,7 +39,7 @@ NUM_DOCS = 1300
 SPIKE_STEPS = [41, 42]
 CORPUS = {
     "ops": {
-        "data_mixture": {"config": {"decontam_eval_files": [], "val_fraction": 0.02}},
+        "data_mixture": {"config": {"decontam": None, "val_fraction": 0.02}},
         "tokenizer": {"config": {"vocab_size": 320}},
         "packed_tokens": {"config": {"seq_len": SEQ_LEN}},
     }
@@ -65,6 +65,7 @@ def write_shard(store: ArtifactStore, texts: dict[str, str]) -> None:
     ids = sorted(texts)
     table = pa.table({"id": ids, "text": [texts[i] for i in ids], "source": ["web"] * len(ids)})
     storage.write_table(table, store.uri("deduped_shards", "s0", "documents.parquet"))
+    identity.adopt(store.uri("deduped_shards", "s0"), "deduped_shards")
 
 
 def resources_for(store: ArtifactStore) -> dict[str, Any]:
