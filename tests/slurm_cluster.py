@@ -81,6 +81,10 @@ class SlurmCluster:
         """The ids of every job still in the queue (pending, running, completing)."""
         return self.run("squeue", "-h", "-o", "%i").split()
 
+    def job_state_of(self, job_id: str) -> str:
+        out = self.run("scontrol", "show", "job", "-o", job_id)
+        return next(f.split("=", 1)[1] for f in out.split() if f.startswith("JobState="))
+
     def node_state(self) -> str:
         return self.run("sinfo", "-h", "-N", "-n", self.node, "-o", "%T").strip()
 
