@@ -86,7 +86,14 @@ class SlurmLauncher(ConfigurableResource):
     def workers_per_node(self) -> int:
         return self.nproc_per_node if self.nproc_per_node is not None else self.gpus_per_node
 
-    def render_sbatch(self, *, job_name: str, config_path: str, log_dir: str) -> str:
+    def render_sbatch(
+        self,
+        *,
+        job_name: str,
+        config_path: str,
+        log_dir: str,
+        event_sink: str | None = PIPES_EVENT_SINK,
+    ) -> str:
         directives = [
             f"--job-name={job_name}",
             f"--nodes={self.nodes}",
@@ -111,7 +118,7 @@ class SlurmLauncher(ConfigurableResource):
             f"--rdzv_endpoint=$MASTER_ADDR:{self.rdzv_port}",
             "-m", "pretrain.train",
             "--config", shlex.quote(config_path),
-            "--event-sink", PIPES_EVENT_SINK,
+            *(["--event-sink", event_sink] if event_sink else []),
         ]  # fmt: skip
         lines = ["#!/bin/bash", *(f"#SBATCH {d}" for d in directives), "set -euo pipefail"]
         lines += self.setup_lines

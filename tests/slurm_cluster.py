@@ -8,6 +8,7 @@ in the foreground as our children and are stopped by PID afterwards::
 
     with slurm_cluster(tmp_path / "slurm") as cluster:
         subprocess.run(["srun", "-n2", "hostname"], env=cluster.env(), check=True)
+        launcher = cluster.launcher()    # a SlurmLauncher for this node (2 gloo workers)
 
 ``slurm_unavailable()`` says why a cluster cannot run here (not root, packages missing), for
 ``pytest.skip``.
@@ -21,10 +22,14 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+from resources.slurm import SlurmLauncher
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("sbatch", "srun", "squeue", "scancel", "scontrol", "sinfo")
@@ -66,6 +71,23 @@ class SlurmCluster:
     node: str
     cpus: int
     processes: dict[str, subprocess.Popen] = dataclasses.field(default_factory=dict)
+
+    def launcher(self, **overrides: Any) -> SlurmLauncher:
+        """A ``SlurmLauncher`` for this node: 2 gloo workers, c10d rendezvous on 127.0.0.1."""
+        settings: dict[str, Any] = {
+            "nodes": 1,
+            "gpus_per_node": 0,
+            "nproc_per_node": 2,
+            "cpus_per_task": min(2, self.cpus),
+            "threads_per_process": 1,
+            "time_limit": "00:30:00",
+            "python": sys.executable,
+            "rdzv_host": "127.0.0.1",
+            "rdzv_port": _free_port(),
+            "poll_interval_s": 1.0,
+            "term_timeout_s": 60.0,
+        }
+        return SlurmLauncher(**{**settings, **overrides})
 
     def env(self) -> dict[str, str]:
         """Our environment plus ``SLURM_CONF``, for the client commands."""

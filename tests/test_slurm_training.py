@@ -11,7 +11,6 @@ tests skip where Slurm cannot be installed.
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from pathlib import Path
@@ -27,29 +26,11 @@ from resources.launching import Launcher
 from resources.process_tree import alive
 from resources.slurm import SlurmLauncher
 from resources.storage import ArtifactStore
-from tests.dagster_server import free_port
 from tests.slurm_cluster import SlurmCluster
 from tests.test_train import make_packed
+from tests.training_jobs import processes_naming
 
 pytestmark = pytest.mark.slow
-
-
-def local_slurm_launcher(**overrides: Any) -> SlurmLauncher:
-    """Two gloo workers on this machine's one Slurm node, rendezvous on 127.0.0.1."""
-    settings: dict[str, Any] = {
-        "nodes": 1,
-        "gpus_per_node": 0,
-        "nproc_per_node": 2,
-        "cpus_per_task": 2,
-        "threads_per_process": 1,
-        "time_limit": "00:30:00",
-        "python": sys.executable,
-        "rdzv_host": "127.0.0.1",
-        "rdzv_port": free_port(),
-        "poll_interval_s": 1.0,
-        "term_timeout_s": 60.0,
-    }
-    return SlurmLauncher(**{**settings, **overrides})
 
 
 def op_config(**overrides: Any) -> dict[str, Any]:
@@ -76,22 +57,8 @@ def run_train(
     )
 
 
-def training_processes(marker: str) -> list[int]:
-    """Live processes whose command line names ``marker`` (the run's config file)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
-            except OSError:
-                continue
-            if marker in cmdline and alive(int(entry.name)):
-                found.append(int(entry.name))
-    return found
-
-
 def test_slurm_launcher_implements_the_launcher_protocol() -> None:
-    assert isinstance(local_slurm_launcher(), Launcher)
+    assert isinstance(SlurmLauncher(), Launcher)
 
 
 def test_train_job_through_slurm_finishes_and_reports_checkpoints(
@@ -100,7 +67,7 @@ def test_train_job_through_slurm_finishes_and_reports_checkpoints(
     artifacts = tmp_path / "artifacts"
     make_packed(artifacts / "packed_tokens", num_train=64)
     with instance_for_test() as instance:
-        result = run_train(instance, artifacts, local_slurm_launcher())
+        result = run_train(instance, artifacts, slurm.launcher())
         assert result.success, result.all_events[-1]
         summary = result.output_for_node("train_model")
         assert summary["event"] == "finished" and summary["step"] == 12
@@ -128,7 +95,7 @@ def test_failed_slurm_job_shows_its_own_log(slurm: SlurmCluster, tmp_path: Path)
     artifacts = tmp_path / "artifacts"
     make_packed(artifacts / "packed_tokens", num_train=64)
     # a node whose setup fails (a missing venv, a module that will not load): exit 3 before srun
-    broken = local_slurm_launcher(
+    broken = slurm.launcher(
         setup_lines=["echo 'node setup failed: /shared/venv is missing' >&2", "exit 3"]
     )
     with instance_for_test() as instance:
@@ -148,7 +115,7 @@ def test_failed_slurm_job_shows_its_own_log(slurm: SlurmCluster, tmp_path: Path)
 def test_terminate_scancels_and_leaves_nothing_behind(slurm: SlurmCluster, tmp_path: Path) -> None:
     artifacts = tmp_path / "artifacts"
     make_packed(artifacts / "packed_tokens", num_train=64)
-    launcher = local_slurm_launcher()
+    launcher = slurm.launcher()
     outcome: dict[str, Any] = {}
     with instance_for_test() as instance:
 
@@ -166,13 +133,13 @@ def test_terminate_scancels_and_leaves_nothing_behind(slurm: SlurmCluster, tmp_p
             time.sleep(0.5)
         [job_id] = slurm.queue()
         config_file = next((run_root / "b00").glob("run-*.json")).name
-        workers = training_processes(config_file)
+        workers = sorted(processes_naming(config_file))
         assert len(workers) >= 3  # torchrun + 2 workers, under slurmstepd
         started = time.monotonic()
         launcher.terminate(job_id)
         stopped_s = time.monotonic() - started
         assert job_id not in slurm.queue() and stopped_s < 30
-        assert training_processes(config_file) == []
+        assert processes_naming(config_file) == set()
         assert not any(alive(pid) for pid in workers)
         thread.join(timeout=60)
         result = outcome["result"]
