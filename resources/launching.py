@@ -33,11 +33,14 @@ from dagster import (
     MetadataValue,
     OpExecutionContext,
     PipesContextInjector,
+    PipesEnvContextInjector,
+    PipesFileMessageReader,
     PipesMessageReader,
     PipesSession,
     PreviewWarning,
     open_pipes_session,
 )
+from dagster_aws.s3 import S3Resource
 
 # glibc returns big tensor buffers to the kernel after every step on these machines;
 # these settings halve CPU step time (see ENVIRONMENT.md, "CPU training speed").
@@ -130,6 +133,48 @@ def inherited_environment() -> dict[str, str]:
     instead, which dies with it.
     """
     return {k: v for k, v in os.environ.items() if k != "WANDB_SERVICE"}
+
+
+def s3_environment(s3: S3Resource | None) -> dict[str, str]:
+    """The standard AWS variables for a job's processes from the ``S3Resource``'s settings
+    (only those set: on a cluster with instance roles nothing needs to travel)."""
+    if s3 is None:
+        return {}
+    pairs = {
+        "AWS_ENDPOINT_URL": s3.endpoint_url,
+        "AWS_ACCESS_KEY_ID": s3.aws_access_key_id,
+        "AWS_SECRET_ACCESS_KEY": s3.aws_secret_access_key,
+        "AWS_SESSION_TOKEN": s3.aws_session_token,
+        "AWS_DEFAULT_REGION": s3.region_name,
+    }
+    return {k: v for k, v in pairs.items() if v}
+
+
+def pipes_channels(
+    *,
+    run_dir: str,
+    job_name: str,
+    run_id: str,
+    s3_bucket: str | None,
+    s3_prefix: str,
+    s3: S3Resource | None,
+) -> tuple[PipesContextInjector, PipesMessageReader]:
+    """The Pipes context injector and message reader for a job on other nodes.
+
+    Without a bucket: the context in the environment and messages in a file of ``run_dir``
+    (a filesystem shared by every node and Dagster). With ``s3_bucket``: both through S3
+    (dagster-aws), under ``<s3_prefix>/<run_id>/``; no shared filesystem needed."""
+    if not s3_bucket:
+        return PipesEnvContextInjector(), PipesFileMessageReader(
+            str(Path(run_dir) / f"{job_name}.pipes.jsonl")
+        )
+    from dagster_aws.pipes import PipesS3ContextInjector, PipesS3MessageReader
+
+    client = (s3 or S3Resource()).get_client()
+    return (
+        PipesS3ContextInjector(bucket=s3_bucket, client=client, key_prefix=f"{s3_prefix}/{run_id}"),
+        PipesS3MessageReader(bucket=s3_bucket, client=client, interval=2.0),
+    )
 
 
 @contextmanager

@@ -3,7 +3,9 @@
 Renders one batch script per training run, submits it with ``sbatch --parsable``, polls the
 job (``scontrol show job``: works without Slurm accounting), and reads the trainer's Pipes
 messages from a file in the run directory (rank 0 opens Pipes; the context travels in the
-environment, ``--export=ALL``). The job's own log (``--output=<run_dir>/%x-%j.log``) is the
+environment, ``--export=ALL``) or, with ``pipes_s3_bucket``, through S3 (dagster-aws's
+``PipesS3ContextInjector`` + ``PipesS3MessageReader``; S3 settings from ``s3: S3Resource``), so
+the nodes need no filesystem shared with Dagster (the config and packed tokens can be ``s3://``). The job's own log (``--output=<run_dir>/%x-%j.log``) is the
 ``LaunchResult``'s log, which the op shows on failure.
 
 Stopping (:meth:`SlurmLauncher.terminate`): ``scancel --signal=TERM --full`` lets torchrun
@@ -30,12 +32,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from dagster import (
-    ConfigurableResource,
-    OpExecutionContext,
-    PipesEnvContextInjector,
-    PipesFileMessageReader,
-)
+from dagster import ConfigurableResource, OpExecutionContext
+from dagster_aws.s3 import S3Resource
 
 from resources.launching import (
     CPU_ALLOCATOR_ENV,
@@ -44,8 +42,10 @@ from resources.launching import (
     MessageDrain,
     OnMessage,
     inherited_environment,
+    pipes_channels,
     pipes_session,
     read_log_tail,
+    s3_environment,
 )
 
 TERMINAL_STATES = {
@@ -82,6 +82,11 @@ class SlurmLauncher(ConfigurableResource):
     ] = []  # e.g. ["module load cuda/12.4", "source /shared/venv/bin/activate"]
     poll_interval_s: float = 30.0
     term_timeout_s: float = 240.0
+    # Pipes through S3 (no filesystem shared with Dagster): a bucket, and the S3 settings the
+    # job's processes get as AWS_* variables (endpoint, credentials) when set
+    pipes_s3_bucket: str | None = None
+    pipes_s3_prefix: str = "pipes"
+    s3: S3Resource | None = None
 
     def workers_per_node(self) -> int:
         return self.nproc_per_node if self.nproc_per_node is not None else self.gpus_per_node
@@ -152,15 +157,20 @@ class SlurmLauncher(ConfigurableResource):
             self.render_sbatch(job_name=job_name, config_path=config_path, log_dir=str(log_dir))
         )
         drain = MessageDrain(on_message)
-        with pipes_session(
-            context,
-            PipesEnvContextInjector(),
-            PipesFileMessageReader(str(log_dir / f"{job_name}.pipes.jsonl")),
-        ) as session:
+        injector, reader = pipes_channels(
+            run_dir=str(log_dir),
+            job_name=job_name,
+            run_id=context.run_id,
+            s3_bucket=self.pipes_s3_bucket,
+            s3_prefix=self.pipes_s3_prefix,
+            s3=self.s3,
+        )
+        with pipes_session(context, injector, reader) as session:
             env = {
                 **inherited_environment(),
                 **CPU_ALLOCATOR_ENV,
                 "PYTHONUNBUFFERED": "1",
+                **s3_environment(self.s3),
                 **session.get_bootstrap_env_vars(),
             }
             submitted = _run(
