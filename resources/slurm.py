@@ -8,9 +8,9 @@ environment, ``--export=ALL``) or, with ``pipes_s3_bucket``, through S3 (dagster
 the nodes need no filesystem shared with Dagster (the config and packed tokens can be ``s3://``). The job's own log (``--output=<run_dir>/%x-%j.log``) is the
 ``LaunchResult``'s log, which the op shows on failure.
 
-Stopping (:meth:`SlurmLauncher.terminate`): ``scancel --signal=TERM --full`` lets torchrun
-forward SIGTERM (the trainer finishes its step and checkpoints), then ``scancel`` (SIGKILL after
-Slurm's KillWait) if the job is still there after ``term_timeout_s``; the op re-raises only once
+Stopping (:meth:`SlurmLauncher.terminate`): ``scancel --signal=TERM`` signals the job's steps
+(torchrun forwards SIGTERM to its workers: the trainer finishes its step and checkpoints), then
+``scancel`` (SIGKILL after Slurm's KillWait) if the job is still there after ``term_timeout_s``; the op re-raises only once
 ``squeue`` no longer lists the job, so the GPU pool never overlaps two runs.
 
     launcher = SlurmLauncher(nodes=4, gpus_per_node=8, partition="gpu", account="llm")
@@ -223,8 +223,16 @@ class SlurmLauncher(ConfigurableResource):
         return done.returncode == 0 and bool(done.stdout.strip())
 
     def terminate(self, job_id: str) -> None:
-        """SIGTERM every step, wait, then cancel hard; return once the job has left the queue."""
-        _run(["scancel", "--signal=TERM", "--full", job_id])
+        """SIGTERM the job's steps, wait, then cancel hard; return once the job left the queue.
+
+        The signal goes to the steps (torchrun on every node, which forwards it to its workers:
+        the trainer finishes its step and checkpoints), not to the batch shell or ``srun``:
+        ``--full`` would end the batch shell, and Slurm would then kill the step before the
+        trainer saved anything. A job still pending has no step: it is cancelled outright."""
+        if self.job_state(job_id)[0] == "PENDING":
+            _run(["scancel", job_id])
+        else:
+            _run(["scancel", "--signal=TERM", job_id])
         deadline = time.monotonic() + self.term_timeout_s
         while self.in_queue(job_id):
             if time.monotonic() > deadline:

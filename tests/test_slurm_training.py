@@ -11,6 +11,7 @@ tests skip where Slurm cannot be installed.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -146,7 +147,14 @@ def test_terminate_scancels_and_leaves_nothing_behind(slurm: SlurmCluster, tmp_p
         assert not result.success  # the trainer stopped before max_steps: not a success
         [failure] = [e for e in result.all_events if e.is_step_failure]
         assert "training did not finish" in failure.step_failure_data.error.message
-    # SIGTERM ends the batch shell (FAILED) or the job finishes its stop cleanly (COMPLETED)
-    assert slurm.job_state_of(job_id) in ("FAILED", "COMPLETED", "CANCELLED")
+    # the SIGTERM reached the trainer (not only the batch shell): it saved a checkpoint and
+    # said so before the job ended (torchrun itself then exits 1 on the signal: FAILED)
+    events = [
+        json.loads(line) for line in (run_root / "b00" / "events.jsonl").read_text().splitlines()
+    ]
+    stopped = events[-1]
+    assert stopped["event"] == "stopped" and stopped["signal"] == "SIGTERM"
+    assert Path(stopped["checkpoint"]).name == f"step-{stopped['step']:08d}"
+    assert slurm.job_state_of(job_id) == "FAILED"
     visible = sorted((run_root / "b00").glob("step-*"))
     assert visible and all((p / "_COMMITTED").exists() for p in visible)
