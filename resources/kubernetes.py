@@ -28,18 +28,15 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from dagster import (
-    ConfigurableResource,
-    OpExecutionContext,
-    PipesEnvContextInjector,
-    PipesFileMessageReader,
-)
+from dagster import ConfigurableResource, OpExecutionContext
+from dagster_aws.s3 import S3Resource
 
 from resources.launching import (
     PIPES_EVENT_SINK,
     LaunchResult,
     MessageDrain,
     OnMessage,
+    pipes_channels,
     pipes_session,
     read_log_tail,
 )
@@ -59,6 +56,11 @@ class KubernetesLauncher(ConfigurableResource):
     termination_grace_s: int = 300
     poll_interval_s: float = 30.0
     kubectl: str = "kubectl"  # the kubectl binary (its context selects the cluster)
+    # Pipes through S3 instead of the RWX volume (pods get S3 access from their service
+    # account or a Secret, never from the manifest); S3 settings for the op's side
+    pipes_s3_bucket: str | None = None
+    pipes_s3_prefix: str = "pipes"
+    s3: S3Resource | None = None
 
     def render_manifest(self, *, name: str, config_path: str, pipes_env: dict[str, str]) -> str:
         def replica(count: int, env: dict[str, str], reports: bool) -> dict[str, Any]:
@@ -122,12 +124,17 @@ class KubernetesLauncher(ConfigurableResource):
         """Apply the PyTorchJob, relay Pipes messages until it ends; delete it on interrupt."""
         name = f"pretrain-{context.run_id[:8]}"
         Path(run_dir).mkdir(parents=True, exist_ok=True)
-        messages_path = Path(run_dir) / f"{name}.pipes.jsonl"
         log_path = Path(run_dir) / f"{name}.log"
         drain = MessageDrain(on_message)
-        with pipes_session(
-            context, PipesEnvContextInjector(), PipesFileMessageReader(str(messages_path))
-        ) as session:
+        injector, reader = pipes_channels(
+            run_dir=run_dir,
+            job_name=name,
+            run_id=context.run_id,
+            s3_bucket=self.pipes_s3_bucket,
+            s3_prefix=self.pipes_s3_prefix,
+            s3=self.s3,
+        )
+        with pipes_session(context, injector, reader) as session:
             manifest = self.render_manifest(
                 name=name, config_path=config_path, pipes_env=session.get_bootstrap_env_vars()
             )
