@@ -5,20 +5,50 @@ it lives outside ``pretrain/`` so the library never depends on Dagster. Checkpoi
 lifecycle events become Pipes custom messages (the op turns checkpoints into
 ``checkpoints[<key>]`` materializations); progress events become throttled log lines.
 Per-step metrics never come here: they go to W&B and the local metrics file.
+
+The transport follows what the launcher injected: a file or the environment on a shared
+filesystem, or S3 (``PipesS3ContextInjector`` + ``PipesS3MessageReader`` on the Dagster side,
+``PipesS3ContextLoader`` + ``PipesS3MessageWriter`` here) when the nodes share nothing with
+Dagster; the S3 client then comes from the standard AWS variables (``AWS_ENDPOINT_URL``, keys).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from dagster_pipes import PipesContext, open_dagster_pipes
+from dagster_pipes import (
+    PipesContext,
+    PipesEnvVarParamsLoader,
+    PipesS3ContextLoader,
+    PipesS3MessageWriter,
+    open_dagster_pipes,
+)
+
+S3_MESSAGE_INTERVAL_S = 2.0  # one PUT per chunk of messages; checkpoints arrive within seconds
+
+
+def open_pipes() -> PipesContext:
+    """Open Pipes with the S3 loader/writer when the launcher's parameters name a bucket."""
+    params = PipesEnvVarParamsLoader()
+    if (
+        "bucket" not in params.load_context_params()
+        and "bucket" not in params.load_messages_params()
+    ):
+        return open_dagster_pipes()
+    import boto3
+
+    client = boto3.client("s3")
+    return open_dagster_pipes(
+        context_loader=PipesS3ContextLoader(client),
+        message_writer=PipesS3MessageWriter(client, interval=S3_MESSAGE_INTERVAL_S),
+    )
 
 
 class PipesEventSink:
     """``EventSink`` backed by the Dagster Pipes context of the launching op."""
 
     def __init__(self) -> None:
-        self._context: PipesContext = open_dagster_pipes()
+        self._context: PipesContext = open_pipes()
 
     def emit(self, event: dict[str, Any]) -> None:
         kind = event.get("event")

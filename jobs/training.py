@@ -14,7 +14,6 @@ training continues. Retries are off: crash-resume belongs to one sensor, not to 
 retry machinery (a retried run would race the sensor's resume run).
 """
 
-from pathlib import Path
 from typing import Any
 
 from dagster import (
@@ -23,6 +22,7 @@ from dagster import (
     Failure,
     MetadataValue,
     OpExecutionContext,
+    ResourceParam,
     job,
     op,
 )
@@ -30,7 +30,7 @@ from dagster import (
 from jobs.partitions import checkpoint_partitions
 from jobs.train_config import TrainRunConfig, resolve_train_config
 from pretrain import storage
-from resources.launcher import TorchrunLauncher
+from resources.launching import Launcher
 from resources.metrics import WandbMetricsReader
 from resources.storage import ArtifactStore
 from sensors.recovery.campaign import campaign_runs, loss_curve_md
@@ -74,9 +74,10 @@ def train_model(
     context: OpExecutionContext,
     config: TrainRunConfig,
     store: ArtifactStore,
-    launcher: TorchrunLauncher,
+    launcher: ResourceParam[Launcher],
 ) -> dict[str, Any]:
-    """Run the trainer under torchrun; report every committed checkpoint as an asset partition."""
+    """Run the trainer through the launcher (local torchrun, Slurm, Kubernetes); report every
+    committed checkpoint as an asset partition."""
     train_config = resolve_train_config(config, store)
     branch_dir = train_config.branch_dir()
     config_path = str(branch_dir / f"run-{context.run_id}.json")
@@ -92,27 +93,26 @@ def train_model(
         elif event.get("event") in ("finished", "stopped"):
             summary.update(event)
 
-    returncode = launcher.launch(
-        context,
-        config_path=config_path,
-        log_path=str(branch_dir / f"torchrun-{context.run_id}.log"),
-        on_message=on_message,
+    result = launcher.launch(
+        context, config_path=config_path, run_dir=str(branch_dir), on_message=on_message
     )
     if summary["checkpoints"]:
         log_loss_curve(context, train_config.checkpoint.run_root, summary["checkpoints"][-1])
-    if returncode != 0 or summary.get("event") != "finished":
+    if not result.ok or summary.get("event") != "finished":
         # a SIGTERM from outside Dagster ends the trainer cleanly (checkpoint, exit 0), but the
-        # campaign did not reach max_steps: the run must not look successful
-        log_tail = Path(branch_dir / f"torchrun-{context.run_id}.log").read_text()[-4000:]
+        # campaign did not reach max_steps: the run must not look successful. The log shown is
+        # the launcher's own (torchrun's output, the Slurm job's log, the master pod's log).
         what = (
-            f"exit code {returncode}" if returncode else f"trainer {summary.get('event', 'ended')}"
+            f"exit code {result.returncode}"
+            if not result.ok
+            else f"trainer {summary.get('event', 'ended')}"
         )
         raise Failure(
-            description=f"training did not finish ({what}); resume from the latest checkpoint",
-            metadata={
-                "log_tail": MetadataValue.text(log_tail),
-                "checkpoints": summary["checkpoints"],
-            },
+            description=(
+                f"training did not finish ({what}; job {result.job_id}, log {result.log_path});"
+                " resume from the latest checkpoint"
+            ),
+            metadata={**result.metadata(), "checkpoints": summary["checkpoints"]},
         )
     context.log.info(f"training finished: {summary}")
     return summary

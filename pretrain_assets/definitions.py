@@ -9,6 +9,7 @@ imported by the library modules only when an asset actually runs.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -26,8 +27,11 @@ from pretrain_assets.eval_assets import eval_comparison, eval_reports, hf_export
 from pretrain_assets.plan_assets import scaling_plan
 from pretrain_assets.quality_assets import quality_classifier
 from pretrain_assets.quarantine_assets import confirmed_quarantine, quarantined_documents
+from resources.kubernetes import KubernetesLauncher
 from resources.launcher import TorchrunLauncher
+from resources.launching import Launcher
 from resources.metrics import RecoveryThresholds, WandbMetricsReader
+from resources.slurm import SlurmLauncher
 from resources.sources import ShardSource
 from resources.storage import ArtifactStore
 from sensors.backfill_schedule import shard_backfill_schedule
@@ -63,6 +67,22 @@ def default_artifact_root() -> str:
     return os.environ.get("PRETRAIN_ROOT", str(PROJECT_DIR / ".pretrain" / "artifacts"))
 
 
+LAUNCHERS = {"torchrun": TorchrunLauncher, "slurm": SlurmLauncher, "kubernetes": KubernetesLauncher}
+
+
+def launcher_from_env(nproc_per_node: int = 2) -> Launcher:
+    """``$PRETRAIN_LAUNCHER`` (torchrun, slurm, kubernetes; default torchrun) configured with
+    ``$PRETRAIN_LAUNCHER_CONFIG``, a JSON object of the launcher's fields, e.g.
+    ``PRETRAIN_LAUNCHER=slurm PRETRAIN_LAUNCHER_CONFIG='{"nodes": 4, "partition": "gpu"}'``."""
+    kind = os.environ.get("PRETRAIN_LAUNCHER", "torchrun")
+    if kind not in LAUNCHERS:
+        raise ValueError(f"PRETRAIN_LAUNCHER={kind!r}: choose one of {sorted(LAUNCHERS)}")
+    fields = json.loads(os.environ.get("PRETRAIN_LAUNCHER_CONFIG") or "{}")
+    if kind == "torchrun":
+        fields = {"nproc_per_node": nproc_per_node, **fields}
+    return LAUNCHERS[kind](**fields)
+
+
 def build_definitions(
     artifact_root: str | None = None,
     s3_endpoint_url: str | None = None,
@@ -88,7 +108,7 @@ def build_definitions(
                 root=root,
                 s3_endpoint_url=s3_endpoint_url or os.environ.get("PRETRAIN_S3_ENDPOINT_URL"),
             ),
-            "launcher": TorchrunLauncher(nproc_per_node=nproc_per_node),
+            "launcher": launcher_from_env(nproc_per_node),
             # the same run root string the training op uses: W&B run ids hash its path
             "metrics": WandbMetricsReader(
                 run_root=storage.join(root, "runs"),

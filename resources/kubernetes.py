@@ -6,9 +6,12 @@
 and the Pipes message file — is a ReadWriteMany volume mounted by every pod and by Dagster.
 Only the master pod gets the Pipes bootstrap variables (rank 0 reports).
 
-Stopping: ``kubectl delete pytorchjob --wait`` gives every pod SIGTERM (the trainer finishes
-its step and checkpoints) and SIGKILL after ``terminationGracePeriodSeconds``; the op
-re-raises only when no pod of the job is left.
+Stopping (:meth:`KubernetesLauncher.terminate`): ``kubectl delete pytorchjob --wait`` gives every
+pod SIGTERM (the trainer finishes its step and checkpoints) and SIGKILL after
+``terminationGracePeriodSeconds``; the op re-raises only when no pod of the job is left.
+When the job ends, the master pod's log is saved as ``<run_dir>/<job>.log``: the
+``LaunchResult``'s log, which the op shows on failure. ``kubectl`` is the one external tool
+(tests/test_kubernetes_launcher.py drives the launcher with a fake that plays back pod states).
 
     launcher = KubernetesLauncher(nodes=4, gpus_per_node=8, image="registry/pretrain:1.0")
     print(launcher.render_manifest(name="pretrain-b00", config_path="/shared/runs/b00/run.json",
@@ -21,20 +24,22 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
-from dagster import (
-    ConfigurableResource,
-    OpExecutionContext,
-    PipesEnvContextInjector,
-    PipesFileMessageReader,
-    open_pipes_session,
-)
+from dagster import ConfigurableResource, OpExecutionContext
+from dagster_aws.s3 import S3Resource
 
-from resources.launcher import PIPES_EVENT_SINK, MessageDrain
+from resources.launching import (
+    PIPES_EVENT_SINK,
+    LaunchResult,
+    MessageDrain,
+    OnMessage,
+    pipes_channels,
+    pipes_session,
+    read_log_tail,
+)
 
 
 class KubernetesLauncher(ConfigurableResource):
@@ -50,6 +55,12 @@ class KubernetesLauncher(ConfigurableResource):
     memory: str = "1000Gi"
     termination_grace_s: int = 300
     poll_interval_s: float = 30.0
+    kubectl: str = "kubectl"  # the kubectl binary (its context selects the cluster)
+    # Pipes through S3 instead of the RWX volume (pods get S3 access from their service
+    # account or a Secret, never from the manifest); S3 settings for the op's side
+    pipes_s3_bucket: str | None = None
+    pipes_s3_prefix: str = "pipes"
+    s3: S3Resource | None = None
 
     def render_manifest(self, *, name: str, config_path: str, pipes_env: dict[str, str]) -> str:
         def replica(count: int, env: dict[str, str], reports: bool) -> dict[str, Any]:
@@ -107,51 +118,76 @@ class KubernetesLauncher(ConfigurableResource):
         context: OpExecutionContext,
         *,
         config_path: str,
-        log_path: str,
-        on_message: Callable[[dict[str, Any]], None],
-    ) -> int:
+        run_dir: str,
+        on_message: OnMessage,
+    ) -> LaunchResult:
+        """Apply the PyTorchJob, relay Pipes messages until it ends; delete it on interrupt."""
         name = f"pretrain-{context.run_id[:8]}"
-        messages_path = Path(log_path).parent / f"{name}.pipes.jsonl"
+        Path(run_dir).mkdir(parents=True, exist_ok=True)
+        log_path = Path(run_dir) / f"{name}.log"
         drain = MessageDrain(on_message)
-        with open_pipes_session(
-            context=context,
-            context_injector=PipesEnvContextInjector(),
-            message_reader=PipesFileMessageReader(str(messages_path)),
-        ) as session:
+        injector, reader = pipes_channels(
+            run_dir=run_dir,
+            job_name=name,
+            run_id=context.run_id,
+            s3_bucket=self.pipes_s3_bucket,
+            s3_prefix=self.pipes_s3_prefix,
+            s3=self.s3,
+        )
+        with pipes_session(context, injector, reader) as session:
             manifest = self.render_manifest(
                 name=name, config_path=config_path, pipes_env=session.get_bootstrap_env_vars()
             )
-            _kubectl(["apply", "-f", "-"], stdin=manifest)
+            self._kubectl(["apply", "-f", "-"], stdin=manifest)
+            context.log.info(f"applied PyTorchJob {self.namespace}/{name} (log: {log_path})")
             try:
                 while (state := self.job_state(name)) not in ("Succeeded", "Failed"):
                     drain(session)
                     time.sleep(self.poll_interval_s)
             except BaseException:
-                self.delete(name)
+                context.log.warning(f"interrupted: deleting PyTorchJob {name}")
+                self.terminate(name)
+                context.log.warning(f"no pod of {name} is left")
                 raise
+            self.save_master_log(name, log_path)
         drain(session)  # messages read after the job ended
-        return 0 if state == "Succeeded" else 1
+        return LaunchResult(
+            returncode=0 if state == "Succeeded" else 1,
+            job_id=name,
+            log_path=str(log_path),
+            log_tail=read_log_tail(log_path),
+        )
 
     def job_state(self, name: str) -> str:
-        out = _kubectl(["get", "pytorchjob", name, "-n", self.namespace, "-o", "json"])
+        out = self._kubectl(["get", "pytorchjob", name, "-n", self.namespace, "-o", "json"])
         conditions = json.loads(out).get("status", {}).get("conditions", [])
         return conditions[-1]["type"] if conditions else "Created"
 
-    def delete(self, name: str) -> None:
+    def save_master_log(self, name: str, log_path: Path) -> None:
+        """The master pod's log (rank 0's output) into the run folder, atomically."""
+        pod = f"{name}-master-0"  # the training operator's pod name for the Master replica
+        try:
+            text = self._kubectl(["logs", pod, "-n", self.namespace, "--tail=2000"])
+        except subprocess.CalledProcessError as exc:
+            text = f"(kubectl logs {pod} failed: {exc.stderr.strip()})"
+        partial = log_path.with_name(log_path.name + ".partial")
+        partial.write_text(text + "\n")
+        os.replace(partial, log_path)
+
+    def terminate(self, job_id: str) -> None:
         """Delete the job and wait until none of its pods is left."""
-        _kubectl(["delete", "pytorchjob", name, "-n", self.namespace, "--wait=true"])
-        selector = f"training.kubeflow.org/job-name={name}"
-        while _kubectl(["get", "pods", "-n", self.namespace, "-l", selector, "-o", "name"]):
-            time.sleep(5)
+        self._kubectl(["delete", "pytorchjob", job_id, "-n", self.namespace, "--wait=true"])
+        selector = f"training.kubeflow.org/job-name={job_id}"
+        while self._kubectl(["get", "pods", "-n", self.namespace, "-l", selector, "-o", "name"]):
+            time.sleep(min(self.poll_interval_s, 5.0))
 
-
-def _kubectl(args: list[str], stdin: str | None = None) -> str:
-    done = subprocess.run(
-        ["kubectl", *args],
-        input=stdin,
-        env=dict(os.environ),
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return done.stdout.strip()
+    def _kubectl(self, args: list[str], stdin: str | None = None) -> str:
+        done = subprocess.run(
+            [self.kubectl, *args],
+            input=stdin,
+            env=dict(os.environ),
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        return done.stdout.strip()

@@ -81,8 +81,35 @@ def _signal_tree(pids: set[int], sig: signal.Signals) -> None:
             pass
 
 
-def stop_process_tree(proc: subprocess.Popen, term_timeout_s: float, kill_timeout_s: float) -> None:
-    """SIGTERM the tree, wait, SIGKILL what is left; return only when every member is gone."""
+class _Foreign:
+    """A process that is not our child (known by PID only): ``alive`` is the authority."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+    @property
+    def returncode(self) -> int | None:
+        return None if alive(self.pid) else -1
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float) -> int | None:
+        deadline = time.monotonic() + timeout
+        while alive(self.pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return self.returncode
+
+
+def stop_process_tree(
+    proc: subprocess.Popen | int, term_timeout_s: float, kill_timeout_s: float
+) -> None:
+    """SIGTERM the tree, wait, SIGKILL what is left; return only when every member is gone.
+
+    ``proc`` is our child's ``Popen`` or the PID of any process (e.g. a torchrun whose launcher
+    was another process)."""
+    if isinstance(proc, int):
+        proc = _Foreign(proc)  # type: ignore[assignment]
     tracked = {proc.pid} | descendants(proc.pid)
     for sig, timeout in ((signal.SIGTERM, term_timeout_s), (signal.SIGKILL, kill_timeout_s)):
         living = {pid for pid in tracked if alive(pid)}

@@ -23,14 +23,24 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def dagster_dev(tmp_path: Path, artifact_root: Path) -> Iterator[int]:
-    """Yields the port of a running ``dagster dev``; stops the whole process group after."""
+def dagster_dev(
+    tmp_path: Path, artifact_root: Path, env: dict[str, str] | None = None
+) -> Iterator[int]:
+    """Yields the port of a running ``dagster dev``; stops the whole process group after.
+
+    ``env``: extra variables, e.g. ``PRETRAIN_LAUNCHER=slurm`` and its ``PRETRAIN_LAUNCHER_CONFIG``.
+    """
     home = tmp_path / "dagster_home"
     (home / ".nux").mkdir(parents=True)
     shutil.copy(ROOT / "config" / "dagster.yaml", home / "dagster.yaml")
     (home / ".nux" / "nux.yaml").write_text("seen: 1\n")
     port = free_port()
-    env = {**os.environ, "DAGSTER_HOME": str(home), "PRETRAIN_ROOT": str(artifact_root)}
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "PRETRAIN_ROOT": str(artifact_root),
+        **(env or {}),
+    }
     dagster = Path(sys.executable).with_name("dagster")
     cmd = [str(dagster), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)]
     log_path = tmp_path / "dagster-dev.log"

@@ -27,7 +27,6 @@ import dataclasses
 import json
 import os
 import signal
-import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -60,11 +59,13 @@ from pretrain.recovery.series import metric_rows, wandb_run_id
 from pretrain.recovery.wandb_file import offline_run_files, read_history
 from resources.launcher import TorchrunLauncher
 from resources.metrics import RecoveryThresholds, WandbMetricsReader
-from resources.process_tree import alive, descendants, stop_process_tree
+from resources.process_tree import alive
+from resources.slurm import SlurmLauncher
 from resources.storage import ArtifactStore
 from sensors.recovery.failure import training_failure_sensor
 from sensors.recovery.loss_spike import loss_spike_sensor
 from tests.test_train import SEQ_LEN, VOCAB, make_packed
+from tests.training_jobs import SlurmJob, TorchrunJob, TrainingJob
 
 pytestmark = pytest.mark.slow
 
@@ -112,16 +113,22 @@ def make_poisoned_packed(root: Path, poison_steps: list[int], num_train: int = 1
 class Launch:
     run_id: str
     branch: str
-    proc: subprocess.Popen
+    job: TrainingJob
     events: Path
     terminated: bool = False
 
 
 class Campaign:
     def __init__(
-        self, instance: DagsterInstance, artifacts: Path, policy: dict[str, float], **inject: Any
+        self,
+        instance: DagsterInstance,
+        artifacts: Path,
+        policy: dict[str, float],
+        slurm: SlurmLauncher | None = None,
+        **inject: Any,
     ) -> None:
-        self.instance, self.inject = instance, inject
+        """``slurm``: run each launch as a Slurm job through this launcher (else local torchrun)."""
+        self.instance, self.inject, self.slurm = instance, inject, slurm
         self.store = ArtifactStore(root=str(artifacts))
         self.run_root = Path(self.store.local_dir("runs"))
         self.resources = {
@@ -159,17 +166,13 @@ class Campaign:
         branch_dir.mkdir(parents=True, exist_ok=True)
         config_path = branch_dir / f"run-{run_id}.json"
         config_path.write_text(cfg.to_json())
-        with open(branch_dir / f"torchrun-{run_id}.log", "ab") as log:
-            proc = subprocess.Popen(
-                self.launcher.command(str(config_path), event_sink=None),
-                env=self.launcher.environment(),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        if self.slurm is not None:
+            job: TrainingJob = SlurmJob(self.slurm, config_path, branch_dir)
+        else:
+            job = TorchrunJob(self.launcher, config_path, branch_dir / f"torchrun-{run_id}.log")
         print(f"{time.monotonic():.1f} launch {cfg.run.branch}", flush=True)
         self.active = Launch(
-            run_id=run_id, branch=cfg.run.branch, proc=proc, events=Path(cfg.events_path())
+            run_id=run_id, branch=cfg.run.branch, job=job, events=Path(cfg.events_path())
         )
         return run_id
 
@@ -207,13 +210,13 @@ class Campaign:
         events = [json.loads(line) for line in launch.events.read_text().splitlines()]
         if status == DagsterRunStatus.CANCELING:
             self.instance.report_run_canceled(run)
-        elif launch.proc.returncode == 0 and events[-1]["event"] == "finished":
+        elif launch.job.returncode == 0 and events[-1]["event"] == "finished":
             self.instance.report_dagster_event(
                 DagsterEvent(DagsterEventType.RUN_SUCCESS.value, job_name="train"),
                 run_id=launch.run_id,
             )
         else:
-            self.instance.report_run_failed(run, f"torchrun exit code {launch.proc.returncode}")
+            self.instance.report_run_failed(run, f"torchrun exit code {launch.job.returncode}")
             [entry] = self.instance.all_logs(launch.run_id, of_type=DagsterEventType.RUN_FAILURE)
             for _ in range(2 if self.duplicate_ticks else 1):  # a duplicate evaluation too
                 context = build_run_status_sensor_context(
@@ -239,9 +242,9 @@ class Campaign:
                 if status == DagsterRunStatus.CANCELING and not launch.terminated:
                     launch.terminated = True  # what the op does when the run is terminated
                     print(f"{time.monotonic():.1f} SIGTERM {launch.branch}", flush=True)
-                    stop_process_tree(launch.proc, term_timeout_s=60, kill_timeout_s=10)
+                    launch.job.stop()
                     print(f"{time.monotonic():.1f} stopped {launch.branch}", flush=True)
-                if launch.proc.poll() is not None:
+                if launch.job.poll() is not None:
                     print(f"{time.monotonic():.1f} ended {launch.branch}", flush=True)
                     self.active = None
                     self.end_run(launch)
@@ -287,6 +290,15 @@ def final_loss(rows: list[dict[str, Any]], last: int = 8) -> float:
 def instance() -> Any:
     with instance_for_test() as inst:
         yield inst
+
+
+@pytest.fixture(params=["torchrun", "slurm"])
+def slurm_launcher(request: pytest.FixtureRequest) -> SlurmLauncher | None:
+    """The same fault through local torchrun (None) and through a Slurm job on the tests'
+    one-node cluster (skipped where Slurm cannot run)."""
+    if request.param == "torchrun":
+        return None
+    return request.getfixturevalue("slurm").launcher()
 
 
 # -- 1 + 5: poisoned data -----------------------------------------------------------------------
@@ -375,11 +387,11 @@ def test_poisoned_range_is_rolled_back_skipped_and_named(
 
 
 def test_injected_nan_rolls_back_and_lowers_the_lr(
-    tmp_path: Path, instance: DagsterInstance
+    tmp_path: Path, instance: DagsterInstance, slurm_launcher: SlurmLauncher | None
 ) -> None:
     artifacts = tmp_path / "artifacts"
     make_packed(artifacts / "packed_tokens", num_train=1200)
-    campaign = Campaign(instance, artifacts, POLICY, inject_nan_at_step=25)
+    campaign = Campaign(instance, artifacts, POLICY, slurm=slurm_launcher, inject_nan_at_step=25)
     # healthy_every: the trainer labels finite checkpoints, so pruning cannot race the sensor
     campaign.launch(train_config(max_steps=40, checkpoint_every=5, healthy_every=5))
     campaign.drive()
@@ -419,11 +431,11 @@ def kill_after_checkpoint(step: int) -> Any:
         committed = ckpt.list_checkpoints(campaign.run_root, "b00")
         latest = max((ckpt.step_of(c) for c in committed), default=None)
         if logged and latest is not None and latest >= step and 3 <= max(logged) - latest <= 12:
-            procs = {launch.proc.pid} | descendants(launch.proc.pid)
+            procs = launch.job.pids()
             for pid in procs:
                 os.kill(pid, signal.SIGKILL)
             launch.terminated = True
-            launch.proc.wait()
+            launch.job.wait()
             deadline = time.monotonic() + 30  # SIGKILL is asynchronous for the workers
             while any(alive(pid) for pid in procs) and time.monotonic() < deadline:
                 time.sleep(0.1)
@@ -433,11 +445,11 @@ def kill_after_checkpoint(step: int) -> Any:
 
 
 def test_kill9_auto_resumes_once_without_repeating_or_missing_steps(
-    tmp_path: Path, instance: DagsterInstance
+    tmp_path: Path, instance: DagsterInstance, slurm_launcher: SlurmLauncher | None
 ) -> None:
     artifacts = tmp_path / "artifacts"
     make_packed(artifacts / "packed_tokens", num_train=1200)
-    campaign = Campaign(instance, artifacts, POLICY)
+    campaign = Campaign(instance, artifacts, POLICY, slurm=slurm_launcher)
     campaign.duplicate_ticks = True  # the failure sensor sees the failure twice, too
     crashed = campaign.launch(train_config(max_steps=60, checkpoint_every=20))
     campaign.drive(on_step=kill_after_checkpoint(20))

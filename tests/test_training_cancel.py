@@ -3,11 +3,15 @@
 A real ``dagster dev`` (webserver + daemon + queued run coordinator + gpu pool) launches the
 ``train`` job; once a checkpoint is committed the test terminates the run through GraphQL,
 as the UI's Terminate button does, and then checks that no process of that run survives,
-that the run ended CANCELED, and that only committed checkpoints are visible.
+that the run ended CANCELED, and that only committed checkpoints are visible. It runs once with
+the local ``TorchrunLauncher`` and once with the ``SlurmLauncher`` on the tests' one-node Slurm
+cluster (``scancel``; the job must have left ``squeue`` too).
 """
 
+import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from dagster import DagsterRunStatus
@@ -54,11 +58,26 @@ def wait_until(predicate, timeout_s: float, what: str) -> None:
         time.sleep(0.5)
 
 
+@pytest.fixture(params=["torchrun", "slurm"])
+def launcher_env(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The ``dagster dev`` variables that pick the launcher, plus the Slurm cluster (or None)."""
+    if request.param == "torchrun":
+        return {"env": {}, "slurm": None}
+    cluster = request.getfixturevalue("slurm")
+    fields = cluster.launcher().model_dump()
+    return {
+        "env": {"PRETRAIN_LAUNCHER": "slurm", "PRETRAIN_LAUNCHER_CONFIG": json.dumps(fields)},
+        "slurm": cluster,
+    }
+
+
 @pytest.mark.slow
-def test_terminate_from_dagster_stops_every_training_process(tmp_path: Path) -> None:
+def test_terminate_from_dagster_stops_every_training_process(
+    tmp_path: Path, launcher_env: dict[str, Any]
+) -> None:
     artifacts = tmp_path / "artifacts"
     make_packed(artifacts / "packed_tokens", num_train=64)
-    with dagster_dev(tmp_path, artifacts) as port:
+    with dagster_dev(tmp_path, artifacts, env=launcher_env["env"]) as port:
         client = DagsterGraphQLClient("127.0.0.1", port_number=port)
         deadline = time.monotonic() + 60
         while True:  # the code location may still be loading
@@ -79,5 +98,7 @@ def test_terminate_from_dagster_stops_every_training_process(tmp_path: Path) -> 
             lambda: client.get_run_status(run_id) == DagsterRunStatus.CANCELED, 240, "CANCELED"
         )
         assert processes_of(run_id) == [] and not any(alive(pid) for pid in workers)
+        if launcher_env["slurm"] is not None:
+            assert launcher_env["slurm"].queue() == []  # scancel: the job left the queue
         visible = sorted((run_root / "b00").glob("step-*"))
         assert visible and all(storage.is_committed(str(p)) for p in visible)

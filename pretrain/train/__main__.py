@@ -39,8 +39,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from pathlib import Path
 
+from pretrain import storage
 from pretrain.errors import ConfigError
 from pretrain.train.config import TrainConfig
 from pretrain.train.events import EventSink, FanoutSink, JsonlEventSink, NullSink, load_sink
@@ -75,7 +75,8 @@ def resolve_config(args: argparse.Namespace) -> TrainConfig:
             kwargs["max_steps"] = args.max_steps
         cfg = get_train_recipe(args.recipe)(**kwargs)
     else:
-        cfg = TrainConfig.from_json(Path(args.config).read_text())
+        # a local path or an s3:// URI (a node without a shared filesystem)
+        cfg = TrainConfig.from_json(storage.read_bytes(args.config).decode())
         if args.max_steps:
             cfg = cfg.replace(run=dataclasses.replace(cfg.run, max_steps=args.max_steps))
     run_changes = {k: v for k, v in (("branch", args.branch), ("resume", args.resume)) if v}

@@ -42,6 +42,7 @@ import numpy as np
 
 from pretrain import storage
 from pretrain.errors import DataError
+from pretrain.train.staging import stage_packed_dir
 
 SUPPORTED_FORMAT = 1
 DTYPES = {"uint16": np.dtype("<u2"), "uint32": np.dtype("<u4")}
@@ -76,8 +77,10 @@ class PackedIndex:
 
 
 def read_packed_index(packed_dir: str) -> PackedIndex:
-    """Read and validate ``index.json``; refuses an uncommitted or malformed directory."""
-    root = storage.local_path(packed_dir)
+    """Read and validate ``index.json``; refuses an uncommitted or malformed directory.
+
+    An ``s3://`` directory is first copied to this node's cache (:mod:`pretrain.train.staging`)."""
+    root = storage.local_path(stage_packed_dir(packed_dir))
     if not (root / storage.COMMITTED).exists():
         raise DataError(
             f"{root} has no {storage.COMMITTED} marker: packing did not finish; rerun packed_tokens"

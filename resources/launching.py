@@ -1,0 +1,192 @@
+"""What every training launcher provides, and the Pipes plumbing they share.
+
+The ``train_model`` op is typed to :class:`Launcher`, a protocol that the local
+``TorchrunLauncher`` (resources/launcher.py), ``SlurmLauncher`` (resources/slurm.py) and
+``KubernetesLauncher`` (resources/kubernetes.py) implement:
+
+- ``launch(context, config_path=..., run_dir=..., on_message=...) -> LaunchResult`` runs the
+  trainer to its end, handing each Pipes custom message (a ``checkpoint`` event, ``finished``,
+  ``stopped``) to ``on_message`` while it runs; on an interruption (a terminated Dagster run) it
+  calls ``terminate`` on its own job and re-raises once nothing of the job is left.
+- ``terminate(job_id)`` stops one job (a torchrun process tree, a Slurm job, a PyTorchJob) and
+  returns only when none of its processes or pods is left.
+- :class:`LaunchResult` carries the return code, the job id and the launcher's *own* log (the
+  torchrun output, the Slurm job's ``%x-%j.log``, the master pod's log), so the op's failure
+  shows the log of whatever ran.
+
+    result = launcher.launch(context, config_path=cfg, run_dir=branch_dir, on_message=print)
+    if not result.ok:
+        raise Failure(description=f"exit code {result.returncode}", metadata=result.metadata())
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from dagster import (
+    MetadataValue,
+    OpExecutionContext,
+    PipesContextInjector,
+    PipesEnvContextInjector,
+    PipesFileMessageReader,
+    PipesMessageReader,
+    PipesSession,
+    PreviewWarning,
+    open_pipes_session,
+)
+from dagster_aws.s3 import S3Resource
+
+# glibc returns big tensor buffers to the kernel after every step on these machines;
+# these settings halve CPU step time (see ENVIRONMENT.md, "CPU training speed").
+CPU_ALLOCATOR_ENV = {
+    "MALLOC_MMAP_THRESHOLD_": "4294967296",
+    "MALLOC_TRIM_THRESHOLD_": "17179869184",
+    "MALLOC_TOP_PAD_": "1073741824",
+}
+PIPES_EVENT_SINK = "jobs.pipes_sink:PipesEventSink"
+LOG_TAIL_CHARS = 4000
+
+OnMessage = Callable[[dict[str, Any]], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchResult:
+    """How a launched training job ended: its return code and its own log."""
+
+    returncode: int
+    job_id: str
+    log_path: str
+    log_tail: str
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            "returncode": self.returncode,
+            "job_id": self.job_id,
+            "log_path": MetadataValue.path(self.log_path),
+            "log_tail": MetadataValue.text(self.log_tail),
+        }
+
+
+@runtime_checkable
+class Launcher(Protocol):
+    """Runs ``pretrain.train`` somewhere and reports back through Pipes."""
+
+    def launch(
+        self,
+        context: OpExecutionContext,
+        *,
+        config_path: str,
+        run_dir: str,
+        on_message: OnMessage,
+    ) -> LaunchResult: ...
+
+    def terminate(self, job_id: str) -> None: ...
+
+
+def read_log_tail(path: str | Path, chars: int = LOG_TAIL_CHARS) -> str:
+    """The last ``chars`` characters of a log, or a line saying why there is none."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as log:
+            log.seek(0, os.SEEK_END)
+            size = log.tell()
+            log.seek(max(0, size - 4 * chars))
+            return log.read().decode(errors="replace")[-chars:]
+    except FileNotFoundError:
+        return f"(no log: {path} was never written)"
+
+
+class MessageDrain:
+    """Hands each new Pipes custom message to ``on_message`` once.
+
+    ``session.get_custom_messages()`` returns the whole list so far, so the drain keeps an index.
+    """
+
+    def __init__(self, on_message: OnMessage) -> None:
+        self.on_message = on_message
+        self.seen = 0
+
+    def __call__(self, session: Any) -> None:
+        messages = session.get_custom_messages()
+        for message in messages[self.seen :]:
+            self.on_message(message)
+        self.seen = len(messages)
+
+
+def inherited_environment() -> dict[str, str]:
+    """Our environment for a trainer, minus ``WANDB_SERVICE``.
+
+    A process that has used wandb (a sensor, a notebook, a test) exports ``WANDB_SERVICE``, the
+    address of its own wandb-core service. A trainer that inherits it attaches its runs to that
+    long-lived service, which still holds the run id after the trainer is killed (``kill -9``),
+    so every resume then fails with "run ID ... is in use". Each trainer starts its own service
+    instead, which dies with it.
+    """
+    return {k: v for k, v in os.environ.items() if k != "WANDB_SERVICE"}
+
+
+def s3_environment(s3: S3Resource | None) -> dict[str, str]:
+    """The standard AWS variables for a job's processes from the ``S3Resource``'s settings
+    (only those set: on a cluster with instance roles nothing needs to travel)."""
+    if s3 is None:
+        return {}
+    pairs = {
+        "AWS_ENDPOINT_URL": s3.endpoint_url,
+        "AWS_ACCESS_KEY_ID": s3.aws_access_key_id,
+        "AWS_SECRET_ACCESS_KEY": s3.aws_secret_access_key,
+        "AWS_SESSION_TOKEN": s3.aws_session_token,
+        "AWS_DEFAULT_REGION": s3.region_name,
+    }
+    return {k: v for k, v in pairs.items() if v}
+
+
+def pipes_channels(
+    *,
+    run_dir: str,
+    job_name: str,
+    run_id: str,
+    s3_bucket: str | None,
+    s3_prefix: str,
+    s3: S3Resource | None,
+) -> tuple[PipesContextInjector, PipesMessageReader]:
+    """The Pipes context injector and message reader for a job on other nodes.
+
+    Without a bucket: the context in the environment and messages in a file of ``run_dir``
+    (a filesystem shared by every node and Dagster). With ``s3_bucket``: both through S3
+    (dagster-aws), under ``<s3_prefix>/<run_id>/``; no shared filesystem needed."""
+    if not s3_bucket:
+        return PipesEnvContextInjector(), PipesFileMessageReader(
+            str(Path(run_dir) / f"{job_name}.pipes.jsonl")
+        )
+    from dagster_aws.pipes import PipesS3ContextInjector, PipesS3MessageReader
+
+    client = (s3 or S3Resource()).get_client()
+    return (
+        PipesS3ContextInjector(bucket=s3_bucket, client=client, key_prefix=f"{s3_prefix}/{run_id}"),
+        PipesS3MessageReader(bucket=s3_bucket, client=client, interval=2.0),
+    )
+
+
+@contextmanager
+def pipes_session(
+    context: OpExecutionContext,
+    context_injector: PipesContextInjector,
+    message_reader: PipesMessageReader,
+) -> Iterator[PipesSession]:
+    """``open_pipes_session`` without the preview warnings of 1.13's message-reader API."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PreviewWarning)
+        with open_pipes_session(
+            context=context, context_injector=context_injector, message_reader=message_reader
+        ) as session:
+            yield session
