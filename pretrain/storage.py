@@ -80,7 +80,14 @@ def makedirs(uri: str) -> None:
 
 
 def list_files(prefix: str, suffixes: tuple[str, ...] = ()) -> list[str]:
-    """All files under ``prefix`` (recursive), sorted, optionally filtered by suffix."""
+    """All files under ``prefix`` (recursive), sorted, optionally filtered by suffix.
+
+    Locally, symlinked folders are followed but each real folder is walked once (a link
+    loop such as ``ln -s . loop`` lists every file once), and a file reached by several
+    paths is listed once, under the first path in sorted order.
+    """
+    if not is_s3(prefix):
+        return _list_local(Path(prefix), suffixes)
     fs, path = filesystem(prefix)
     info = fs.get_file_info(path)
     if info.type == pafs.FileType.NotFound:
@@ -95,6 +102,34 @@ def list_files(prefix: str, suffixes: tuple[str, ...] = ()) -> list[str]:
         for f in found
         if f.type == pafs.FileType.File and (not suffixes or f.path.endswith(suffixes))
     ]
+    return sorted(out)
+
+
+def _list_local(root: Path, suffixes: tuple[str, ...]) -> list[str]:
+    if root.is_file():
+        return [str(root.absolute())] if not suffixes or str(root).endswith(suffixes) else []
+    if not root.is_dir():
+        return []
+    seen_dirs: set[tuple[int, int]] = set()
+    seen_files: set[tuple[int, int]] = set()
+    out: list[str] = []
+    for folder, dirs, files in os.walk(root.absolute(), followlinks=True):
+        st = os.stat(folder)
+        if (st.st_dev, st.st_ino) in seen_dirs:
+            dirs[:] = []
+            continue
+        seen_dirs.add((st.st_dev, st.st_ino))
+        dirs.sort()
+        for name in sorted(files):
+            path = os.path.join(folder, name)
+            try:
+                fst = os.stat(path)
+            except OSError:
+                continue  # a dangling link names no file
+            if (fst.st_dev, fst.st_ino) in seen_files or (suffixes and not name.endswith(suffixes)):
+                continue
+            seen_files.add((fst.st_dev, fst.st_ino))
+            out.append(path)
     return sorted(out)
 
 

@@ -119,18 +119,19 @@ def plan_shards(
 
 
 def list_source_files(uri: str, source_name: str) -> list[RawFile]:
-    """Readable files (JSONL/Parquet/WARC/WET/text) under a local folder or ``s3://`` prefix.
+    """Every file (JSONL/Parquet/WARC/WET/text) under a local folder or ``s3://`` prefix.
 
-    A single file URI is accepted too. Files no reader understands are not listed; a prefix
+    A single file URI is accepted too. Files no reader understands (``.csv``, ``.7z``) and
+    hidden files (``.name``) are listed with kind ``unsupported``, so that each becomes one
+    ``unsupported_format`` reject in its shard: counted, never skipped silently. A prefix
     with no readable file at all is a DataError.
     """
     found = []
     for file_uri in storage.list_files(uri):
         name = file_uri.rsplit("/", 1)[-1]
-        kind = kind_for(file_uri)
-        if kind is not None and not name.startswith((".", "_")):
-            found.append(RawFile(uri=file_uri, source=source_name, kind=kind))
-    if not found:
+        kind = None if name.startswith(".") else kind_for(file_uri)
+        found.append(RawFile(uri=file_uri, source=source_name, kind=kind or "unsupported"))
+    if not any(f.kind != "unsupported" for f in found):
         raise DataError(
             f"no JSONL/Parquet/WARC/text files under {uri} for source {source_name!r}: "
             "check the path (and AWS_ENDPOINT_URL for s3://)"
