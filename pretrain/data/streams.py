@@ -232,6 +232,8 @@ class LineStream:
         start = self._pos
         while True:
             end = self._buf.find(b"\n", start)
+            if end >= 0 and end - self._pos >= self.max_line_bytes:
+                return self._skip_long_line()
             if end >= 0:
                 line = bytes(self._buf[self._pos : end + 1])
                 self._pos = end + 1
