@@ -37,6 +37,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from pretrain.errors import ConfigError, DataError
+from pretrain.tmpfiles import honour_umask, sweep_stale_temps
 
 COMMITTED = "_COMMITTED"
 
@@ -153,8 +154,10 @@ def write_bytes(data: bytes, uri: str) -> None:
         return
     target = Path(uri)
     target.parent.mkdir(parents=True, exist_ok=True)
+    sweep_stale_temps(target)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
+        honour_umask(tmp, fd=fd)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -284,9 +287,11 @@ class StreamingTableWriter:
         else:
             self._dir = Path(uri).parent
             self._dir.mkdir(parents=True, exist_ok=True)
+            sweep_stale_temps(Path(uri))
             fd, self._tmp = tempfile.mkstemp(
                 prefix=f".{Path(uri).name}.", suffix=".tmp", dir=self._dir
             )
+            honour_umask(self._tmp, fd=fd)
         os.close(fd)
         try:
             self._writer = pq.ParquetWriter(self._tmp, schema, compression="zstd")
@@ -386,7 +391,9 @@ def replace_dir(files: dict[str, bytes], dir_uri: str, info: dict[str, Any] | No
         return
     target = Path(dir_uri)
     target.parent.mkdir(parents=True, exist_ok=True)
+    sweep_stale_temps(target)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    honour_umask(staging, directory=True)
     old = staging.with_name(staging.name[: -len(".tmp")] + ".old")
     try:
         for name, blob in sorted(files.items()):

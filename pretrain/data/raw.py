@@ -28,6 +28,7 @@ from pretrain.data.readers import RawFile, is_reject, iter_records, kind_for
 from pretrain.data.schema import DOCUMENT_SCHEMA, REJECT_SCHEMA, doc_id
 from pretrain.errors import ConfigError, DataError
 from pretrain.hashset import HashSet64, key64
+from pretrain.tmpfiles import sweep_stale_temps_in
 
 STAGE = "raw"
 
@@ -154,6 +155,7 @@ def build_raw_shard(
     """
     if max_docs is not None and max_docs < 1:
         raise ConfigError(f"max_docs={max_docs}: use at least 1, or None for all")
+    sweep_stale_temps_in(output_dir_uri)  # leftovers of a run that was killed
     seen = HashSet64()  # the kept ids, 8 bytes each (pretrain.hashset)
     per_file: list[dict] = []
     documents = chars = 0
