@@ -215,3 +215,62 @@ def test_gzip_bomb_peak_rss_is_bounded(tmp_path: Path) -> None:
     assert reasons == "['line_too_long', None]"
     assert int(growth_mb) < 100, f"reader grew by {growth_mb} MB on a 1 GiB line"
     print(f"gzip bomb: peak RSS grew by {growth_mb.strip()} MB")
+
+
+REUTERS = (
+    Path(__file__).parent.parent.parent
+    / "shared/data/web/news/reuters21578_apte_nltk_10788docs.jsonl.gz"
+)
+
+
+@pytest.mark.skipif(not REUTERS.exists(), reason="needs ../shared/data (real news text)")
+def test_same_records_in_two_shard_groups_are_deduplicated_consistently(tmp_path: Path) -> None:
+    from pretrain.dedup.apply import apply_dedup
+    from pretrain.dedup.clusters import cluster_duplicates
+    from pretrain.dedup.config import DedupConfig
+    from pretrain.dedup.minhash import compute_signatures
+    from pretrain.errors import DataError
+    from pretrain.mixture.build import _read_documents
+
+    with gzip.open(REUTERS, "rt") as f:
+        texts = [json.loads(line)["text"] for _, line in zip(range(60), f, strict=False)]
+    records = [{"text": t, "url": f"http://reuters.example/{i}"} for i, t in enumerate(texts)]
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.jsonl").write_bytes(_lines(*records))
+    (src / "a (copy).jsonl").write_bytes(_lines(*records))
+    (src / "other.jsonl").write_bytes(_lines(*({**r, "url": r["url"] + "?b"} for r in records[:5])))
+    out = tmp_path / "out"
+    _run_stages(src, out, max_shards=3)
+    shards = sorted((out / "filtered").iterdir())
+    filtered = [pq.read_table(s / "documents.parquet").column("id").to_pylist() for s in shards]
+    assert len(shards) == 3 and filtered[0] == filtered[1] and len(filtered[0]) > 20
+    config = DedupConfig()
+    sig_uris = []
+    for shard in shards:
+        sig_uris.append(str(tmp_path / "sig" / shard.name / "signatures.parquet"))
+        compute_signatures(str(shard / "documents.parquet"), sig_uris[-1], config)
+    cluster_duplicates(sig_uris, str(tmp_path / "clusters"), config)
+    stats = json.loads((tmp_path / "clusters" / "stats.json").read_text())
+    assert stats["repeated_ids"] == stats["repeated_copies"] > 0
+    kept_ids, rejects = [], []
+    for shard in shards:
+        applied = apply_dedup(
+            str(shard / "documents.parquet"),
+            str(tmp_path / "clusters" / "clusters.parquet"),
+            str(tmp_path / "deduped" / shard.name),
+        )
+        assert applied.documents_in == applied.kept + sum(applied.removed.values())
+        kept_ids += pq.read_table(tmp_path / "deduped" / shard.name / "documents.parquet")[
+            "id"
+        ].to_pylist()
+        rejects += pq.read_table(tmp_path / "deduped" / shard.name / "rejects.parquet").to_pylist()
+    assert len(kept_ids) == len(set(kept_ids))  # each id kept once, in one shard
+    repeated = [r for r in rejects if r["reason"] == "repeated_id"]
+    assert 0 < len(repeated) <= stats["repeated_copies"]  # others went as exact duplicates
+    assert all("a.jsonl" not in r["detail"] or "same id kept in" in r["detail"] for r in repeated)
+    every_id = {i for ids in filtered for i in ids}
+    assert every_id == set(kept_ids) | {r["id"] for r in rejects}  # every id accounted for
+    _read_documents([str(tmp_path / "deduped" / s.name / "documents.parquet") for s in shards])
+    with pytest.raises(DataError, match=r"duplicate ids \(e\.g\. [0-9a-f]{40} in .*w-000"):
+        _read_documents([str(s / "documents.parquet") for s in shards])

@@ -93,8 +93,15 @@ def cluster_duplicates(
     storage.write_table(rows.to_arrow(), storage.join(output_dir_uri, "clusters.parquet"))
     storage.write_table(boilerplate, storage.join(output_dir_uri, "boilerplate.parquet"))
     storage.write_table(changes.to_arrow(), storage.join(output_dir_uri, "changes.parquet"))
+    repeated = repeated_copies(info, shards)
+    storage.write_table(repeated, storage.join(output_dir_uri, "repeated.parquet"))
     storage.write_json(
-        {**stats.as_metadata(), "inputs": [s.uri for s in shards], "config": asdict(config)},
+        {
+            **stats.as_metadata(),
+            "repeated_copies": repeated.num_rows,  # removed as repeated_id unless a duplicate anyway
+            "inputs": [s.uri for s in shards],
+            "config": asdict(config),
+        },
         storage.join(output_dir_uri, "stats.json"),
     )
     storage.write_json(
@@ -102,6 +109,33 @@ def cluster_duplicates(
         storage.join(output_dir_uri, "state.json"),
     )
     return stats
+
+
+REPEATED_SCHEMA = pa.schema(
+    [("id", pa.string()), ("documents", pa.string()), ("row", pa.int64()),
+     ("kept_documents", pa.string()), ("kept_row", pa.int64())]
+)  # fmt: skip
+
+
+def repeated_copies(info: pl.DataFrame, shards: list[ShardInput]) -> pa.Table:
+    """The extra copies of ids that several rows hold (the same file in two shard groups).
+
+    Clusters are keyed by id, so every copy of a kept id would survive in its own shard;
+    here the first copy in (shard, row) order stays and the others are listed by documents
+    file and row for :func:`pretrain.dedup.apply.apply_dedup` to remove as ``repeated_id``.
+    """
+    copies = info.filter(pl.col("id").is_duplicated()).sort("id", "shard", "row")
+    if copies.is_empty():
+        return REPEATED_SCHEMA.empty_table()
+    documents = {uri: _documents_uri(ShardInput(uri=uri, offset=0, num_rows=0))
+                 for uri in copies["shard"].unique().to_list()}  # fmt: skip
+    copies = copies.with_columns(
+        documents=pl.col("shard").replace_strict(documents),
+        kept_documents=pl.col("shard").first().over("id").replace_strict(documents),
+        kept_row=pl.col("row").first().over("id"),
+        rank=pl.int_range(pl.len()).over("id"),
+    ).filter(pl.col("rank") > 0)
+    return copies.select(REPEATED_SCHEMA.names).to_arrow().cast(REPEATED_SCHEMA)
 
 
 def find_pairs(
