@@ -147,7 +147,7 @@ def build_mixture(
         s: sum(st.fraction * sh[s] for st, sh in zip(config.stage_list(), shares, strict=True))
         for s in available
     }
-    warnings: list[str] = []
+    warnings: list[str] = [decontam["warning"]] if decontam.get("warning") else []
     too_small: list[str] = []
     picks: dict[str, list[list[tuple[str, int]]]] = {}
     needed: dict[str, float] = {}
