@@ -46,6 +46,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_evals_fetch(args: argparse.Namespace) -> int:
+    from pretrain.eval import fetch
+
+    return fetch.main(
+        [*(["--dir", args.dir] if args.dir else []), *(["--force"] if args.force else [])]
+    )
+
+
 def decisions(limit: int = 10) -> list[dict]:
     """Recent recovery decisions recorded as run tags on the instance in DAGSTER_HOME."""
     home = os.environ.get("DAGSTER_HOME")
@@ -117,6 +125,17 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="materialize the whole graph (as `make demo`)")
     demo.add_argument("rest", nargs=argparse.REMAINDER, help="options of pretrain_assets.demo")
     demo.set_defaults(func=cmd_demo)
+
+    evals = sub.add_parser("evals", help="evaluation task files")
+    evals_sub = evals.add_subparsers(dest="evals_command", required=True)
+    fetch = evals_sub.add_parser(
+        "fetch", help="download HellaSwag, ARC-Easy, BLiMP, WikiText from the Hugging Face Hub"
+    )
+    fetch.add_argument(
+        "--dir", default=None, help="default: $PRETRAIN_EVAL_DIR or ~/.cache/pretrain/eval"
+    )
+    fetch.add_argument("--force", action="store_true", help="download again even if cached")
+    fetch.set_defaults(func=cmd_evals_fetch)
 
     status = sub.add_parser("status", help="latest checkpoints, health, recovery decisions")
     status.add_argument("--root", default=root, help="artifact root")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from typing import Any
 
@@ -80,6 +81,14 @@ def execute(
 
 
 def run_demo(args: argparse.Namespace) -> dict[str, Any]:
+    from pretrain.eval.fetch import fetch_eval_tasks
+
+    if args.eval_dir:
+        os.environ["PRETRAIN_EVAL_DIR"] = args.eval_dir  # read by decontam and eval_reports
+    # Eval tasks first: the mixture's decontamination reads the same files. Offline, the
+    # line says so and the tasks are reported as not scored.
+    fetched = fetch_eval_tasks()
+    print(fetched.line(), flush=True)
     instance = DagsterInstance.get()
     root = args.artifact_root or default_artifact_root()
     defs = build_definitions(artifact_root=root, nproc_per_node=args.nproc)
@@ -132,6 +141,7 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
         "eval": evaluated,
         "comparison": comparison,
         "hf_export": exported,
+        "eval_fetch": fetched.line(),
     }
 
 
@@ -158,6 +168,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--eval-examples", type=int, default=500, help="examples per zero-shot task (if present)"
     )
+    parser.add_argument(
+        "--eval-dir", default=None, help="eval task folder (default: $PRETRAIN_EVAL_DIR or "
+        "~/.cache/pretrain/eval; ../shared/data/eval on development machines)",
+    )  # fmt: skip
     return parser.parse_args(argv)
 
 

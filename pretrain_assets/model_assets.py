@@ -35,7 +35,7 @@ checkpoints = AssetSpec(
 class EvalAssetConfig(Config):
     max_sequences_per_source: int = 64
     batch_size: int = 8
-    task_dir: str = "../shared/data/eval"  # absent files are reported as skipped tasks
+    task_dir: str = ""  # "" = $PRETRAIN_EVAL_DIR or ~/.cache/pretrain/eval; absent files: skipped
     max_examples_per_task: int = 200
     generations: bool = True
 
@@ -44,7 +44,7 @@ def eval_library_config(config: EvalAssetConfig) -> EvalConfig:
     return EvalConfig(
         max_sequences_per_source=config.max_sequences_per_source,
         batch_size=config.batch_size,
-        tasks=default_tasks(config.task_dir, config.max_examples_per_task),
+        tasks=default_tasks(config.task_dir or None, config.max_examples_per_task),
         **({} if config.generations else {"generation": None}),
     )
 

@@ -106,7 +106,10 @@ def _tasks(model: Any, tok: Any, cfg: EvalConfig, device: Any, eos_id: int, pad_
     for spec in cfg.tasks:
         examples = load_task(spec, seed=cfg.task_seed)
         if examples is None:
-            results[spec.name] = {"status": "skipped", "reason": f"{spec.path} not found"}
+            results[spec.name] = {
+                "status": "skipped",
+                "reason": f"{spec.path} not found (run `pretrain evals fetch`)",
+            }
             continue
         result = score_task(
             model, tok, examples, name=spec.name, prefix_id=eos_id,
