@@ -61,7 +61,11 @@ def decisions(limit: int = 10) -> list[dict]:
         return []  # no instance here yet: nothing was recorded
     from dagster import DagsterInstance, RunsFilter
 
+    from pretrain_assets.orphaned_runs import fail_orphaned_runs
+
     instance = DagsterInstance.get()
+    for run_id in fail_orphaned_runs(instance, by="pretrain status"):
+        print(f"run {run_id} was left STARTED by a killed process: marked failed")
     runs = instance.get_runs(RunsFilter(job_name="train"), limit=50)
     found = []
     for run in runs:

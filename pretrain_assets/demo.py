@@ -20,6 +20,7 @@ from dagster import DagsterInstance, Definitions
 
 from pretrain.train.checkpoint import checkpoint_key, list_checkpoints
 from pretrain_assets.definitions import build_definitions, default_artifact_root
+from pretrain_assets.orphaned_runs import fail_orphaned_runs, host_tags
 from pretrain_assets.shards import plan_source, register_shards
 from pretrain_assets.summary import format_summary
 from resources.storage import ArtifactStore
@@ -65,7 +66,10 @@ def execute(
     started = time.monotonic()
     quiet = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
     result = defs.resolve_job_def(job_name).execute_in_process(
-        instance=instance, partition_key=partition_key, run_config={**quiet, **(run_config or {})}
+        instance=instance,
+        partition_key=partition_key,
+        run_config={**quiet, **(run_config or {})},
+        tags=host_tags(),  # lets the next start mark this run failed if the demo is killed
     )
     if not result.success:
         raise SystemExit(f"job {job_name} ({partition_key}) failed; see `make ui`")
@@ -90,6 +94,8 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     fetched = fetch_eval_tasks()
     print(fetched.line(), flush=True)
     instance = DagsterInstance.get()
+    for run_id in fail_orphaned_runs(instance, by="pretrain demo"):
+        print(f"run {run_id} was left STARTED by a killed process: marked failed", flush=True)
     root = args.artifact_root or default_artifact_root()
     defs = build_definitions(artifact_root=root, nproc_per_node=args.nproc)
     store = ArtifactStore(root=root)
