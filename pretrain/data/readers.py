@@ -142,8 +142,6 @@ def iter_records(raw: RawFile) -> Iterator[dict[str, Any]]:
     try:
         for record in reader(raw):
             count += 1
-            if not is_reject(record) and (problem := _unicode_problem(record)):
-                record = _reject(raw, record["url"], "invalid_unicode", problem, record["text"])
             yield record
     except (OSError, EOFError, zlib.error, ValueError, _zstd_error()) as exc:
         # Truncated/corrupt compressed streams surface here after earlier records were yielded;
@@ -235,7 +233,11 @@ def _json_record(raw: RawFile, line: bytes, where: str) -> dict[str, Any]:
         return _reject(raw, url, "missing_text", "'text' is absent or null")
     if not isinstance(text, str):
         return _reject(raw, url, "text_not_string", f"'text' is {type(text).__name__}")
-    return {"text": text, "source": raw.source, "url": url}
+    record = {"text": text, "source": raw.source, "url": url}
+    # Only a \uXXXX escape can put a lone surrogate into a str (decoded bytes cannot).
+    if b"\\u" in line and (problem := _unicode_problem(record)):
+        return _reject(raw, url, "invalid_unicode", problem, text)
+    return record
 
 
 def _iter_parquet(raw: RawFile) -> Iterator[dict[str, Any]]:

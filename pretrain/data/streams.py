@@ -212,19 +212,28 @@ class LineStream:
 
     def __init__(self, source: Any, max_line_bytes: int = MAX_LINE_BYTES) -> None:
         self._source, self.max_line_bytes = source, max_line_bytes
-        self._buf, self._pos = bytearray(), 0
+        # immutable bytes: a line is one slice (a bytearray would copy twice); a fill copies
+        # the unread rest once per CHUNK_BYTES
+        self._buf: bytes | bytearray = b""
+        self._pos = 0
         self.offset = 0  # decompressed bytes handed out so far
 
     def _fill(self) -> bool:
-        if self._pos:
-            del self._buf[: self._pos]
-            self._pos = 0
         try:
             chunk = self._source.read(CHUNK_BYTES)
         except Resynced:
-            self._buf.clear()  # the partial record before the damage is part of the loss
+            self._buf, self._pos = b"", 0  # the partial record before the damage is lost too
             raise
-        self._buf += chunk
+        if len(self._buf) - self._pos > 4 * CHUNK_BYTES:
+            # a long line: grow in place (concatenating bytes would hold two copies of it)
+            if isinstance(self._buf, bytes):
+                self._buf = bytearray(self._buf[self._pos :])
+            else:
+                del self._buf[: self._pos]
+            self._buf += chunk
+        else:
+            self._buf = bytes(self._buf[self._pos :]) + chunk
+        self._pos = 0
         return bool(chunk)
 
     def readline(self) -> bytes:
@@ -244,8 +253,7 @@ class LineStream:
             start = len(self._buf) - self._pos
             if not self._fill():
                 line = bytes(self._buf[self._pos :])
-                self._buf.clear()
-                self._pos = 0
+                self._buf, self._pos = b"", 0
                 self.offset += len(line)
                 return line
             start = self._pos + start
@@ -259,8 +267,7 @@ class LineStream:
                 self._pos = end + 1
                 break
             length += len(self._buf) - self._pos
-            self._buf.clear()
-            self._pos = 0
+            self._buf, self._pos = b"", 0
             if not self._fill():
                 break
         self.offset += length
