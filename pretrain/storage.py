@@ -149,7 +149,7 @@ def write_bytes(data: bytes, uri: str) -> None:
     """Write ``data`` to ``uri`` atomically (temp name + rename locally; one PUT on S3)."""
     if is_s3(uri):
         fs, path = filesystem(uri)
-        with fs.open_output_stream(path) as f:
+        with fs.open_output_stream(path, compression=None) as f:
             f.write(data)
         return
     target = Path(uri)
