@@ -47,6 +47,7 @@ from pretrain.dedup.incremental import (
 from pretrain.dedup.shingles import ShingleBatch, batch_shingles, jaccard_pairs
 from pretrain.dedup.stats import ClusterStats, source_rates
 from pretrain.errors import DataError
+from pretrain.lineage import stale_inputs
 
 INFO_COLUMNS = ["id", "source", "quality_score", "exact_hash", "url_hash"]
 VERIFY_BATCH_ROWS = 1024  # texts shingled at once during Jaccard verification
@@ -156,7 +157,7 @@ def open_shards(uris: list[str], config: DedupConfig) -> tuple[list[ShardInput],
     if not uris:
         raise DataError("no signature files given: materialize minhash_signatures first")
     expected = {f"dedup.{k}": v for k, v in config.signature_params().items()}
-    shards, fingerprints, offset = [], {}, 0
+    shards, fingerprints, offset, stale = [], {}, 0, []
     for uri in sorted(set(uris)):
         if not storage.exists(uri):
             raise DataError(f"{uri} does not exist: materialize minhash_signatures for it")
@@ -172,9 +173,20 @@ def open_shards(uris: list[str], config: DedupConfig) -> tuple[list[ShardInput],
                 f"{uri} was computed with other dedup parameters {wrong} (found, expected): "
                 "recompute its signatures with this DedupConfig"
             )
+        documents, identity = (
+            found.get("dedup.documents_uri"),
+            found.get("dedup.documents_identity"),
+        )
+        if documents and identity and stale_inputs({documents: identity}):
+            stale.append(f"{uri} (from {documents})")
         shards.append(ShardInput(uri=uri, offset=offset, num_rows=num_rows))
         fingerprints[uri] = found.get("dedup.fingerprint", "")
         offset += num_rows
+    if stale:
+        raise DataError(
+            f"{len(stale)} signature file(s) were computed from an earlier version of their "
+            f"documents: {'; '.join(stale)}; re-materialize minhash_signatures for those shards"
+        )
     return shards, fingerprints
 
 
