@@ -85,7 +85,7 @@ def list_files(prefix: str, suffixes: tuple[str, ...] = ()) -> list[str]:
 
     Locally, symlinked folders are followed but each real folder is walked once (a link
     loop such as ``ln -s . loop`` lists every file once), and a file reached by several
-    paths is listed once, under the first path in sorted order.
+    paths is listed once, under the first path of a sorted top-down walk.
     """
     if not is_s3(prefix):
         return _list_local(Path(prefix), suffixes)

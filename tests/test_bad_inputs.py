@@ -274,3 +274,22 @@ def test_same_records_in_two_shard_groups_are_deduplicated_consistently(tmp_path
     _read_documents([str(tmp_path / "deduped" / s.name / "documents.parquet") for s in shards])
     with pytest.raises(DataError, match=r"duplicate ids \(e\.g\. [0-9a-f]{40} in .*w-000"):
         _read_documents([str(s / "documents.parquet") for s in shards])
+
+
+def test_symlink_loop_lists_each_file_once(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    for name in ("a.jsonl", "sub/b.jsonl", "../elsewhere/c.jsonl"):
+        (src / name).write_bytes(_lines({"text": good(name)}))
+    os.symlink(".", src / "loop")  # ln -s . loop
+    os.symlink("..", src / "sub" / "up")  # a loop one level down
+    os.symlink(tmp_path / "elsewhere", src / "linked")  # a real folder reached by a link
+    os.symlink(src / "a.jsonl", src / "alias.jsonl")  # the same file under two names
+    os.symlink(tmp_path / "missing", src / "dangling.jsonl")
+    files = list_source_files(str(src), "web")
+    assert [Path(f.uri).relative_to(src).as_posix() for f in files] == [
+        "a.jsonl",
+        "linked/c.jsonl",
+        "sub/b.jsonl",
+    ]
