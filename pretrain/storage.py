@@ -37,7 +37,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from pretrain.errors import ConfigError, DataError
-from pretrain.tmpfiles import honour_umask, sweep_stale_temps
+from pretrain.tmpfiles import honour_umask, sweep_before_write
 
 COMMITTED = "_COMMITTED"
 
@@ -154,7 +154,7 @@ def write_bytes(data: bytes, uri: str) -> None:
         return
     target = Path(uri)
     target.parent.mkdir(parents=True, exist_ok=True)
-    sweep_stale_temps(target)
+    sweep_before_write(target)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         honour_umask(tmp, fd=fd)
@@ -287,7 +287,7 @@ class StreamingTableWriter:
         else:
             self._dir = Path(uri).parent
             self._dir.mkdir(parents=True, exist_ok=True)
-            sweep_stale_temps(Path(uri))
+            sweep_before_write(Path(uri))
             fd, self._tmp = tempfile.mkstemp(
                 prefix=f".{Path(uri).name}.", suffix=".tmp", dir=self._dir
             )
@@ -391,7 +391,7 @@ def replace_dir(files: dict[str, bytes], dir_uri: str, info: dict[str, Any] | No
         return
     target = Path(dir_uri)
     target.parent.mkdir(parents=True, exist_ok=True)
-    sweep_stale_temps(target)
+    sweep_before_write(target)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
     honour_umask(staging, directory=True)
     old = staging.with_name(staging.name[: -len(".tmp")] + ".old")

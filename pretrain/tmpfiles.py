@@ -3,8 +3,9 @@
 ``tempfile.mkstemp`` makes 0600 files (``mkdtemp`` 0700 folders) whatever the umask; every
 artifact written through :mod:`pretrain.storage` is a renamed temp file, so without
 :func:`honour_umask` colleagues on a shared filesystem could not read any of them. A writer
-killed with -9 leaves its ``.<name>.<random>.tmp`` behind; the next write of the same target
-removes the leftovers (:func:`sweep_stale_temps`), and a stage can sweep its whole output
+killed with -9 leaves its ``.<name>.<random>.tmp`` behind; the next atomic write into the same
+folder removes every leftover untouched for 10 minutes (:func:`sweep_before_write`, at most
+once a minute per folder and process), and a stage can sweep its whole output
 folder at start (:func:`sweep_stale_temps_in`)::
 
     from pretrain.tmpfiles import sweep_stale_temps_in
@@ -19,6 +20,22 @@ import time
 from pathlib import Path
 
 STALE_TMP_AGE_S = 600.0  # a temp file or folder untouched this long is a crashed writer's leftover
+SWEEP_INTERVAL_S = 60.0  # a folder is scanned at most this often per process by writers
+_last_sweep: dict[str, float] = {}  # folder → when this process last swept it
+
+
+def sweep_before_write(target: Path) -> None:
+    """What every atomic write calls: sweep the target's folder, at most once a minute.
+
+    Scanning a folder costs time in its number of entries, and a stage may write thousands
+    of files into one folder (``manifests/``): once a minute keeps that linear overall.
+    """
+    folder = str(target.parent)
+    now = time.monotonic()
+    if now - _last_sweep.get(folder, -SWEEP_INTERVAL_S) < SWEEP_INTERVAL_S:
+        return
+    _last_sweep[folder] = now
+    sweep_stale_temps_in(folder)
 
 
 def current_umask() -> int:

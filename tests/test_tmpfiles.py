@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from pretrain import storage
+from pretrain import storage, tmpfiles
 from pretrain.tmpfiles import STALE_TMP_AGE_S, sweep_stale_temps_in
 
 
@@ -57,7 +57,10 @@ os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
-def test_temp_files_of_a_killed_writer_are_swept_by_the_next_write(tmp_path: Path) -> None:
+def test_temp_files_of_a_killed_writer_are_swept_by_the_next_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tmpfiles, "SWEEP_INTERVAL_S", 0.0)  # else once a minute per folder
     target = tmp_path / "out" / "documents.parquet"
     proc = subprocess.run(
         [sys.executable, "-c", KILLED_WRITER, str(target)],
