@@ -293,3 +293,15 @@ def test_symlink_loop_lists_each_file_once(tmp_path: Path) -> None:
         "linked/c.jsonl",
         "sub/b.jsonl",
     ]
+
+
+def test_a_shard_that_fails_while_writing_commits_neither_table(tmp_path: Path) -> None:
+    from pretrain.data.raw import ShardManifest
+
+    src = tmp_path / "a.jsonl"
+    src.write_bytes(_lines({"text": good("x")}))
+    # a source name no UTF-8 writer accepts: the documents table fails when it is written
+    raw = RawFile(uri=str(src), source="web\udc80", kind="jsonl")
+    with pytest.raises(UnicodeEncodeError):
+        build_raw_shard(ShardManifest(key="w-0000", files=(raw,)), str(tmp_path / "out"))
+    assert list((tmp_path / "out").iterdir()) == []  # not rejects.parquet alone

@@ -204,6 +204,10 @@ def build_raw_shard(
                     "rejected": rejects_out.rows - rejected_before,
                 }
             )
+        # Write the last row groups inside the block: a failure there must stop both tables
+        # from being committed (else rejects.parquet alone would appear).
+        docs_out.flush()
+        rejects_out.flush()
     stats = RawShardStats(
         files=len(manifest.files),
         documents=documents,
