@@ -193,3 +193,15 @@ def test_offline_is_one_clear_line(tmp_path: Path) -> None:
     report = fetch_eval_tasks(tmp_path / "evals", endpoint="http://127.0.0.1:9")
     assert report.offline and report.fetched == []
     assert "\n" not in report.line() and "unreachable" in report.line()
+
+
+def test_task_files_put_there_by_hand_are_kept(tmp_path: Path) -> None:
+    evals = tmp_path / "evals"
+    evals.mkdir()
+    own = evals / DEFAULT_FILES["blimp"]
+    own.write_bytes((SHARED / DEFAULT_FILES["blimp"]).read_bytes())
+    blimp = next(t for t in HUB_TASKS if t.name == "blimp")
+    report = fetch_eval_tasks(evals, tasks=(blimp,), endpoint="http://127.0.0.1:9")
+    assert report.present == ["blimp"] and not report.offline  # nothing had to be fetched
+    assert "present, not from the Hub: blimp" in report.line()
+    assert own.read_bytes() == (SHARED / DEFAULT_FILES["blimp"]).read_bytes()

@@ -146,12 +146,13 @@ class FetchReport:
     eval_dir: str
     fetched: list[str] = field(default_factory=list)
     cached: list[str] = field(default_factory=list)
+    present: list[str] = field(default_factory=list)  # files put there by hand (not verified)
     failed: dict[str, str] = field(default_factory=dict)  # task → why
     offline: bool = False
 
     def line(self) -> str:
         """One line for the console: what is ready, and what is not and why."""
-        ready = sorted(self.fetched + self.cached)
+        ready = sorted(self.fetched + self.cached + self.present)
         if self.offline:
             return (
                 f"evals fetch: the Hugging Face Hub is unreachable (offline?): downloaded "
@@ -162,7 +163,13 @@ class FetchReport:
         return (
             f"evals fetch: {len(ready)}/{len(ready) + len(self.failed)} tasks ready in "
             f"{self.eval_dir} (downloaded {', '.join(sorted(self.fetched)) or 'none'}; cached "
-            f"{', '.join(sorted(self.cached)) or 'none'})"
+            f"{', '.join(sorted(self.cached)) or 'none'}"
+            + (
+                f"; present, not from the Hub: {', '.join(sorted(self.present))}"
+                if self.present
+                else ""
+            )
+            + ")"
             + (f"; FAILED {failed}" if failed else "")
         )
 
@@ -183,6 +190,9 @@ def fetch_eval_tasks(
         entry = manifest.get(task.name)
         if not force and entry and _sha256_file(root / task.output) == entry.get("sha256"):
             report.cached.append(task.name)
+            continue
+        if not force and not entry and (root / task.output).is_file():
+            report.present.append(task.name)  # someone's own copy: never overwritten unasked
             continue
         try:
             sources = [_download(f, root / "hub", endpoint) for f in task.files]
