@@ -30,6 +30,7 @@ from pretrain.data.raw import build_raw_shard, list_source_files, plan_shards
 from pretrain.data.readers import RawFile, iter_records
 from pretrain.filters.funnel import funnel_reconciles
 from pretrain.filters.pipeline import FilterConfig, filter_shard
+from pretrain.tmpfiles import current_umask
 
 SENTENCE = "The committee met on Tuesday to review the budget and to plan the next year. "
 
@@ -113,6 +114,10 @@ def test_fault_matrix_quarantines_each_bad_input_and_keeps_every_good_one(tmp_pa
 
     docs, rejects = _run_stages(src, tmp_path / "out")
 
+    # item 18: every artifact has the mode the umask gives (no 0600 files from mkstemp)
+    umask = current_umask()
+    modes = {p.stat().st_mode & 0o777 for p in (tmp_path / "out").rglob("*") if p.is_file()}
+    assert modes == {0o666 & ~umask}
     cut_kept = [t for t in _tags(docs) if t.startswith("cut")]
     assert 0 < len(cut_kept) < 400
     assert sorted(t for t in _tags(docs) if not t.startswith("cut")) == sorted(expected_good)
