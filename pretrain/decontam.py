@@ -23,9 +23,13 @@ Usage::
     ngrams.matches("... a document ...")     # names of the eval sets it overlaps, e.g. ["hellaswag_val_10042"]
     ngrams.report()                          # items, n-grams, too-short items, missing files per set
 
-Files may be ``.gz``, ``.zst`` or plain. A configured file that does not exist raises
-``DataError`` unless ``skip_missing=True`` (the demo runs without ``../shared/data``); skipped
-files are listed in the report.
+Files may be ``.gz``, ``.zst`` or plain. Bare file names (the default) are read from the eval
+task cache, the same folder the eval asset scores from: ``DecontamConfig.eval_dir``, or
+``$PRETRAIN_EVAL_DIR`` / ``~/.cache/pretrain/eval`` (filled by ``pretrain evals fetch``, see
+:mod:`pretrain.eval.fetch`). A configured file that does not exist raises ``DataError`` unless
+``skip_missing=True``; skipped files are listed in the report, and when *no* file was found the
+report carries a ``warning`` (the mixture repeats it among its warnings and logs it): nothing
+was decontaminated.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import gzip
 import hashlib
 import io
 import json
+import logging
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -43,16 +48,14 @@ import numpy as np
 
 from pretrain.errors import ConfigError, DataError
 
-SHARED_EVAL_DIR = "../shared/data/eval"
-DEFAULT_EVAL_FILES = tuple(
-    f"{SHARED_EVAL_DIR}/{name}"
-    for name in (
-        "hellaswag_val_10042.jsonl.gz",
-        "arc_easy_dev_570.jsonl.gz",
-        "blimp_67paradigms_67000pairs.jsonl.gz",
-        "wikitext2_valid.tokens.txt.gz",
-    )
+SHARED_EVAL_DIR = "../shared/data/eval"  # the development copy (tests); users get the cache
+DEFAULT_EVAL_FILES = (  # bare names: read from the eval task cache (see eval_dir)
+    "hellaswag_val_10042.jsonl.gz",
+    "arc_easy_dev_570.jsonl.gz",
+    "blimp_67paradigms_67000pairs.jsonl.gz",
+    "wikitext2_valid.tokens.txt.gz",
 )
+log = logging.getLogger(__name__)
 _WORD = re.compile(r"\w+")
 _MULT = np.uint64(0x9E3779B97F4A7C15)  # odd constant: position weights never collapse to 0
 
@@ -64,6 +67,14 @@ class DecontamConfig:
     eval_files: tuple[str, ...] = DEFAULT_EVAL_FILES
     ngram: int = 13
     skip_missing: bool = False
+    eval_dir: str = ""  # folder for bare names; "" = $PRETRAIN_EVAL_DIR or ~/.cache/pretrain/eval
+
+    def resolved_files(self) -> tuple[str, ...]:
+        """``eval_files`` with bare names placed in the eval task folder."""
+        from pretrain.eval.fetch import default_eval_dir
+
+        folder = Path(self.eval_dir) if self.eval_dir else default_eval_dir()
+        return tuple(p if "/" in p else str(folder / p) for p in self.eval_files)
 
     def __post_init__(self) -> None:
         if self.ngram < 3:
@@ -172,14 +183,17 @@ class EvalNgrams:
 
     @classmethod
     def load(cls, config: DecontamConfig) -> EvalNgrams:
-        missing = tuple(p for p in config.eval_files if not Path(p).is_file())
+        files = config.resolved_files()
+        missing = tuple(p for p in files if not Path(p).is_file())
         if missing and not config.skip_missing:
             raise DataError(
                 f"evaluation files not found: {list(missing)}; fix the paths, or set "
                 "skip_missing=True to decontaminate against the files that exist"
             )
         out = cls(ngram=config.ngram, missing=missing)
-        for path in config.eval_files:
+        if files and len(missing) == len(files):
+            log.warning(out.warning())
+        for path in files:
             if path in missing:
                 continue
             name = eval_set_name(path)
@@ -212,9 +226,20 @@ class EvalNgrams:
                 hits.append(name)
         return hits
 
+    def warning(self) -> str:
+        return (
+            f"DECONTAMINATION CHECKED NOTHING: none of the evaluation files exist "
+            f"({', '.join(self.missing)}); training data was not checked against any eval set. "
+            "Run `pretrain evals fetch` (or set PRETRAIN_EVAL_DIR) and rebuild the mixture"
+        )
+
     def report(self) -> dict:
-        return {
+        out = {
             "ngram": self.ngram,
             "sets": {name: vars(r) for name, r in self.reports.items()},
             "missing_files": list(self.missing),
+            "checked_against": sorted(self.sets),
         }
+        if not self.sets:
+            out["warning"] = self.warning() if self.missing else "no evaluation files configured"
+        return out

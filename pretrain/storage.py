@@ -37,6 +37,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from pretrain.errors import ConfigError, DataError
+from pretrain.tmpfiles import honour_umask, sweep_before_write
 
 COMMITTED = "_COMMITTED"
 
@@ -80,7 +81,14 @@ def makedirs(uri: str) -> None:
 
 
 def list_files(prefix: str, suffixes: tuple[str, ...] = ()) -> list[str]:
-    """All files under ``prefix`` (recursive), sorted, optionally filtered by suffix."""
+    """All files under ``prefix`` (recursive), sorted, optionally filtered by suffix.
+
+    Locally, symlinked folders are followed but each real folder is walked once (a link
+    loop such as ``ln -s . loop`` lists every file once), and a file reached by several
+    paths is listed once, under the first path of a sorted top-down walk.
+    """
+    if not is_s3(prefix):
+        return _list_local(Path(prefix), suffixes)
     fs, path = filesystem(prefix)
     info = fs.get_file_info(path)
     if info.type == pafs.FileType.NotFound:
@@ -95,6 +103,34 @@ def list_files(prefix: str, suffixes: tuple[str, ...] = ()) -> list[str]:
         for f in found
         if f.type == pafs.FileType.File and (not suffixes or f.path.endswith(suffixes))
     ]
+    return sorted(out)
+
+
+def _list_local(root: Path, suffixes: tuple[str, ...]) -> list[str]:
+    if root.is_file():
+        return [str(root.absolute())] if not suffixes or str(root).endswith(suffixes) else []
+    if not root.is_dir():
+        return []
+    seen_dirs: set[tuple[int, int]] = set()
+    seen_files: set[tuple[int, int]] = set()
+    out: list[str] = []
+    for folder, dirs, files in os.walk(root.absolute(), followlinks=True):
+        st = os.stat(folder)
+        if (st.st_dev, st.st_ino) in seen_dirs:
+            dirs[:] = []
+            continue
+        seen_dirs.add((st.st_dev, st.st_ino))
+        dirs.sort()
+        for name in sorted(files):
+            path = os.path.join(folder, name)
+            try:
+                fst = os.stat(path)
+            except OSError:
+                continue  # a dangling link names no file
+            if (fst.st_dev, fst.st_ino) in seen_files or (suffixes and not name.endswith(suffixes)):
+                continue
+            seen_files.add((fst.st_dev, fst.st_ino))
+            out.append(path)
     return sorted(out)
 
 
@@ -113,13 +149,15 @@ def write_bytes(data: bytes, uri: str) -> None:
     """Write ``data`` to ``uri`` atomically (temp name + rename locally; one PUT on S3)."""
     if is_s3(uri):
         fs, path = filesystem(uri)
-        with fs.open_output_stream(path) as f:
+        with fs.open_output_stream(path, compression=None) as f:
             f.write(data)
         return
     target = Path(uri)
     target.parent.mkdir(parents=True, exist_ok=True)
+    sweep_before_write(target)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
+        honour_umask(tmp, fd=fd)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -249,9 +287,11 @@ class StreamingTableWriter:
         else:
             self._dir = Path(uri).parent
             self._dir.mkdir(parents=True, exist_ok=True)
+            sweep_before_write(Path(uri))
             fd, self._tmp = tempfile.mkstemp(
                 prefix=f".{Path(uri).name}.", suffix=".tmp", dir=self._dir
             )
+            honour_umask(self._tmp, fd=fd)
         os.close(fd)
         try:
             self._writer = pq.ParquetWriter(self._tmp, schema, compression="zstd")
@@ -351,7 +391,9 @@ def replace_dir(files: dict[str, bytes], dir_uri: str, info: dict[str, Any] | No
         return
     target = Path(dir_uri)
     target.parent.mkdir(parents=True, exist_ok=True)
+    sweep_before_write(target)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    honour_umask(staging, directory=True)
     old = staging.with_name(staging.name[: -len(".tmp")] + ".old")
     try:
         for name, blob in sorted(files.items()):

@@ -177,14 +177,15 @@ def train_decontaminated(train_uri: str, decontam: Any, *, examples: int = 5) ->
 
     from pretrain.decontam import EvalNgrams
 
-    files = tuple(decontam.eval_files) if decontam is not None else ()
+    files = decontam.resolved_files() if decontam is not None else ()
     present = [p for p in files if Path(p).is_file()]
     missing = [p for p in files if not Path(p).is_file()]
     if not present:
         why = "no eval files configured" if not files else f"none of {len(files)} eval files exist"
         return CheckOutcome(
             True,
-            f"nothing to check: {why} (set decontam eval_files to protect evaluation sets)",
+            f"nothing to check: {why} (run `pretrain evals fetch`, or set decontam eval_files "
+            "to protect evaluation sets)",
             {"eval_files": len(present), "missing_eval_files": missing, "contaminated": 0},
         )
     ngrams = EvalNgrams.load(dataclasses.replace(decontam, eval_files=tuple(present)))

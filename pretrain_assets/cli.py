@@ -48,6 +48,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_evals_fetch(args: argparse.Namespace) -> int:
+    from pretrain.eval import fetch
+
+    return fetch.main(
+        [*(["--dir", args.dir] if args.dir else []), *(["--force"] if args.force else [])]
+    )
+
+
 def decisions(limit: int = 10) -> list[dict]:
     """Recent recovery decisions recorded as run tags on the instance in DAGSTER_HOME."""
     home = os.environ.get("DAGSTER_HOME")
@@ -55,7 +63,11 @@ def decisions(limit: int = 10) -> list[dict]:
         return []  # no instance here yet: nothing was recorded
     from dagster import DagsterInstance, RunsFilter
 
+    from pretrain_assets.orphaned_runs import fail_orphaned_runs
+
     instance = DagsterInstance.get()
+    for run_id in fail_orphaned_runs(instance, by="pretrain status"):
+        print(f"run {run_id} was left STARTED by a killed process: marked failed")
     runs = instance.get_runs(RunsFilter(job_name="train"), limit=50)
     found = []
     for run in runs:
@@ -124,6 +136,17 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="materialize the whole graph (as `make demo`)")
     demo.add_argument("rest", nargs=argparse.REMAINDER, help="options of pretrain_assets.demo")
     demo.set_defaults(func=cmd_demo)
+
+    evals = sub.add_parser("evals", help="evaluation task files")
+    evals_sub = evals.add_subparsers(dest="evals_command", required=True)
+    fetch = evals_sub.add_parser(
+        "fetch", help="download HellaSwag, ARC-Easy, BLiMP, WikiText from the Hugging Face Hub"
+    )
+    fetch.add_argument(
+        "--dir", default=None, help="default: $PRETRAIN_EVAL_DIR or ~/.cache/pretrain/eval"
+    )
+    fetch.add_argument("--force", action="store_true", help="download again even if cached")
+    fetch.set_defaults(func=cmd_evals_fetch)
 
     status = sub.add_parser("status", help="latest checkpoints, health, recovery decisions")
     status.add_argument("--root", default=root, help="artifact root")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from typing import Any
 
@@ -22,6 +23,7 @@ from dagster import DagsterInstance, Definitions
 from jobs.stages import add_stage_options, run_configs, stage_settings
 from pretrain.checkpoint.dcp import checkpoint_key, list_checkpoints
 from pretrain_assets.definitions import build_definitions, default_artifact_root
+from pretrain_assets.orphaned_runs import fail_orphaned_runs, host_tags
 from pretrain_assets.shards import plan_source, register_shards
 from pretrain_assets.summary import format_summary
 from resources.storage import ArtifactStore
@@ -63,7 +65,10 @@ def execute(
     started = time.monotonic()
     quiet = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
     result = defs.resolve_job_def(job_name).execute_in_process(
-        instance=instance, partition_key=partition_key, run_config={**quiet, **(run_config or {})}
+        instance=instance,
+        partition_key=partition_key,
+        run_config={**quiet, **(run_config or {})},
+        tags=host_tags(),  # lets the next start mark this run failed if the demo is killed
     )
     if not result.success:
         raise SystemExit(f"job {job_name} ({partition_key}) failed; see `make ui`")
@@ -79,7 +84,17 @@ def execute(
 
 
 def run_demo(args: argparse.Namespace) -> dict[str, Any]:
+    from pretrain.eval.fetch import fetch_eval_tasks
+
+    if args.eval_dir:
+        os.environ["PRETRAIN_EVAL_DIR"] = args.eval_dir  # read by decontam and eval_reports
+    # Eval tasks first: the mixture's decontamination reads the same files. Offline, the
+    # line says so and the tasks are reported as not scored.
+    fetched = fetch_eval_tasks()
+    print(fetched.line(), flush=True)
     instance = DagsterInstance.get()
+    for run_id in fail_orphaned_runs(instance, by="pretrain demo"):
+        print(f"run {run_id} was left STARTED by a killed process: marked failed", flush=True)
     root = args.artifact_root or default_artifact_root()
     defs = build_definitions(artifact_root=root, nproc_per_node=args.nproc)
     store = ArtifactStore(root=root)
@@ -143,6 +158,7 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
         "eval": evaluated,
         "comparison": comparison,
         "hf_export": exported,
+        "eval_fetch": fetched.line(),
     }
 
 
@@ -169,6 +185,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--eval-examples", type=int, default=500, help="examples per zero-shot task (if present)"
     )
+    parser.add_argument(
+        "--eval-dir", default=None, help="eval task folder (default: $PRETRAIN_EVAL_DIR or "
+        "~/.cache/pretrain/eval; ../shared/data/eval on development machines)",
+    )  # fmt: skip
     add_stage_options(parser)
     return parser.parse_args(argv)
 

@@ -1,5 +1,6 @@
 """The demo's closing summary, built from the metadata Dagster recorded for each asset."""
 
+import json
 from typing import Any
 
 from pretrain import storage
@@ -34,12 +35,22 @@ def summary_figures(results: dict[str, Any]) -> dict[str, Any]:
             for k, v in evaluation.items()
             if k.startswith("acc/") and isinstance(v, float)
         },
+        "tasks_skipped": _skipped(evaluation.get("tasks_skipped")),
+        "eval_fetch": results.get("eval_fetch", ""),
         "z_vs_chance": {
             k.removeprefix("z_vs_chance/"): v
             for k, v in evaluation.items()
             if k.startswith("z_vs_chance/") and isinstance(v, float)
         },
     }
+
+
+def _skipped(value: Any) -> list[str]:
+    """The eval report's ``tasks_skipped`` (a list, or its JSON/metadata text form)."""
+    value = getattr(value, "value", value)
+    if isinstance(value, str):
+        value = json.loads(value) if value.startswith("[") else [value]
+    return sorted(value or [])
 
 
 def format_summary(results: dict[str, Any], *, wall_s: float) -> str:
@@ -64,6 +75,11 @@ def format_summary(results: dict[str, Any], *, wall_s: float) -> str:
             f"  {task + ' acc':<20} {acc:>10.3f}  (z vs chance {f['z_vs_chance'].get(task, 0):+.1f})"
             for task, acc in sorted(f["tasks"].items())
         ),
+        *(
+            f"  {task + ' acc':<20} {'not scored':>10}  (no task file: `pretrain evals fetch`)"
+            for task in f["tasks_skipped"]
+        ),
+        *([f"  {f['eval_fetch']}"] if f["eval_fetch"] else []),
         f"  wall time            {wall_s:>10.1f} s",
         f"eval report: {report}",
         "open the UI with `make ui` to see every asset, run and check.",

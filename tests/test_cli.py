@@ -12,7 +12,7 @@ def test_help_lists_the_commands() -> None:
     out = subprocess.run(
         [str(pretrain), "--help"], capture_output=True, text=True, check=True
     ).stdout
-    for command in ("plan", "demo", "status", "export"):
+    for command in ("plan", "demo", "status", "export", "evals"):
         assert command in out
 
 
@@ -35,3 +35,18 @@ def test_status_without_runs(tmp_path: Path, capsys, monkeypatch) -> None:
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     assert main(["status", "--root", str(tmp_path)]) == 0
     assert "no training runs" in capsys.readouterr().out
+
+
+def test_evals_fetch_offline_prints_one_line_and_fails(capsys, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
+    assert main(["evals", "fetch", "--dir", str(tmp_path / "evals")]) == 1
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and "Hugging Face Hub is unreachable" in out
+    assert str(tmp_path / "evals") in out
+
+
+def test_demo_summary_names_the_tasks_not_scored() -> None:
+    from pretrain_assets.summary import _skipped
+
+    assert _skipped('["hellaswag", "arc_easy"]') == ["arc_easy", "hellaswag"]
+    assert _skipped(["blimp"]) == ["blimp"] and _skipped(None) == []

@@ -13,6 +13,7 @@ from pretrain import storage
 from pretrain.data.schema import doc_id, documents_table
 from pretrain.decontam import (
     DEFAULT_EVAL_FILES,
+    SHARED_EVAL_DIR,
     DecontamConfig,
     EvalNgrams,
     _WordHasher,
@@ -23,7 +24,7 @@ from pretrain.decontam import (
 from pretrain.errors import DataError
 from pretrain.mixture import MixtureConfig, build_mixture
 
-SHARED = [Path(p) for p in DEFAULT_EVAL_FILES]
+SHARED = [Path(SHARED_EVAL_DIR) / name for name in DEFAULT_EVAL_FILES]
 needs_shared = pytest.mark.skipif(
     not all(p.is_file() for p in SHARED), reason="../shared/data/eval not present"
 )
@@ -96,3 +97,29 @@ def test_shared_eval_readers_and_matches():
     assert ngrams.matches(wiki) == ["wikitext2_valid"]
     assert ngrams.matches(FILLER + " " + FILLER) == []
     assert isinstance(ngrams.sets["wikitext2_valid"], np.ndarray)
+
+
+def test_default_files_come_from_the_eval_cache_and_nothing_found_is_loud(
+    tmp_path, monkeypatch, caplog
+):
+    monkeypatch.setenv("PRETRAIN_EVAL_DIR", str(tmp_path / "cache"))
+    config = DecontamConfig(skip_missing=True)
+    assert config.resolved_files() == tuple(
+        str(tmp_path / "cache" / name) for name in DEFAULT_EVAL_FILES
+    )
+    docs = [{"text": f"{FILLER} {n}", "source": "web"} for n in range(20)]
+    docs = [{**d, "id": doc_id(d["text"], d["source"])} for d in docs]
+    uri = str(tmp_path / "docs.parquet")
+    storage.write_table(documents_table(docs), uri)
+    mixture = MixtureConfig(val_fraction=0.0, min_val_docs=0, decontam=config)
+    stats = build_mixture([uri], str(tmp_path / "out"), mixture)
+    assert stats.decontam["checked_against"] == []
+    assert "DECONTAMINATION CHECKED NOTHING" in stats.decontam["warning"]
+    assert stats.warnings[0] == stats.decontam["warning"]
+    assert "DECONTAMINATION CHECKED NOTHING" in caplog.text
+    # with the task file in the cache, it is checked against
+    (tmp_path / "cache").mkdir()
+    _write_eval(tmp_path / "cache")
+    found = EvalNgrams.load(DecontamConfig(eval_files=("hellaswag_tiny.jsonl.gz",)))
+    assert found.report()["checked_against"] == ["hellaswag_tiny"]
+    assert "warning" not in found.report()

@@ -217,14 +217,17 @@ def test_report_has_bits_per_byte_tasks_and_generations(
         prose.loss * prose.num_tokens / math.log(2) / text_bytes
     )
     assert stats.tasks["blimp"]["status"] == "ok" and stats.tasks["blimp"]["num_examples"] == 2
-    assert stats.tasks["hellaswag"] == {"status": "skipped", "reason": f"{missing} not found"}
+    assert stats.tasks["hellaswag"] == {
+        "status": "skipped",
+        "reason": f"{missing} not found (run `pretrain evals fetch`)",
+    }
     meta = stats.as_metadata()
     assert meta["tasks_skipped"] == ["hellaswag"] and "acc/blimp" in meta
     assert meta["tokens_seen"] == 123
     assert [g["prompt"] for g in stats.generations] == ["def f", "The"]
     assert all(0 < g["num_tokens"] <= 5 for g in stats.generations)
     report_md = (tmp_path / "out" / "report.md").read_text()
-    assert f"| hellaswag | skipped: {missing} not found |" in report_md
+    assert f"| hellaswag | skipped: {missing} not found (run `pretrain evals fetch`) |" in report_md
     assert "| prose |" in report_md and "## Generations" in report_md
     assert stats.empty_sources == ("license",) and meta["val_sources_empty"] == ["license"]
     assert "| license | 0 | not scored: no packed val sequence |" in report_md

@@ -29,6 +29,7 @@ from pretrain.data.schema import DOCUMENT_SCHEMA, REJECT_SCHEMA, doc_id
 from pretrain.errors import ConfigError, DataError
 from pretrain.filters.extract import ExtractConfig
 from pretrain.hashset import HashSet64, key64
+from pretrain.tmpfiles import sweep_stale_temps_in
 
 STAGE = "raw"
 
@@ -122,18 +123,19 @@ def plan_shards(
 
 
 def list_source_files(uri: str, source_name: str) -> list[RawFile]:
-    """Readable files (JSONL/Parquet/WARC/WET/text) under a local folder or ``s3://`` prefix.
+    """Every file (JSONL/Parquet/WARC/WET/text) under a local folder or ``s3://`` prefix.
 
-    A single file URI is accepted too. Files no reader understands are not listed; a prefix
+    A single file URI is accepted too. Files no reader understands (``.csv``, ``.7z``) and
+    hidden files (``.name``) are listed with kind ``unsupported``, so that each becomes one
+    ``unsupported_format`` reject in its shard: counted, never skipped silently. A prefix
     with no readable file at all is a DataError.
     """
     found = []
     for file_uri in storage.list_files(uri):
         name = file_uri.rsplit("/", 1)[-1]
-        kind = kind_for(file_uri)
-        if kind is not None and not name.startswith((".", "_")):
-            found.append(RawFile(uri=file_uri, source=source_name, kind=kind))
-    if not found:
+        kind = None if name.startswith(".") else kind_for(file_uri)
+        found.append(RawFile(uri=file_uri, source=source_name, kind=kind or "unsupported"))
+    if not any(f.kind != "unsupported" for f in found):
         raise DataError(
             f"no JSONL/Parquet/WARC/text files under {uri} for source {source_name!r}: "
             "check the path (and AWS_ENDPOINT_URL for s3://)"
@@ -162,6 +164,7 @@ def build_raw_shard(
     extract = extract or ExtractConfig()
     if max_docs is not None and max_docs < 1:
         raise ConfigError(f"max_docs={max_docs}: use at least 1, or None for all")
+    sweep_stale_temps_in(output_dir_uri)  # leftovers of a run that was killed
     seen = HashSet64()  # the kept ids, 8 bytes each (pretrain.hashset)
     per_file: list[dict] = []
     documents = chars = 0
@@ -210,6 +213,10 @@ def build_raw_shard(
                     "rejected": rejects_out.rows - rejected_before,
                 }
             )
+        # Write the last row groups inside the block: a failure there must stop both tables
+        # from being committed (else rejects.parquet alone would appear).
+        docs_out.flush()
+        rejects_out.flush()
     stats = RawShardStats(
         files=len(manifest.files),
         documents=documents,

@@ -7,17 +7,24 @@ skipped silently, it comes out as a *reject record* carrying a stable ``reason``
     from pretrain.data.readers import RawFile, iter_records, is_reject
     raw = RawFile(uri="../shared/data/web/warc/dolma_sample-0000.warc.gz", source="web", kind="warc")
     for record in iter_records(raw):
-        if is_reject(record):
+        if isreject(record):
             print(record["reason"], record["detail"])  # e.g. non_html, undecodable
         else:
             print(record["url"], len(record["text"]))
 
 Good records: ``{"text", "source", "url"}``. Reject records add ``"reason"`` and
-``"detail"`` (``text`` may be ``None``). Reasons: ``malformed_json``, ``missing_text``,
-``undecodable``, ``binary_content``, ``read_error`` (truncated/corrupt gzip or zstd: the
-detail names the file and how many records came before), ``warc_broken_header`` (the reader
-resynchronizes on the next ``WARC/`` line and says at which byte offset), ``empty_file``,
-``missing_text_column``, ``non_html``, ``non_http``.
+``"detail"`` (``text`` may be ``None``). Reasons: ``malformed_json``, ``missing_text`` (null
+or absent), ``text_not_string`` (an int, list, object or binary ``text``), ``undecodable``,
+``invalid_unicode`` (a lone surrogate such as a ``\ud800`` JSON escape, which no UTF-8
+writer accepts), ``binary_content``, ``line_too_long`` / ``record_too_long`` (over
+:data:`pretrain.data.streams.MAX_LINE_BYTES`: a gzip bomb costs one capped buffer),
+``corrupt_member`` (a damaged gzip member: the reader resumes at the next intact member and
+the detail says how many members and compressed bytes were lost), ``read_error``
+(truncated/corrupt stream: the detail names the file and how many records came before),
+``warc_broken_header`` (the reader resynchronizes on the next ``WARC/`` line and says at
+which byte offset), ``empty_file``, ``missing_text_column``, ``unsupported_format`` (a file
+no reader handles, listed so that it is counted, never skipped silently), ``non_html``,
+``non_http``. A UTF-8 byte-order mark at the start of a file is dropped.
 
 Bytes are decoded with :func:`pretrain.filters.encoding.decode_bytes` (declared charset, then
 UTF-8, then detection); HTML becomes main text with resiliparse (see ``bench/RESULTS.md`` for
@@ -27,62 +34,59 @@ the measured choice), falling back to a plain tag stripper when it finds no main
 from __future__ import annotations
 
 import functools
-import gzip
-import io
 import json
-import re
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
 from email.parser import BytesHeaderParser
-from typing import IO, Any
+from typing import Any
 
 from pretrain import storage
-from pretrain.errors import ConfigError, DataError
+from pretrain.data.records import RawFile, lost, reject
+from pretrain.data.streams import MAX_LINE_BYTES, LineTooLong, Resynced, open_stream
+from pretrain.data.warc import iter_warc
+from pretrain.errors import DataError
 from pretrain.filters.encoding import decode_bytes
-from pretrain.filters.extract import ExtractConfig, extract_main_text
+from pretrain.filters.extract import ExtractConfig
 
-KINDS = ("text", "jsonl", "parquet", "warc", "metadata")
-_JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".json.gz", ".ndjson")
-_WARC_SUFFIXES = (".warc", ".warc.gz", ".wet", ".wet.gz", ".warc.wet.gz")
-_TEXT_SUFFIXES = (".txt", ".txt.gz", ".txt.zst", ".md", ".rst", ".py")
-
-
-@dataclass(frozen=True)
-class RawFile:
-    """One input file: where it is, which mixture source it feeds, and how to parse it."""
-
-    uri: str
-    source: str
-    kind: str
-
-    def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ConfigError(f"RawFile kind {self.kind!r} for {self.uri}: use one of {KINDS}")
-        if not self.source:
-            raise ConfigError(f"RawFile {self.uri} needs a source name (e.g. 'web', 'code')")
+_COMPRESSIONS = (".gz", ".zst", ".bz2", ".xz")  # detected from magic bytes when read
+_BASE_SUFFIXES = {
+    ".jsonl": "jsonl",
+    ".json": "jsonl",  # JSON lines under a .json name (a JSON array gives malformed_json)
+    ".ndjson": "jsonl",
+    ".warc": "warc",
+    ".wet": "warc",
+    ".txt": "text",
+    ".md": "text",
+    ".rst": "text",
+    ".py": "text",
+}
 
 
 def kind_for(uri: str) -> str | None:
-    """Guess the reader kind from a file name; ``None`` for names no reader handles."""
-    name = uri.lower()
-    if name.endswith(_JSONL_SUFFIXES):
-        return "jsonl"
+    """Guess the reader kind from a file name; ``None`` for names no reader handles.
+
+    ``.jsonl``/``.json``/``.ndjson``, ``.warc``/``.wet`` and text names may carry one
+    compression suffix (``.gz``, ``.zst``, ``.bz2``, ``.xz``); Parquet compresses inside.
+    """
+    name = uri.rsplit("/", 1)[-1].lower()
     if name.endswith(".parquet"):
         return "parquet"
-    if name.endswith(_WARC_SUFFIXES):
-        return "warc"
-    if name.endswith(_TEXT_SUFFIXES):
-        return "text"
+    for compression in _COMPRESSIONS:
+        if name.endswith(compression):
+            name = name[: -len(compression)]
+            break
+    return _BASE_SUFFIXES.get("." + name.rsplit(".", 1)[-1]) if "." in name else None
+
+
+def _unicode_problem(record: dict[str, Any]) -> str | None:
+    """Why a good record's text or url cannot be stored as UTF-8 (lone surrogates), if so."""
+    for name in ("text", "url"):
+        try:
+            record[name].encode("utf-8")
+        except UnicodeEncodeError as exc:
+            bad = record[name][exc.start]
+            return f"'{name}' holds a lone surrogate U+{ord(bad):04X} at character {exc.start}"
     return None
-
-
-def is_reject(record: dict[str, Any]) -> bool:
-    return record.get("reason") is not None
-
-
-def _reject(raw: RawFile, url: str, reason: str, detail: str, text: str | None = None) -> dict:
-    return {"text": text, "source": raw.source, "url": url, "reason": reason, "detail": detail}
 
 
 def iter_records(raw: RawFile, extract: ExtractConfig | None = None) -> Iterator[dict[str, Any]]:
@@ -91,9 +95,10 @@ def iter_records(raw: RawFile, extract: ExtractConfig | None = None) -> Iterator
     reader = {
         "jsonl": _iter_jsonl,
         "parquet": _iter_parquet,
-        "warc": functools.partial(_iter_warc, extract=extract or ExtractConfig()),
+        "warc": functools.partial(_iter_warc, extract=extract),
         "text": _iter_text,
         "metadata": _iter_metadata,
+        "unsupported": _iter_unsupported,
     }[raw.kind]
     if not storage.exists(raw.uri):
         # A manifest naming a missing file is a broken plan, not bad input: stop loudly.
@@ -104,12 +109,16 @@ def iter_records(raw: RawFile, extract: ExtractConfig | None = None) -> Iterator
             count += 1
             yield record
     except (OSError, EOFError, zlib.error, ValueError, _zstd_error()) as exc:
-        # Truncated/corrupt compressed streams surface here after earlier records were yielded.
-        detail = f"after {count} records of {raw.uri}: {type(exc).__name__}: {exc}"
-        yield _reject(raw, raw.uri, "read_error", detail[:500])
+        # Truncated/corrupt compressed streams surface here after earlier records were yielded;
+        # what followed the damage cannot be counted (it was never decoded).
+        detail = (
+            f"after {count} records of {raw.uri}: {type(exc).__name__}: {exc}; "
+            "the records after this point are lost (the stream cannot be decoded further)"
+        )
+        yield reject(raw, raw.uri, "read_error", detail[:500])
         return
     if count == 0:
-        yield _reject(raw, raw.uri, "empty_file", "no records")
+        yield reject(raw, raw.uri, "empty_file", "no records")
 
 
 def _zstd_error() -> type[Exception]:
@@ -118,42 +127,15 @@ def _zstd_error() -> type[Exception]:
     return zstandard.ZstdError
 
 
-def _open_stream(uri: str) -> IO[bytes]:
-    """A binary stream of the decompressed file (gzip by magic bytes, zstd by suffix/magic)."""
-    fs, path = storage.filesystem(uri)
-    stream = fs.open_input_stream(path)
-    head = stream.read(4)
-    rest = io.BufferedReader(_Prefixed(head, stream))  # type: ignore[arg-type]
-    if head[:2] == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=rest)  # type: ignore[return-value]
-    if head == b"\x28\xb5\x2f\xfd":
-        import zstandard
-
-        return zstandard.ZstdDecompressor().stream_reader(rest, read_across_frames=True)
-    return rest  # type: ignore[return-value]
-
-
-class _Prefixed(io.RawIOBase):
-    """Re-attach already-consumed magic bytes in front of a stream."""
-
-    def __init__(self, head: bytes, stream: Any) -> None:
-        self._head, self._stream = head, stream
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        if self._head:
-            n = min(len(buffer), len(self._head))
-            buffer[:n], self._head = self._head[:n], self._head[n:]
-            return n
-        data = self._stream.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
-
-    def close(self) -> None:
-        self._stream.close()
-        super().close()
+def _iter_unsupported(raw: RawFile) -> Iterator[dict[str, Any]]:
+    name = raw.uri.rsplit("/", 1)[-1]
+    why = (
+        "a hidden file (name starts with '.'): rename it to read it"
+        if name.startswith(".")
+        else "no reader for this name: use .jsonl/.json/.ndjson, .parquet, .warc/.wet or "
+        ".txt, optionally compressed as .gz/.zst/.bz2/.xz"
+    )
+    yield reject(raw, raw.uri, "unsupported_format", f"{name}: {why}")
 
 
 def _json_url(obj: dict[str, Any]) -> str | None:
@@ -165,71 +147,139 @@ def _json_url(obj: dict[str, Any]) -> str | None:
 
 
 def _iter_jsonl(raw: RawFile) -> Iterator[dict[str, Any]]:
-    with _open_stream(raw.uri) as stream:
-        for line_no, line in enumerate(stream, start=1):
+    with open_stream(raw.uri) as stream:
+        line_no = 0
+        while True:
+            line_no += 1
             where = f"{raw.uri}#L{line_no}"
+            try:
+                line = stream.readline()
+            except LineTooLong as exc:
+                yield reject(raw, where, "line_too_long", str(exc))
+                continue
+            except Resynced as damage:
+                yield reject(raw, where, "corrupt_member", lost(damage, "lines"))
+                continue
+            if not line:
+                return
+            if line_no == 1:
+                line = line.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte-order mark
             if not line.strip():
                 continue  # blank separator lines are not records
-            try:
-                decoded = line.decode("utf-8")
-            except UnicodeDecodeError:
-                repaired = decode_bytes(line)  # a non-UTF-8 line: detect its charset
-                if repaired is None:
-                    yield _reject(raw, where, "undecodable", "line is not valid UTF-8")
-                    continue
-                decoded = repaired[0]
-            try:
-                obj = json.loads(decoded)
-            except json.JSONDecodeError as exc:
-                yield _reject(raw, where, "malformed_json", str(exc)[:200])
+            yield _json_record(raw, line, where)
+
+
+def _json_record(raw: RawFile, line: bytes, where: str) -> dict[str, Any]:
+    try:
+        decoded = line.decode("utf-8")
+    except UnicodeDecodeError:
+        repaired = decode_bytes(line)  # a non-UTF-8 line: detect its charset
+        if repaired is None:
+            return reject(raw, where, "undecodable", "line is not valid UTF-8")
+        decoded = repaired[0]
+    try:
+        obj = json.loads(decoded)
+    except json.JSONDecodeError as exc:
+        return reject(raw, where, "malformed_json", str(exc)[:200])
+    if not isinstance(obj, dict):
+        return reject(raw, where, "malformed_json", f"line is a {type(obj).__name__}")
+    text = obj.get("text")
+    record_id = obj.get("id")
+    url = _json_url(obj) or (f"{raw.uri}#{record_id}" if record_id else where)
+    if text is None:
+        return reject(raw, url, "missing_text", "'text' is absent or null")
+    if not isinstance(text, str):
+        return reject(raw, url, "text_not_string", f"'text' is {type(text).__name__}")
+    record = {"text": text, "source": raw.source, "url": url}
+    # Only a \uXXXX escape can put a lone surrogate into a str (decoded bytes cannot).
+    if b"\\u" in line and (problem := _unicode_problem(record)):
+        return reject(raw, url, "invalid_unicode", problem, text)
+    return record
+
+
+def _iter_parquet(raw: RawFile) -> Iterator[dict[str, Any]]:
+    import pyarrow as pa
+
+    schema = _parquet_schema(raw.uri)
+    if "text" not in schema.names:
+        yield reject(raw, raw.uri, "missing_text_column", f"columns: {schema.names}")
+        return
+    text_type = schema.field("text").type
+    is_string = pa.types.is_string(text_type) or pa.types.is_large_string(text_type)
+    row = 0
+    for batch in storage.iter_table_batches(raw.uri):
+        # Strings are read as bytes and decoded row by row: one invalid UTF-8 value must
+        # cost its own row, not the file (pyarrow refuses the whole column otherwise).
+        texts = _as_bytes(batch.column("text")) if is_string else None
+        urls = _urls(batch) if "url" in schema.names else [None] * batch.num_rows
+        for i in range(batch.num_rows):
+            url = urls[i] or f"{raw.uri}#row{row}"
+            row += 1
+            if texts is None:
+                value = batch.column("text")[i]
+                if not value.is_valid:
+                    yield reject(raw, url, "missing_text", "null text")
+                else:
+                    yield reject(raw, url, "text_not_string", f"'text' column is {text_type}")
                 continue
-            if not isinstance(obj, dict):
-                yield _reject(raw, where, "malformed_json", f"line is a {type(obj).__name__}")
+            if texts[i] is None:
+                yield reject(raw, url, "missing_text", "null text")
                 continue
-            text = obj.get("text")
-            record_id = obj.get("id")
-            url = _json_url(obj) or (f"{raw.uri}#{record_id}" if record_id else where)
-            if not isinstance(text, str):
-                yield _reject(raw, url, "missing_text", f"'text' is {type(text).__name__}")
+            try:
+                text = texts[i].decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield reject(raw, url, "undecodable", f"invalid UTF-8 at byte {exc.start}")
                 continue
             yield {"text": text, "source": raw.source, "url": url}
 
 
-def _iter_parquet(raw: RawFile) -> Iterator[dict[str, Any]]:
-    schema_names = _parquet_columns(raw.uri)
-    if "text" not in schema_names:
-        yield _reject(raw, raw.uri, "missing_text_column", f"columns: {schema_names}")
-        return
-    row = 0
-    for batch in storage.iter_table_batches(raw.uri):
-        texts = batch.column("text").to_pylist()
-        urls = batch.column("url").to_pylist() if "url" in schema_names else [None] * len(texts)
-        for text, url in zip(texts, urls, strict=True):
-            url = url or f"{raw.uri}#row{row}"
-            row += 1
-            if not isinstance(text, str):
-                yield _reject(raw, url, "missing_text", "null text")
-            else:
-                yield {"text": text, "source": raw.source, "url": url}
+def _as_bytes(column: Any) -> list[bytes | None]:
+    import pyarrow as pa
+
+    binary = pa.large_binary() if pa.types.is_large_string(column.type) else pa.binary()
+    return column.view(binary).to_pylist()
 
 
-def _parquet_columns(uri: str) -> list[str]:
+def _urls(batch: Any) -> list[str | None]:
+    """The ``url`` column as strings; non-string or undecodable values become None (the row's
+    position names the document instead)."""
+    import pyarrow as pa
+
+    column = batch.column("url")
+    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+        return [None] * batch.num_rows
+    out: list[str | None] = []
+    for value in _as_bytes(column):
+        try:
+            out.append(value.decode("utf-8") if value else None)
+        except UnicodeDecodeError:
+            out.append(None)
+    return out
+
+
+def _parquet_schema(uri: str) -> Any:
     import pyarrow.parquet as pq
 
     fs, path = storage.filesystem(uri)
     with fs.open_input_file(path) as f:
-        return pq.ParquetFile(f).schema_arrow.names
+        return pq.ParquetFile(f).schema_arrow
 
 
 def _iter_text(raw: RawFile) -> Iterator[dict[str, Any]]:
-    with _open_stream(raw.uri) as stream:
-        data = stream.read()
+    with open_stream(raw.uri) as stream:
+        data = stream.read(MAX_LINE_BYTES)
+        if stream.skip(1):
+            extra = stream.skip(2**62)
+            yield reject(raw, raw.uri, "record_too_long",
+                          f"{MAX_LINE_BYTES + 1 + extra:,} bytes > the {MAX_LINE_BYTES:,}-byte cap")  # fmt: skip
+            return
+    data = data.removeprefix(b"\xef\xbb\xbf")
     if b"\x00" in data[:8192]:
-        yield _reject(raw, raw.uri, "binary_content", "NUL bytes in the first 8 KiB")
+        yield reject(raw, raw.uri, "binary_content", "NUL bytes in the first 8 KiB")
         return
     decoded = decode_bytes(data)
     if decoded is None:
-        yield _reject(raw, raw.uri, "undecodable", "no charset decodes it plausibly")
+        yield reject(raw, raw.uri, "undecodable", "no charset decodes it plausibly")
         return
     yield {"text": decoded[0], "source": raw.source, "url": raw.uri}
 
@@ -239,7 +289,7 @@ def _iter_metadata(raw: RawFile) -> Iterator[dict[str, Any]]:
     try:
         data = storage.read_bytes(raw.uri).decode("utf-8")
     except UnicodeDecodeError as exc:
-        yield _reject(raw, raw.uri, "undecodable", str(exc)[:200])
+        yield reject(raw, raw.uri, "undecodable", str(exc)[:200])
         return
     headers, _, body = data.replace("\r\n", "\n").partition("\n\n")
     if not body.strip():
@@ -247,146 +297,11 @@ def _iter_metadata(raw: RawFile) -> Iterator[dict[str, Any]]:
         parsed = BytesHeaderParser().parsebytes(headers.encode())
         body = str(parsed.get("Description") or "").replace("\n        ", "\n")
     if not body.strip():
-        yield _reject(raw, raw.uri, "missing_text", "no long description")
+        yield reject(raw, raw.uri, "missing_text", "no long description")
         return
     name = BytesHeaderParser().parsebytes(headers.encode()).get("Name") or raw.uri
     yield {"text": body, "source": raw.source, "url": f"pypi:{name}"}
 
 
-# ---------------------------------------------------------------- WARC / WET
-
-
-def _iter_warc(raw: RawFile, extract: ExtractConfig) -> Iterator[dict[str, Any]]:
-    with _open_stream(raw.uri) as stream:
-        for headers, block in _warc_records(_Counting(stream)):
-            if "_broken" in headers:
-                yield _reject(raw, f"{raw.uri}@{headers['_offset']}", "warc_broken_header",
-                              headers["_broken"])  # fmt: skip
-                continue
-            warc_type = headers.get("warc-type", "")
-            url = headers.get("warc-target-uri", "").strip("<>") or raw.uri
-            if warc_type == "conversion":  # WET: the block is already extracted text
-                yield from _decoded(raw, url, block, None, html=None)
-            elif warc_type == "response":
-                if not url.startswith(("http:", "https:")):
-                    yield _reject(raw, url, "non_http", headers.get("content-type", ""))
-                    continue
-                yield from _http_response(raw, url, block, extract)
-            # request/metadata/warcinfo/resource records are crawl bookkeeping, not documents.
-
-
-class _Counting:
-    """A byte stream that knows its offset (to name where a broken record starts)."""
-
-    def __init__(self, stream: IO[bytes]) -> None:
-        self._stream, self.offset = stream, 0
-
-    def readline(self) -> bytes:
-        line = self._stream.readline()
-        self.offset += len(line)
-        return line
-
-    def read(self, n: int) -> bytes:
-        data = self._stream.read(n)
-        self.offset += len(data)
-        return data
-
-
-def _warc_records(stream: _Counting) -> Iterator[tuple[dict[str, str], bytes]]:
-    """(headers, block) per record; a broken header yields ``{"_broken", "_offset"}`` once and
-    the reader skips to the next line that starts a WARC record."""
-    line = stream.readline()
-    while line:
-        if not line.strip():
-            line = stream.readline()
-            continue  # record separators (CRLF CRLF), tolerated in any number
-        start = stream.offset - len(line)
-        if not line.startswith(b"WARC/"):
-            yield {"_broken": f"expected a WARC version line, got {line[:40]!r}",
-                   "_offset": str(start)}, b""  # fmt: skip
-            line = _skip_to_next_record(stream)
-            continue
-        headers: dict[str, str] = {}
-        while (line := stream.readline()).strip():
-            key, _, value = line.decode("utf-8", "replace").partition(":")
-            headers[key.strip().lower()] = value.strip()
-        length_text = headers.get("content-length", "0")
-        if not length_text.isdigit():
-            yield {"_broken": f"Content-Length {length_text[:40]!r}", "_offset": str(start)}, b""
-            line = _skip_to_next_record(stream)
-            continue
-        block = stream.read(int(length_text))
-        if len(block) < int(length_text):
-            raise EOFError(
-                f"truncated WARC record at byte {start} ({len(block)}/{length_text} bytes)"
-            )
-        yield headers, block
-        line = stream.readline()
-
-
-def _skip_to_next_record(stream: _Counting) -> bytes:
-    while (line := stream.readline()) and not line.startswith(b"WARC/1."):
-        pass
-    return line
-
-
-def _http_response(
-    raw: RawFile, url: str, block: bytes, extract: ExtractConfig
-) -> Iterator[dict[str, Any]]:
-    # Old crawlers (ClueWeb) end HTTP header lines with a bare LF, so split on either.
-    sep = min((i for i in (block.find(b"\r\n\r\n"), block.find(b"\n\n")) if i >= 0), default=-1)
-    if sep < 0:
-        yield _reject(raw, url, "read_error", "HTTP response without header terminator")
-        return
-    head, body = block[:sep], block[sep:].lstrip(b"\r\n")
-    fields: dict[str, str] = {}
-    for line in head.decode("latin-1").splitlines()[1:]:
-        key, _, value = line.partition(":")
-        fields[key.strip().lower()] = value.strip()
-    content_type = fields.get("content-type", "").lower()
-    if "html" not in content_type:
-        yield _reject(raw, url, "non_html", content_type or "no content-type")
-        return
-    if "chunked" in fields.get("transfer-encoding", "").lower():
-        body = _dechunk(body)
-    if fields.get("content-encoding", "").lower() in ("gzip", "x-gzip", "deflate"):
-        try:
-            body = zlib.decompress(body, 47)  # 47 = auto-detect zlib/gzip header
-        except zlib.error:
-            pass  # ClueWeb quirk: the header says gzip but the stored body is plain
-    charset = content_type.partition("charset=")[2].split(";")[0].strip(" \"'") or None
-    if charset is None and (meta := _META_CHARSET.search(body[:4096])):
-        charset = meta.group(1).decode("ascii").lower()
-    yield from _decoded(raw, url, body, charset, html=extract)
-
-
-_META_CHARSET = re.compile(rb"<meta[^>]+charset=[\"']?([A-Za-z0-9_-]+)", re.IGNORECASE)
-
-
-def _dechunk(body: bytes) -> bytes:
-    out, pos = bytearray(), 0
-    while pos < len(body):
-        end = body.find(b"\r\n", pos)
-        if end < 0:
-            break
-        try:
-            size = int(body[pos:end].split(b";")[0], 16)
-        except ValueError:
-            return body  # not actually chunked; keep the bytes as they are
-        if size == 0:
-            break
-        out += body[end + 2 : end + 2 + size]
-        pos = end + 2 + size + 2
-    return bytes(out)
-
-
-def _decoded(
-    raw: RawFile, url: str, body: bytes, charset: str | None, *, html: ExtractConfig | None
-) -> Iterator[dict[str, Any]]:
-    decoded = decode_bytes(body, charset)
-    if decoded is None:
-        yield _reject(raw, url, "undecodable", f"charset={charset!r}")
-        return
-    text = decoded[0]
-    text = extract_main_text(text, html) if html is not None else text
-    yield {"text": text, "source": raw.source, "url": url}
+def _iter_warc(raw: RawFile, extract: ExtractConfig | None = None) -> Iterator[dict[str, Any]]:
+    yield from iter_warc(raw, extract)

@@ -88,6 +88,8 @@ def apply_dedup(input_uri: str, clusters_uri: str, output_dir_uri: str) -> Dedup
         removed["survivor_id"].take(dropped_position),
     )
 
+    kept, repeated = _drop_repeated(kept, is_removed, input_uri, clusters_uri)
+    rejects = pa.concat_tables([rejects, repeated])
     kept, emptied, lines_removed, trimmed = _cut_boilerplate(kept, clusters_uri)
     if emptied.num_rows:
         detail = pa.array(["every line was boilerplate"] * emptied.num_rows, pa.string())
@@ -110,6 +112,38 @@ def apply_dedup(input_uri: str, clusters_uri: str, output_dir_uri: str) -> Dedup
         storage.join(output_dir_uri, "stats.json"),
     )
     return stats
+
+
+def _drop_repeated(
+    kept: pa.Table, is_removed: pa.ChunkedArray, input_uri: str, clusters_uri: str
+) -> tuple[pa.Table, pa.Table]:
+    """Remove the extra copies of ids that another shard also holds (``repeated.parquet``)."""
+    repeated_uri = storage.join(clusters_uri.rsplit("/", 1)[0], "repeated.parquet")
+    if not storage.exists(repeated_uri):
+        return kept, _rejects(
+            kept.slice(0, 0), pa.array([], pa.string()), pa.array([], pa.string())
+        )
+    repeated = storage.read_table(repeated_uri)
+    here = storage.filesystem(input_uri)[1]  # compare absolute paths, however each was given
+    same = [storage.filesystem(uri)[1] == here for uri in repeated["documents"].to_pylist()]
+    mine = repeated.filter(pa.array(same, pa.bool_()))
+    # rows in repeated.parquet count the input table; map them onto the rows kept so far
+    input_rows = (
+        pc.indices_nonzero(pc.invert(is_removed)) if len(is_removed) else pa.array([], pa.uint64())
+    )
+    position = pc.index_in(input_rows.cast(pa.int64()), value_set=mine["row"])
+    drop = pc.is_valid(position)
+    copies = kept.filter(drop)
+    at = position.filter(drop)
+    details = pc.binary_join_element_wise(
+        pa.array(["same id kept in "] * copies.num_rows, pa.string()),
+        mine["kept_documents"].take(at),
+        pa.array([" row "] * copies.num_rows, pa.string()),
+        pc.cast(mine["kept_row"].take(at), pa.string()),
+        "",
+    )
+    reasons = pa.array(["repeated_id"] * copies.num_rows, pa.string())
+    return kept.filter(pc.invert(drop)), _rejects(copies, reasons, details)
 
 
 def _rejects(documents: pa.Table, reasons: pa.Array, details: pa.Array) -> pa.Table:

@@ -50,6 +50,7 @@ from pretrain.dedup.incremental import (
 from pretrain.dedup.shingles import ShingleBatch, batch_shingles, intersections
 from pretrain.dedup.stats import ClusterStats, source_rates
 from pretrain.errors import DataError
+from pretrain.lineage import stale_inputs
 
 INFO_COLUMNS = ["id", "source", "quality_score", "exact_hash", "url_hash"]
 VERIFY_BATCH_ROWS = 1024  # texts shingled at once during Jaccard verification
@@ -102,8 +103,15 @@ def cluster_duplicates(
         _containment_rows(shards, contained).to_arrow(),
         storage.join(output_dir_uri, "containment.parquet"),
     )
+    repeated = repeated_copies(info, shards)
+    storage.write_table(repeated, storage.join(output_dir_uri, "repeated.parquet"))
     storage.write_json(
-        {**stats.as_metadata(), "inputs": [s.uri for s in shards], "config": asdict(config)},
+        {
+            **stats.as_metadata(),
+            "repeated_copies": repeated.num_rows,  # removed as repeated_id unless a duplicate anyway
+            "inputs": [s.uri for s in shards],
+            "config": asdict(config),
+        },
         storage.join(output_dir_uri, "stats.json"),
     )
     storage.write_json(
@@ -111,6 +119,33 @@ def cluster_duplicates(
         storage.join(output_dir_uri, "state.json"),
     )
     return stats
+
+
+REPEATED_SCHEMA = pa.schema(
+    [("id", pa.string()), ("documents", pa.string()), ("row", pa.int64()),
+     ("kept_documents", pa.string()), ("kept_row", pa.int64())]
+)  # fmt: skip
+
+
+def repeated_copies(info: pl.DataFrame, shards: list[ShardInput]) -> pa.Table:
+    """The extra copies of ids that several rows hold (the same file in two shard groups).
+
+    Clusters are keyed by id, so every copy of a kept id would survive in its own shard;
+    here the first copy in (shard, row) order stays and the others are listed by documents
+    file and row for :func:`pretrain.dedup.apply.apply_dedup` to remove as ``repeated_id``.
+    """
+    copies = info.filter(pl.col("id").is_duplicated()).sort("id", "shard", "row")
+    if copies.is_empty():
+        return REPEATED_SCHEMA.empty_table()
+    documents = {uri: _documents_uri(ShardInput(uri=uri, offset=0, num_rows=0))
+                 for uri in copies["shard"].unique().to_list()}  # fmt: skip
+    copies = copies.with_columns(
+        documents=pl.col("shard").replace_strict(documents),
+        kept_documents=pl.col("shard").first().over("id").replace_strict(documents),
+        kept_row=pl.col("row").first().over("id"),
+        rank=pl.int_range(pl.len()).over("id"),
+    ).filter(pl.col("rank") > 0)
+    return copies.select(REPEATED_SCHEMA.names).to_arrow().cast(REPEATED_SCHEMA)
 
 
 def find_pairs(
@@ -134,7 +169,7 @@ def open_shards(uris: list[str], config: DedupConfig) -> tuple[list[ShardInput],
     if not uris:
         raise DataError("no signature files given: materialize minhash_signatures first")
     expected = {f"dedup.{k}": v for k, v in config.signature_params().items()}
-    shards, fingerprints, offset = [], {}, 0
+    shards, fingerprints, offset, stale = [], {}, 0, []
     for uri in sorted(set(uris)):
         if not storage.exists(uri):
             raise DataError(f"{uri} does not exist: materialize minhash_signatures for it")
@@ -150,9 +185,20 @@ def open_shards(uris: list[str], config: DedupConfig) -> tuple[list[ShardInput],
                 f"{uri} was computed with other dedup parameters {wrong} (found, expected): "
                 "recompute its signatures with this DedupConfig"
             )
+        documents, identity = (
+            found.get("dedup.documents_uri"),
+            found.get("dedup.documents_identity"),
+        )
+        if documents and identity and stale_inputs({documents: identity}):
+            stale.append(f"{uri} (from {documents})")
         shards.append(ShardInput(uri=uri, offset=offset, num_rows=num_rows))
         fingerprints[uri] = found.get("dedup.fingerprint", "")
         offset += num_rows
+    if stale:
+        raise DataError(
+            f"{len(stale)} signature file(s) were computed from an earlier version of their "
+            f"documents: {'; '.join(stale)}; re-materialize minhash_signatures for those shards"
+        )
     return shards, fingerprints
 
 

@@ -44,7 +44,9 @@ class EvalConfig:
     batch_size: int = 8
     device: str = "cpu"  # "cpu", "cuda" or "auto" (cuda when available)
     tasks: tuple[TaskSpec, ...] = ()  # explicit tasks; empty: the default tasks of task_dir
-    task_dir: str = "../shared/data/eval"  # HellaSwag, ARC-Easy, BLiMP files (absent: skipped)
+    # HellaSwag, ARC-Easy, BLiMP files when ``tasks`` is empty: None is the task cache
+    # (``pretrain evals fetch``: $PRETRAIN_EVAL_DIR, else ~/.cache/pretrain/eval); "" scores none
+    task_dir: str | None = None
     max_examples_per_task: int = 200  # per default task
     task_batch_size: int = 32  # multiple-choice requests per forward pass
     task_seed: int = 0  # which examples a capped task file contributes
@@ -52,8 +54,8 @@ class EvalConfig:
 
     def task_specs(self) -> tuple[TaskSpec, ...]:
         """``tasks``, or the default tasks read from ``task_dir`` when none are given (an empty
-        ``task_dir``: no tasks)."""
-        if self.tasks or not self.task_dir:
+        ``task_dir``: no tasks; None: the task cache)."""
+        if self.tasks or self.task_dir == "":
             return self.tasks
         return default_tasks(self.task_dir, self.max_examples_per_task)
 
@@ -115,7 +117,10 @@ def _tasks(model: Any, tok: Any, cfg: EvalConfig, device: Any, eos_id: int, pad_
     for spec in cfg.task_specs():
         examples = load_task(spec, seed=cfg.task_seed)
         if examples is None:
-            results[spec.name] = {"status": "skipped", "reason": f"{spec.path} not found"}
+            results[spec.name] = {
+                "status": "skipped",
+                "reason": f"{spec.path} not found (run `pretrain evals fetch`)",
+            }
             continue
         result = score_task(
             model, tok, examples, name=spec.name, prefix_id=eos_id,

@@ -34,7 +34,7 @@ ROW_GROUP_ROWS = 8192  # and at most this many documents
 def _read_documents(document_uris: list[str]) -> dict[str, list]:
     if not document_uris:
         raise DataError("build_mixture got no document files; materialize deduped_shards first")
-    tables = []
+    tables, files = [], []
     for uri in document_uris:
         table = storage.read_table(uri)
         for name in ("language", "quality_score"):  # optional in hand-made inputs
@@ -42,10 +42,23 @@ def _read_documents(document_uris: list[str]) -> dict[str, list]:
                 kind = _schema().field(name).type
                 table = table.append_column(name, pa.nulls(table.num_rows, kind))
         tables.append(table.select(_COLUMNS).cast(_schema()))
+        files += [uri] * table.num_rows
     cols = pa.concat_tables(tables).to_pydict()
     if len(set(cols["id"])) != len(cols["id"]):
-        raise DataError("documents contain duplicate ids; mixture expects deduplicated shards")
+        raise DataError(_duplicates_message(cols["id"], files))
     return cols
+
+
+def _duplicates_message(ids: list[str], files: list[str]) -> str:
+    where: dict[str, list[str]] = {}
+    for doc_id, uri in zip(ids, files, strict=True):
+        where.setdefault(doc_id, []).append(uri)
+    repeated = {k: v for k, v in where.items() if len(v) > 1}
+    shown = "; ".join(f"{k} in {', '.join(v)}" for k, v in sorted(repeated.items())[:5])
+    return (
+        f"documents contain {len(repeated)} duplicate ids (e.g. {shown}); the mixture expects "
+        "deduplicated shards: re-run dedup_clusters and deduped_shards over these files"
+    )
 
 
 def _schema() -> pa.Schema:
@@ -181,7 +194,7 @@ def build_mixture(
         s: sum(st.fraction * sh[s] for st, sh in zip(config.stage_list(), shares, strict=True))
         for s in available
     }
-    warnings: list[str] = []
+    warnings: list[str] = [decontam["warning"]] if decontam.get("warning") else []
     too_small: list[str] = []
     picks: dict[str, list[list[tuple[str, int]]]] = {}
     needed: dict[str, float] = {}
