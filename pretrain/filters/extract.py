@@ -1,13 +1,13 @@
 """HTML → main text: resiliparse, a resiliparse/trafilatura hybrid, or trafilatura (config).
 
 Measured against hand-made gold text (``bench/extraction_quality.py``, see
-``bench/RESULTS.md``, "Extraction quality"): tuned resiliparse with tail trimming is ~12× faster
-than trafilatura at lower token F1; ``"hybrid"`` sends the pages whose extract still looks like
-navigation to trafilatura; ``"trafilatura"`` (fast mode) scores best::
+``bench/RESULTS.md``, "Extraction quality"): the default ``"hybrid"`` (tuned resiliparse, and
+trafilatura on the ~13 % of pages whose extract looks wrong) scores trafilatura's token F1 at
+~4× its pages/s; ``"resiliparse"`` alone is ~12× faster at lower F1::
 
     from pretrain.filters.extract import ExtractConfig, extract_main_text, html_to_text
     extract_main_text("<html><body><nav>Home</nav><article><p>Story text.</p></article></body></html>")
-    extract_main_text(html, ExtractConfig(extractor="hybrid"))
+    extract_main_text(html, ExtractConfig(extractor="resiliparse"))  # fastest
     html_to_text("<p>a</p><script>x</script><p>b</p>")  # -> "a\nb"
 
 ``html_to_text`` is deterministic and dependency-free: it drops script/style/head and puts
@@ -36,18 +36,19 @@ class ExtractConfig:
 
     - ``"resiliparse"``: resiliparse main-content extraction without comments, alt texts and
       list bullets; lines after the last prose line (``tail_prose_words`` words or more) are
-      dropped as footer/related-links boilerplate. Fastest (~120 pages/s a core).
+      dropped as footer/related-links boilerplate. Fastest (~200 pages/s a core).
     - ``"hybrid"``: resiliparse first; a page whose extract looks wrong goes to trafilatura:
       no line of ``PROSE_WORDS`` words, or a share of lines under 40 characters
       ``>= fallback_short_lines`` (a menu), or a share of its characters that are link text
       ``>= fallback_link_share`` (teaser lists, ad blocks). About 13 % of news/blog pages
       fall back; measured F1 at trafilatura's level at ~4x its speed (``bench/RESULTS.md``).
+      The default.
     - ``"trafilatura"``: trafilatura (``fast`` skips its readability/jusText fallbacks,
       measured faster *and* better on the dev pages). Needs the ``extract`` extra.
     - ``"tag_stripper"``: every visible text line (no dependency; tests and debugging).
     """
 
-    extractor: str = "resiliparse"
+    extractor: str = "hybrid"
     comments: bool = False  # user comments are not main content
     alt_texts: bool = False
     list_bullets: bool = False
