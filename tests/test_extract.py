@@ -86,6 +86,8 @@ def test_config_is_validated_and_recorded() -> None:
         ExtractConfig(tail_prose_words=-1)
     with pytest.raises(ConfigError, match="fallback_link_share=1.5"):
         ExtractConfig(fallback_link_share=1.5)
+    with pytest.raises(ConfigError, match="fallback_clock_lines=-1"):
+        ExtractConfig(fallback_clock_lines=-1)
     assert ExtractConfig().extractor == "hybrid"  # the default since issue 14
     meta = ExtractConfig(extractor="hybrid").as_metadata()
     assert meta["extract_extractor"] == "hybrid" and meta["extract_comments"] is False
@@ -129,6 +131,12 @@ def test_looks_wrong_flags_no_prose_menus_and_link_lists() -> None:
     menu = "\n".join([ARTICLE[0]] + ["Home", "News", "Sport", "Weather", "Contact", "About"])
     assert looks_wrong(menu, "", config)  # 6 of 7 lines short
     assert not looks_wrong(menu, "", ExtractConfig(fallback_short_lines=0.9))
+    # two short lines with clock times: a feed of posts or a comment thread
+    thread = "\n".join([*ARTICLE, "Ann at 5:55 PM", ARTICLE[0], "Bob, 14:30", ARTICLE[1]])
+    assert looks_wrong(thread, "", config)
+    assert not looks_wrong(thread, "", ExtractConfig(fallback_clock_lines=3))
+    assert not looks_wrong(thread, "", ExtractConfig(fallback_clock_lines=0))  # off
+    assert not looks_wrong("\n".join([*ARTICLE, "Updated 11:04 AM"]), "", config)  # one
     # every line is long, but most of the text is the page's link texts (a teaser list)
     teaser_page = "\n".join([*teasers, ARTICLE[1]])
     assert looks_wrong(teaser_page, html, config)

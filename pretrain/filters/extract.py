@@ -28,6 +28,7 @@ _SENTENCE_END = (".", "!", "?", ":", '"', "\u201d", ")")
 PROSE_WORDS = 12  # a line of this many words reads as a sentence, not a menu item
 _ANCHOR = re.compile(r"<a\b[^>]*>(.*?)</a\s*>", re.S | re.I)
 _TAG = re.compile(r"<[^>]*>")
+_CLOCK = re.compile(r"\b\d{1,2}:\d{2}")  # 5:55, 11:04 PM, 14:30
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,8 +40,10 @@ class ExtractConfig:
       dropped as footer/related-links boilerplate. Fastest (~200 pages/s a core).
     - ``"hybrid"``: resiliparse first; a page whose extract looks wrong goes to trafilatura:
       no line of ``PROSE_WORDS`` words, or a share of lines under 40 characters
-      ``>= fallback_short_lines`` (a menu), or a share of its characters that are link text
-      ``>= fallback_link_share`` (teaser lists, ad blocks). About 13 % of news/blog pages
+      ``>= fallback_short_lines`` (a menu), or ``fallback_clock_lines`` short lines with a
+      clock time (a feed of posts or a comment thread, not one article), or a share of its
+      characters that are link text ``>= fallback_link_share`` (teaser lists, ad blocks).
+      About 16 % of news/blog pages
       fall back; measured F1 at trafilatura's level at ~4x its speed (``bench/RESULTS.md``).
       The default.
     - ``"trafilatura"``: trafilatura (``fast`` skips its readability/jusText fallbacks,
@@ -55,11 +58,16 @@ class ExtractConfig:
     tail_prose_words: int = 12  # 0 keeps every line after the last prose line
     fallback_short_lines: float = 0.7  # hybrid: short-line share that sends a page on
     fallback_link_share: float = 0.25  # hybrid: link-text share that sends a page on
+    fallback_clock_lines: int = 2  # hybrid: short lines with a clock time; 0 = off
     trafilatura_fast: bool = True
 
     def __post_init__(self) -> None:
         if self.extractor not in EXTRACTORS:
             raise ConfigError(f"extractor={self.extractor!r}: use one of {EXTRACTORS}")
+        if self.fallback_clock_lines < 0:
+            raise ConfigError(
+                f"fallback_clock_lines={self.fallback_clock_lines}: use >= 0 (0 = off)"
+            )
         if self.tail_prose_words < 0:
             raise ConfigError(f"tail_prose_words={self.tail_prose_words}: use >= 0 (0 = off)")
         for name in ("fallback_short_lines", "fallback_link_share"):
@@ -92,11 +100,21 @@ def short_line_share(text: str, short_chars: int = 40) -> float:
 
 def looks_wrong(text: str, html: str, config: ExtractConfig) -> bool:
     """Whether a first-pass extract should be redone (``"hybrid"``): it has no prose line,
-    or it is mostly short lines, or mostly link text; the cheap tests run first."""
-    if not any(len(line.split()) >= PROSE_WORDS for line in text.splitlines()):
+    or it is mostly short lines, or it has several short lines with a clock time, or it is
+    mostly link text; the cheap tests run first."""
+    words = [len(line.split()) for line in text.splitlines()]
+    if not any(n >= PROSE_WORDS for n in words):
         return True
     if short_line_share(text) >= config.fallback_short_lines:
         return True
+    if config.fallback_clock_lines:
+        clocks = sum(
+            1
+            for n, line in zip(words, text.splitlines(), strict=True)
+            if n < PROSE_WORDS and _CLOCK.search(line)
+        )
+        if clocks >= config.fallback_clock_lines:
+            return True
     return link_share(text, anchor_texts(html)) >= config.fallback_link_share
 
 
