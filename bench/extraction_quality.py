@@ -9,9 +9,9 @@ into a *dev* half (used while tuning) and a *held-out* half (looked at only to r
 over-fitted rule shows as a gap between the halves.
 
 Scores per page, averaged over pages (as trafilatura's own evaluation does):
-Extractors: ``ours`` = ``ExtractConfig()`` (tuned resiliparse + tail trimming, the default),
-``ours_hybrid`` (resiliparse, trafilatura on navigation-like extracts), ``ours_trafilatura_fast``
-(trafilatura without its fallbacks), ``trafilatura`` (its defaults, the baseline),
+Extractors: ``ours`` = ``ExtractConfig()`` (the default, ``"hybrid"``: tuned resiliparse, and
+trafilatura on the pages whose extract looks wrong), ``ours_resiliparse`` (the first pass alone:
+tuned resiliparse + tail trimming), ``ours_trafilatura_fast`` (trafilatura without its fallbacks), ``trafilatura`` (its defaults, the baseline),
 ``resiliparse_defaults`` (``main_content=True`` only: the stage before issue 14).
 
 - token P/R/F1: bag of lower-case word tokens (``\\w+``), multiset overlap;
@@ -76,11 +76,11 @@ def extractors() -> dict[str, Callable[[str], str]]:
     import trafilatura
     from resiliparse.extract.html2text import extract_plain_text
 
-    ours, hybrid = ExtractConfig(), ExtractConfig(extractor="hybrid")
+    ours, first_pass = ExtractConfig(), ExtractConfig(extractor="resiliparse")
     fast = ExtractConfig(extractor="trafilatura")
     return {
         "ours": lambda html: extract_main_text(html, ours),
-        "ours_hybrid": lambda html: extract_main_text(html, hybrid),
+        "ours_resiliparse": lambda html: extract_main_text(html, first_pass),
         "ours_trafilatura_fast": lambda html: extract_main_text(html, fast),
         "trafilatura": lambda html: trafilatura.extract(html, include_comments=False) or "",
         "resiliparse_defaults": lambda html: extract_plain_text(html, main_content=True),

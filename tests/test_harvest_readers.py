@@ -219,7 +219,7 @@ def test_build_raw_shard_writes_documents_rejects_and_manifest(tmp_path: Path) -
         "documents_web": 2,
         **ExtractConfig().as_metadata(),  # the HTML extraction settings are recorded
     }
-    assert stats.as_metadata()["extract_extractor"] == "resiliparse"
+    assert stats.as_metadata()["extract_extractor"] == "hybrid"
     docs = pq.read_table(out / "documents.parquet")
     rejects = pq.read_table(out / "rejects.parquet")
     assert docs.schema == DOCUMENT_SCHEMA and rejects.schema == REJECT_SCHEMA
