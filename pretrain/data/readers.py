@@ -41,7 +41,7 @@ from email.parser import BytesHeaderParser
 from typing import Any
 
 from pretrain import storage
-from pretrain.data.records import RawFile, lost, reject
+from pretrain.data.records import KINDS, RawFile, is_reject, lost, reject, writable  # noqa: F401 (re-exported)
 from pretrain.data.streams import MAX_LINE_BYTES, LineTooLong, Resynced, open_stream
 from pretrain.data.warc import iter_warc
 from pretrain.errors import DataError
