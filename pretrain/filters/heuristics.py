@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from pretrain.errors import ConfigError
 from pretrain.filters.base import Document, Filter, Rejection, is_code
+from pretrain.filters.text import weighted_length
 
 NO_SPACE_LANGUAGES = frozenset({"zh", "ja", "th", "lo", "km", "my", "bo", "wuu", "yue", "dz"})
 _TERMINAL_PUNCT = (".", "!", "?", '"', "'", "”", "’", "。", "！", "？", ":", ";")
@@ -28,7 +29,8 @@ _TERMINAL_PUNCT = (".", "!", "?", '"', "'", "”", "’", "。", "！", "？", "
 
 @dataclass(frozen=True, kw_only=True)
 class HeuristicConfig:
-    min_chars: int = 50
+    min_chars: int = 50  # CJK/Thai characters count cjk_char_weight each
+    cjk_char_weight: float = 3.0
     max_chars: int = 1_000_000
     min_words: int = 50
     max_repeated_line_fraction: float = 0.3  # duplicate lines / non-blank lines
@@ -60,6 +62,8 @@ class HeuristicConfig:
         ):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"{name}={getattr(self, name)}: use a fraction in [0, 1]")
+        if self.cjk_char_weight < 1.0:
+            raise ConfigError(f"cjk_char_weight={self.cjk_char_weight}: use a weight >= 1")
         if self.min_words < 0 or self.max_symbol_word_ratio < 0:
             raise ConfigError("min_words and max_symbol_word_ratio must be >= 0")
 
@@ -112,7 +116,7 @@ class HeuristicFilter(Filter):
 
     def check(self, doc: Document) -> Rejection | None:
         c, s = self.config, text_stats(doc["text"])
-        if s.num_chars < c.min_chars:
+        if weighted_length(doc["text"], c.cjk_char_weight) < c.min_chars:
             return "too_short", f"{s.num_chars} chars"
         if s.num_chars > c.max_chars:
             return "too_long", f"{s.num_chars} chars"
