@@ -3,6 +3,7 @@
     pretrain plan --gpu h100 --gpus 256 --days 14          # compute plan for a budget
     pretrain plan --params 7e9 --tokens 2e12 --gpu a100    # cost of a given model
     pretrain demo [demo options]                           # same as `make demo`
+    pretrain data --source DIR [--source-name web]         # ingest → filter → dedup → mixture
     pretrain status [--root .pretrain/artifacts]           # checkpoints, health, decisions
     pretrain export CHECKPOINT_KEY OUT [--dtype bf16]      # topology-free export
 
@@ -43,6 +44,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from pretrain_assets import demo
 
     demo.main(args.rest)
+    return 0
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    from pretrain_assets import demo
+
+    summary = demo.data_summary(demo.run_data(args))
+    for key, value in summary.items():
+        print(f"  {key}: {value}")
+    print(json.dumps(summary))
     return 0
 
 
@@ -99,6 +110,42 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_data_options(
+    parser: argparse.ArgumentParser, source_default: str | None = "embedded"
+) -> None:
+    """The options shared by the demo and ``pretrain data``."""
+    parser.add_argument(
+        "--source",
+        default=source_default,
+        required=source_default is None,
+        help="'embedded', a folder or s3:// prefix",
+    )
+    parser.add_argument(
+        "--source-name", default="web", help="mixture source (and filter profile) for --source"
+    )
+    parser.add_argument(
+        "--artifact-root", default=None, help="default: $PRETRAIN_ROOT or .pretrain/artifacts"
+    )
+    parser.add_argument(
+        "--add-source",
+        action="append",
+        default=[],
+        metavar="NAME=URI",
+        help="another source (folder or s3:// prefix) with its mixture name; repeatable",
+    )
+    parser.add_argument("--shards", type=int, default=4)
+    parser.add_argument("--max-files-per-source", type=int, default=None, help="cap per source")
+    parser.add_argument(
+        "--reference",
+        action="append",
+        default=[],
+        metavar="URI",
+        help="reference-quality text (JSONL/Parquet/text) for the quality classifier; "
+        "repeatable. Without any, the classifier is skipped (heuristic quality_score)",
+    )
+    parser.add_argument("--languages", default=None, help="keep only these, e.g. 'en,de'")
+
+
 def build_parser() -> argparse.ArgumentParser:
     root = os.environ.get("PRETRAIN_ROOT", ".pretrain/artifacts")
     parser = argparse.ArgumentParser(prog="pretrain", description=__doc__.splitlines()[0])
@@ -117,6 +164,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="materialize the whole graph (as `make demo`)")
     demo.add_argument("rest", nargs=argparse.REMAINDER, help="options of pretrain_assets.demo")
     demo.set_defaults(func=cmd_demo)
+
+    data = sub.add_parser(
+        "data",
+        help="only the data stages (ingest → filter → dedup → mixture) on a folder or s3:// prefix",
+    )
+    add_data_options(data, source_default=None)
+    data.set_defaults(func=cmd_data)
 
     status = sub.add_parser("status", help="latest checkpoints, health, recovery decisions")
     status.add_argument("--root", default=root, help="artifact root")

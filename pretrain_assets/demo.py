@@ -18,6 +18,7 @@ from typing import Any
 from dagster import DagsterInstance, Definitions
 
 from pretrain.train.checkpoint import checkpoint_key, list_checkpoints
+from pretrain_assets.cli import add_data_options
 from pretrain_assets.definitions import build_definitions, default_artifact_root
 from pretrain_assets.shards import plan_source, register_shards
 from pretrain_assets.summary import format_summary
@@ -79,12 +80,27 @@ def execute(
     return out
 
 
-def run_demo(args: argparse.Namespace) -> dict[str, Any]:
-    instance = DagsterInstance.get()
-    root = args.artifact_root or default_artifact_root()
-    defs = build_definitions(artifact_root=root, nproc_per_node=args.nproc)
-    store = ArtifactStore(root=root)
-    configs = demo_run_config(args)
+def data_run_config(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """Run config of the data jobs from the options a user sets (reference text, languages)."""
+    quality: dict[str, Any] = {}
+    if getattr(args, "reference", None):
+        quality["reference_uris"] = list(args.reference)
+    filtering: dict[str, Any] = {}
+    if getattr(args, "languages", None):
+        filtering["languages"] = [x.strip() for x in args.languages.split(",") if x.strip()]
+    return {
+        "quality": {"ops": {"quality_classifier": {"config": quality}}} if quality else {},
+        "shard_pipeline": (
+            {"ops": {"filtered_shards": {"config": filtering}}} if filtering else {}
+        ),
+    }
+
+
+def run_data_stages(
+    args: argparse.Namespace, defs: Definitions, instance: DagsterInstance, store: ArtifactStore
+) -> dict[str, Any]:
+    """Register the sources' shard groups, then ingest → quality → filter → dedup per shard."""
+    configs = data_run_config(args)
     manifests = plan_source(
         args.source,
         source_name=args.source_name,
@@ -96,16 +112,39 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
         manifests += plan_source(uri, source_name=name, max_shards=args.shards)
     keys = register_shards(instance, store, manifests)
     print(f"registered {len(keys)} shard groups: {', '.join(keys)}", flush=True)
-
-    execute(defs, "plan", instance)
     per_shard: list[dict[str, dict[str, Any]]] = []
     for key in keys:
         per_shard.append(execute(defs, "ingest", instance, partition_key=key))
-    quality = execute(defs, "quality", instance)
+    quality = execute(defs, "quality", instance, run_config=configs["quality"])
+    skipped = quality.get("quality_classifier", {}).get("skipped")
+    if skipped:
+        print(f"  note: {skipped}", flush=True)
     for key, results in zip(keys, per_shard, strict=True):
-        results.update(execute(defs, "shard_pipeline", instance, partition_key=key))
+        results.update(
+            execute(
+                defs,
+                "shard_pipeline",
+                instance,
+                partition_key=key,
+                run_config=configs["shard_pipeline"],
+            )  # fmt: skip
+        )
     clusters = execute(defs, "dedup", instance)
     deduped = [execute(defs, "apply_dedup", instance, partition_key=key) for key in keys]
+    return {"shards": per_shard, "quality": quality, "clusters": clusters, "deduped": deduped}
+
+
+def run_demo(args: argparse.Namespace) -> dict[str, Any]:
+    instance = DagsterInstance.get()
+    root = args.artifact_root or default_artifact_root()
+    defs = build_definitions(artifact_root=root, nproc_per_node=args.nproc)
+    store = ArtifactStore(root=root)
+    configs = demo_run_config(args)
+    execute(defs, "plan", instance)
+    data = run_data_stages(args, defs, instance, store)
+    per_shard, quality, clusters, deduped = (
+        data["shards"], data["quality"], data["clusters"], data["deduped"]
+    )  # fmt: skip
     corpus = execute(defs, "corpus", instance, run_config=configs["corpus"])
     trained = execute(defs, "train", instance, run_config=configs["train"])
     # every checkpoint still on disk (keep-last-K pruned the oldest), then the comparison
@@ -135,22 +174,42 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def run_data(args: argparse.Namespace) -> dict[str, Any]:
+    """``pretrain data``: only the data stages, ending with the mixture (no tokenizer/training)."""
+    instance = DagsterInstance.get()
+    root = args.artifact_root or default_artifact_root()
+    defs = build_definitions(artifact_root=root)
+    store = ArtifactStore(root=root)
+    data = run_data_stages(args, defs, instance, store)
+    data["mixture"] = execute(defs, "mixture", instance)["data_mixture"]
+    data["root"] = root
+    return data
+
+
+def data_summary(data: dict[str, Any]) -> dict[str, Any]:
+    """The counts of every data stage, from the metadata Dagster recorded."""
+
+    def total(rows: list[dict], asset: str, key: str) -> int:
+        return sum(int(r.get(asset, {}).get(key, 0)) for r in rows)
+
+    shards, deduped, mixture = data["shards"], data["deduped"], data["mixture"]
+    return {
+        "raw_documents": total(shards, "raw_shards", "documents"),
+        "raw_rejected": total(shards, "raw_shards", "rejected"),
+        "filter_kept": total(shards, "filtered_shards", "kept"),
+        "filter_dropped": total(shards, "filtered_shards", "dropped"),
+        "dedup_kept": total(deduped, "deduped_shards", "kept"),
+        "train_docs": int(mixture["train_docs"]),
+        "val_docs": int(mixture["val_docs"]),
+        "quality_classifier": data["quality"].get("quality_classifier", {}).get("skipped")
+        or "trained",
+        "mixture": f"{data['root']}/data_mixture",
+    }
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--source", default="embedded", help="'embedded', a folder or s3:// prefix")
-    parser.add_argument("--source-name", default="web", help="mixture source name for --source")
-    parser.add_argument(
-        "--artifact-root", default=None, help="default: $PRETRAIN_ROOT or .pretrain/artifacts"
-    )
-    parser.add_argument(
-        "--add-source",
-        action="append",
-        default=[],
-        metavar="NAME=URI",
-        help="another source (folder or s3:// prefix) with its mixture name; repeatable",
-    )
-    parser.add_argument("--shards", type=int, default=4)
-    parser.add_argument("--max-files-per-source", type=int, default=None, help="cap per source")
+    add_data_options(parser)
     parser.add_argument("--vocab-size", type=int, default=4096)
     parser.add_argument("--seq-len", type=int, default=256)
     parser.add_argument("--steps", type=int, default=600)

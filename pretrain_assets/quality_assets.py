@@ -3,7 +3,9 @@
 Reads every materialized ``raw_shards/*/documents.parquet``, calls
 :func:`pretrain.quality.classifier.train_quality_classifier` once, and reports its held-out
 accuracy (a warning check against ``min_heldout_accuracy``). ``filtered_shards`` loads it and
-writes its score into ``quality_score``.
+writes its score into ``quality_score``. Without reference text (your own data, no
+``reference_uris``) training is skipped with a warning that says how to add some, and the
+filter falls back to the heuristic ``quality_score``.
 """
 
 from dagster import AssetCheckSpec, AssetExecutionContext, Config, MaterializeResult, asset
@@ -52,9 +54,12 @@ def quality_classifier(
     out = store.uri("quality_classifier")
     library_config = classifier_config(config)
     stats = train_quality_classifier(raw_uris, out, library_config)
+    if stats.skipped:
+        context.log.warning(stats.skipped)
     accuracy = CheckOutcome(
-        stats.heldout_accuracy >= config.min_heldout_accuracy,
-        f"held-out accuracy {stats.heldout_accuracy} (minimum {config.min_heldout_accuracy})",
+        stats.skipped is None and stats.heldout_accuracy >= config.min_heldout_accuracy,
+        stats.skipped
+        or f"held-out accuracy {stats.heldout_accuracy} (minimum {config.min_heldout_accuracy})",
         {"heldout_accuracy": stats.heldout_accuracy},
     )
     return MaterializeResult(

@@ -12,7 +12,11 @@ skipped silently, it comes out as a *reject record* carrying a stable ``reason``
         else:
             print(record["url"], len(record["text"]))
 
-Good records: ``{"text", "source", "url"}``. Reject records add ``"reason"`` and
+Good records: ``{"text", "source", "url", "source_id", "metadata"}``: ``source_id`` is the
+input's own id (JSONL/Parquet ``id``, WARC-Record-ID; ``None`` for plain text), ``metadata``
+every other input field as a JSON object string (``None`` when there is none); the record's
+own ``source`` field, if any, is kept there, since ``source`` names the mixture source.
+Reject records add ``"reason"`` and
 ``"detail"`` (``text`` may be ``None``). Reasons: ``malformed_json``, ``missing_text``,
 ``undecodable``, ``binary_content``, ``read_error`` (truncated/corrupt gzip or zstd: the
 detail names the file and how many records came before), ``warc_broken_header`` (the reader
@@ -154,6 +158,21 @@ class _Prefixed(io.RawIOBase):
         super().close()
 
 
+_NOT_METADATA = frozenset({"text", "id"})
+
+
+def provenance(obj: dict[str, Any]) -> dict[str, str | None]:
+    """``source_id`` (the record's own ``id``) and ``metadata`` (its other fields, as JSON)."""
+    record_id = obj.get("id")
+    rest = {k: v for k, v in obj.items() if k not in _NOT_METADATA}
+    return {
+        "source_id": None if record_id is None else str(record_id),
+        "metadata": json.dumps(rest, ensure_ascii=False, sort_keys=True, default=str)
+        if rest
+        else None,
+    }
+
+
 def _json_url(obj: dict[str, Any]) -> str | None:
     meta = obj.get("metadata")
     for value in (obj.get("url"), meta.get("url") if isinstance(meta, dict) else None):
@@ -188,9 +207,10 @@ def _iter_jsonl(raw: RawFile) -> Iterator[dict[str, Any]]:
             record_id = obj.get("id")
             url = _json_url(obj) or (f"{raw.uri}#{record_id}" if record_id else where)
             if not isinstance(text, str):
-                yield _reject(raw, url, "missing_text", f"'text' is {type(text).__name__}")
+                reject = _reject(raw, url, "missing_text", f"'text' is {type(text).__name__}")
+                yield {**reject, **provenance(obj)}
                 continue
-            yield {"text": text, "source": raw.source, "url": url}
+            yield {"text": text, "source": raw.source, "url": url, **provenance(obj)}
 
 
 def _iter_parquet(raw: RawFile) -> Iterator[dict[str, Any]]:
@@ -200,15 +220,13 @@ def _iter_parquet(raw: RawFile) -> Iterator[dict[str, Any]]:
         return
     row = 0
     for batch in storage.iter_table_batches(raw.uri):
-        texts = batch.column("text").to_pylist()
-        urls = batch.column("url").to_pylist() if "url" in schema_names else [None] * len(texts)
-        for text, url in zip(texts, urls, strict=True):
-            url = url or f"{raw.uri}#row{row}"
+        for obj in batch.to_pylist():
+            text, url = obj["text"], obj.get("url") or f"{raw.uri}#row{row}"
             row += 1
             if not isinstance(text, str):
-                yield _reject(raw, url, "missing_text", "null text")
+                yield {**_reject(raw, url, "missing_text", "null text"), **provenance(obj)}
             else:
-                yield {"text": text, "source": raw.source, "url": url}
+                yield {"text": text, "source": raw.source, "url": url, **provenance(obj)}
 
 
 def _parquet_columns(uri: str) -> list[str]:
@@ -264,13 +282,23 @@ def _iter_warc(raw: RawFile) -> Iterator[dict[str, Any]]:
             warc_type = headers.get("warc-type", "")
             url = headers.get("warc-target-uri", "").strip("<>") or raw.uri
             if warc_type == "conversion":  # WET: the block is already extracted text
-                yield from _decoded(raw, url, block, None, html=False)
+                for record in _decoded(raw, url, block, None, html=False):
+                    yield {**record, **_warc_provenance(headers)}
             elif warc_type == "response":
                 if not url.startswith(("http:", "https:")):
                     yield _reject(raw, url, "non_http", headers.get("content-type", ""))
                     continue
-                yield from _http_response(raw, url, block)
+                for record in _http_response(raw, url, block):
+                    yield {**record, **_warc_provenance(headers)}
             # request/metadata/warcinfo/resource records are crawl bookkeeping, not documents.
+
+
+def _warc_provenance(headers: dict[str, str]) -> dict[str, str | None]:
+    meta = {k: headers[k] for k in ("warc-date", "warc-type", "content-type") if k in headers}
+    return {
+        "source_id": headers.get("warc-record-id", "").strip("<>") or None,
+        "metadata": json.dumps(meta, sort_keys=True) if meta else None,
+    }
 
 
 class _Counting:

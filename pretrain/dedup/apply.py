@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pretrain import storage
-from pretrain.data.schema import DOCUMENT_SCHEMA, REJECT_SCHEMA
+from pretrain.data.schema import REJECT_SCHEMA, conform
 from pretrain.dedup.config import LineDedupConfig
 from pretrain.dedup.lines import remove_boilerplate
 from pretrain.errors import DataError
@@ -73,7 +73,7 @@ def apply_dedup(input_uri: str, clusters_uri: str, output_dir_uri: str) -> Dedup
     documents = storage.read_table(input_uri)
     if "id" not in documents.schema.names:
         raise DataError(f"{input_uri} has no 'id' column: not a documents table")
-    documents = documents.select(DOCUMENT_SCHEMA.names).cast(DOCUMENT_SCHEMA)
+    documents = conform(documents)  # provenance columns pass through; older shards get nulls
     clusters = storage.read_table(clusters_uri, columns=["id", "survivor_id", "reason"])
     removed = clusters.filter(pc.not_equal(clusters["id"], clusters["survivor_id"]))
 

@@ -190,7 +190,7 @@ class _SourceRules:
             )
             if rule
         ]
-        self.model = model if config.quality_model_uri else None
+        self.model = model if config.quality_model_uri and model is not None else None
         self.threshold = config.min_quality_score
         if self.model is not None and config.keep_top_fraction is not None:
             self.threshold = self.model.threshold_for_top_fraction(config.keep_top_fraction)  # type: ignore[attr-defined]
@@ -203,10 +203,18 @@ class _Rules:
         self.config = config
         self.url = UrlFilter(config.urls) if config.urls else None
         self.model = None
+        self.quality_skipped: str | None = None
         if config.quality_model_uri:
-            from pretrain.quality.classifier import QualityModel
+            from pretrain.quality.classifier import QualityModel, skipped_reason
 
-            self.model = QualityModel.load(config.quality_model_uri)
+            self.quality_skipped = skipped_reason(config.quality_model_uri)
+            if self.quality_skipped is None:
+                self.model = QualityModel.load(config.quality_model_uri)
+            elif config.min_quality_score is not None or config.keep_top_fraction is not None:
+                raise DataError(
+                    f"a quality threshold is set but {self.quality_skipped}: add reference "
+                    "text to the quality classifier or remove the threshold"
+                )
         self._by_source: dict[str, _SourceRules] = {}
 
     def of(self, doc: dict) -> _SourceRules:
@@ -300,7 +308,12 @@ def filter_shard(input_uri: str, output_dir_uri: str, config: FilterConfig) -> F
             reason_order=tuple(r for r in order if r in dropped),
         )
     storage.write_json(
-        {**asdict(stats), "config": config.as_dict(), "input": input_uri},
+        {
+            **asdict(stats),
+            "config": config.as_dict(),
+            "input": input_uri,
+            "quality_classifier_skipped": rules.quality_skipped,
+        },
         storage.join(output_dir_uri, "stats.json"),
     )
     return stats
