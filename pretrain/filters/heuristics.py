@@ -19,11 +19,15 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+import regex
+
 from pretrain.errors import ConfigError
 from pretrain.filters.base import Document, Filter, Rejection, is_code
 from pretrain.filters.text import weighted_length
 
 NO_SPACE_LANGUAGES = frozenset({"zh", "ja", "th", "lo", "km", "my", "bo", "wuu", "yue", "dz"})
+# A whitespace-separated word with a letter (str.isalpha == \p{L}), matched once, at its start.
+_ALPHA_WORD = regex.compile(r"(?<!\S)[^\s\p{L}]*+\p{L}")
 _TERMINAL_PUNCT = (".", "!", "?", '"', "'", "”", "’", "。", "！", "？", ":", ";")
 
 
@@ -96,9 +100,7 @@ def text_stats(text: str) -> TextStats:
         num_chars=len(text),
         num_words=num_words,
         mean_word_length=sum(map(len, words)) / num_words if num_words else 0.0,
-        alpha_word_fraction=(
-            sum(any(c.isalpha() for c in w) for w in words) / num_words if num_words else 0.0
-        ),
+        alpha_word_fraction=len(_ALPHA_WORD.findall(text)) / num_words if num_words else 0.0,
         symbol_word_ratio=symbols / max(1, num_words),
         ellipsis_line_fraction=sum(line.endswith(("...", "…")) for line in lines) / num_lines,
         repeated_line_fraction=duplicate_lines / num_lines if duplicate_lines else 0.0,

@@ -405,9 +405,10 @@ def _prepare(doc: dict, rules: _SourceRules, totals: Counter) -> Rejection | Non
 
 def _apply_rules(doc: dict, rules: _SourceRules) -> Rejection | None:
     config = rules.config
-    length = weighted_length(doc["text"], config.heuristics.cjk_char_weight)
-    if length < config.heuristics.min_chars:
-        return "too_short", f"{doc['num_chars']} chars (weighted {length:g})"
+    if doc["num_chars"] < config.heuristics.min_chars:  # weighting only ever adds length
+        length = weighted_length(doc["text"], config.heuristics.cjk_char_weight)
+        if length < config.heuristics.min_chars:
+            return "too_short", f"{doc['num_chars']} chars (weighted {length:g})"
     if rules.url is not None and (rejection := rules.url.check(doc)) is not None:
         return rejection
     rejection = rules.lid.decide(doc)
