@@ -48,7 +48,7 @@ def mixture_config(config: MixtureAssetConfig) -> MixtureConfig:
 @asset(
     deps=[deduped_shards],
     group_name="corpus",
-    code_version="mixture-v3",  # v3: train/val.parquet in bounded row groups
+    code_version="mixture-v4",  # v4: provenance columns (source_id, url, metadata) kept
     check_specs=[
         AssetCheckSpec("train_non_empty", asset="data_mixture"),
         AssetCheckSpec("validation_disjoint_from_train", asset="data_mixture"),
@@ -119,7 +119,7 @@ class PackingAssetConfig(Config):
 @asset(
     deps=[data_mixture, tokenizer],
     group_name="corpus",
-    code_version="packing-v2",
+    code_version="packing-v3",  # v3: ledger.source_id
     check_specs=[
         AssetCheckSpec("ledger_tokens_equal_shard_tokens", asset="packed_tokens"),
         AssetCheckSpec("validation_disjoint_from_train", asset="packed_tokens"),
