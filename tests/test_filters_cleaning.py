@@ -95,6 +95,7 @@ def test_excessive_line_removal_is_rejected_not_kept_shrunk(tmp_path: Path) -> N
     reject = pq.read_table(tmp_path / "out" / "rejects.parquet").to_pylist()[0]
     assert reject["detail"].startswith("removed ") and "c4_few_words=" in reject["detail"]
     assert reject["chars_removed"] == len(menu) - menu.count("\n")
+    assert reject["text"].startswith("Home\nShop")  # the whole text, for audit
     kept = pq.read_table(tmp_path / "out" / "documents.parquet").to_pylist()[0]
     assert kept["chars_removed"] == len("Home page") and kept["text"].startswith("The harbour")
     assert stats.chars_removed == {"c4_few_words": len("Home page")}

@@ -265,7 +265,7 @@ def filter_shard(input_uri: str, output_dir_uri: str, config: FilterConfig) -> F
                 raw_chars = doc.pop("_raw_chars")
                 removed = doc.pop("_chars_removed", None) or {}
                 doc["chars_removed"] = sum(removed.values())
-                for key in ("_words", "_chars_before"):
+                for key in ("_words", "_chars_before", "_text_before"):
                     doc.pop(key, None)
                 if decision is None:
                     chunks = _split_long(doc, rules.of(doc).config)
@@ -416,7 +416,7 @@ def _apply_rules(doc: dict, rules: _SourceRules) -> Rejection | None:
         return rejection
     if is_code(doc, config.code_sources):
         return rules.code.check(doc)
-    doc["_chars_before"] = len(doc["text"])
+    doc["_chars_before"], doc["_text_before"] = len(doc["text"]), doc["text"]
     for rule in rules.prose:
         rejection = rule.check(doc)
         if rejection is not None:
@@ -424,6 +424,7 @@ def _apply_rules(doc: dict, rules: _SourceRules) -> Rejection | None:
     removed = sum((doc.get("_chars_removed") or {}).values())
     if removed and removed > config.max_removed_fraction * doc["_chars_before"]:
         by_rule = ", ".join(f"{k}={v}" for k, v in sorted(doc["_chars_removed"].items()))
+        doc["text"] = doc["_text_before"]  # the reject shows what the rules would have cut
         return EXCESSIVE_LINE_REMOVAL, (
             f"removed {removed} of {doc['_chars_before']} chars "
             f"(> {config.max_removed_fraction:.2f}): {by_rule}"
