@@ -2,6 +2,11 @@
 
     DAGSTER_HOME=$PWD/.dagster_home .venv/bin/python -m pretrain_assets.demo
     .venv/bin/python -m pretrain_assets.demo --source /data/crawl --source-name web --steps 300
+    .venv/bin/pretrain data --source /data/crawl --source-name web   # data stages only
+
+``--reference URI`` gives the quality classifier reference text (without any it is skipped
+with a warning and ``quality_score`` is heuristic); ``--languages en,de`` keeps only those.
+``run_data`` (``pretrain data``) stops after the data stages with the ``mixture`` job.
 
 Every stage runs as a Dagster job on the project instance (visible afterwards in
 ``make ui``): ``ingest`` per shard, ``quality`` (the quality classifier), ``shard_pipeline`` per shard, ``dedup``, ``apply_dedup`` per shard,
