@@ -130,6 +130,15 @@ def test_every_reject_with_text_has_a_language_and_cjk_counts_sensibly(tmp_path:
     assert {r["id"]: r["reason"] for r in plain_rejects}["zh"] == "too_short"
 
 
+def test_all_capitals_text_gets_its_language() -> None:
+    from pretrain.filters.langid import predict
+
+    headline = "JAPAN AND THE UNITED STATES OPEN TALKS ON TRADE IN SEMICONDUCTORS NEXT WEEK"
+    [(language, score)] = predict([headline])
+    assert language == "en" and score >= 0.65
+    assert predict([headline.lower()]) == [(language, score)]
+
+
 def test_profiles_resolve_per_source_and_validate() -> None:
     config = FilterConfig(
         profiles={
