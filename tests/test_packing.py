@@ -37,8 +37,12 @@ def _corpus() -> list[dict]:
             else:
                 text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 60)))
             docs.append(
-                {"id": doc_id(text, source), "text": text, "source": source,
-                 "source_id": f"{source}:{n}"}  # fmt: skip
+                {
+                    "id": doc_id(text, source),
+                    "text": text,
+                    "source": source,
+                    "source_id": f"{source}:{n}",
+                }  # fmt: skip
             )
     return docs
 
