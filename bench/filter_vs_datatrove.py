@@ -59,7 +59,7 @@ def ensure_bench_venv() -> Path:
 
 
 def run_ours(rows: list[dict], repeats: int) -> tuple[list[float], dict[str, str | None]]:
-    from pretrain.filters.c4_fineweb import C4Filter, FineWebFilter
+    from pretrain.filters.c4_fineweb import C4Config, C4Filter, FineWebFilter
     from pretrain.filters.gopher import (
         GopherQuality,
         GopherQualityConfig,
@@ -69,8 +69,11 @@ def run_ours(rows: list[dict], repeats: int) -> tuple[list[float], dict[str, str
 
     lid = LanguageFilter(LangIdConfig(languages=("en",), min_score=0.65))
     # datatrove applies the English stop-word rule to every document: do the same here.
+    # datatrove's C4QualityFilter defaults drop lines without terminal punctuation (our default
+    # no longer does, issue 13) and judge physical lines: configure ours the same way.
+    c4 = C4Filter(C4Config(drop_lines_without_terminal_punct=True), unwrap=None)
     rules = [GopherRepetition(), GopherQuality(GopherQualityConfig(default_stop_words_language="en")),
-             C4Filter(), FineWebFilter()]  # fmt: skip
+             c4, FineWebFilter()]  # fmt: skip
 
     def one_pass() -> dict[str, str | None]:
         decisions: dict[str, str | None] = {}

@@ -37,6 +37,11 @@ corpus_job = define_asset_job(
     selection=AssetSelection.assets("data_mixture", "tokenizer", "packed_tokens"),
     description="Mixture, tokenizer and packed tokens from the deduplicated shards.",
 )
+mixture_job = define_asset_job(
+    "mixture",
+    selection=AssetSelection.assets("data_mixture"),
+    description="The training mixture alone (what `pretrain data` ends with).",
+)
 eval_job = define_asset_job(
     "evaluate",
     selection=AssetSelection.assets("eval_reports"),
@@ -68,6 +73,7 @@ ASSET_JOBS = [
     dedup_clusters_job,
     deduped_shards_job,
     corpus_job,
+    mixture_job,
     eval_job,
     compare_evals_job,
     hf_export_job,

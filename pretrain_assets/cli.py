@@ -3,7 +3,10 @@
     pretrain plan --gpu h100 --gpus 256 --days 14          # compute plan for a budget
     pretrain plan --params 7e9 --tokens 2e12 --gpu a100    # cost of a given model
     pretrain demo [demo options]                           # same as `make demo`
+    pretrain data --source DIR [--source-name web]         # ingest → filter → dedup → mixture
+    pretrain data --source DIR --filter.heuristics.min_words 20   # any data-stage setting
     pretrain status [--root .pretrain/artifacts]           # checkpoints, decisions, quarantine
+    pretrain evals fetch                                   # eval tasks from the Hugging Face Hub
     pretrain export CHECKPOINT_KEY OUT [--dtype bf16]      # topology-free export
 
 ``status`` reads the artifact store (checkpoints and their health labels, the quarantine: each
@@ -17,6 +20,9 @@ import json
 import os
 import sys
 from pathlib import Path
+
+from jobs.stages import add_stage_options
+from pretrain_assets.source_options import add_data_options
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -54,6 +60,16 @@ def cmd_evals_fetch(args: argparse.Namespace) -> int:
     return fetch.main(
         [*(["--dir", args.dir] if args.dir else []), *(["--force"] if args.force else [])]
     )
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    from pretrain_assets import demo
+
+    summary = demo.data_summary(demo.run_data(args))
+    for key, value in summary.items():
+        print(f"  {key}: {value}")
+    print(json.dumps(summary))
+    return 0
 
 
 def decisions(limit: int = 10) -> list[dict]:
@@ -147,6 +163,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     fetch.add_argument("--force", action="store_true", help="download again even if cached")
     fetch.set_defaults(func=cmd_evals_fetch)
+
+    data = sub.add_parser(
+        "data",
+        help="only the data stages (ingest → filter → dedup → mixture) on a folder or s3:// prefix",
+    )
+    add_data_options(data, source_default=None)
+    add_stage_options(data, ("raw", "quality", "filter", "dedup", "mixture"))
+    data.set_defaults(func=cmd_data)
 
     status = sub.add_parser("status", help="latest checkpoints, health, recovery decisions")
     status.add_argument("--root", default=root, help="artifact root")

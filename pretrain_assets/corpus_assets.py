@@ -20,7 +20,7 @@ MixtureRunConfig = STAGES["mixture"].config_class
 @asset(
     deps=[deduped_shards, "confirmed_quarantine"],
     group_name="corpus",
-    code_version="mixture-v4",  # v4: leaves out the confirmed quarantine
+    code_version="mixture-v4",  # v4: provenance columns kept; the confirmed quarantine left out
     check_specs=[
         AssetCheckSpec("train_non_empty", asset="data_mixture"),
         AssetCheckSpec("validation_disjoint_from_train", asset="data_mixture"),
@@ -99,7 +99,7 @@ PackingRunConfig = STAGES["packing"].config_class
 @asset(
     deps=[data_mixture, tokenizer],
     group_name="corpus",
-    code_version="packing-v2",
+    code_version="packing-v3",  # v3: ledger.source_id
     check_specs=[
         AssetCheckSpec("ledger_tokens_equal_shard_tokens", asset="packed_tokens"),
         AssetCheckSpec("validation_disjoint_from_train", asset="packed_tokens"),

@@ -37,7 +37,7 @@ RawShardsConfig = STAGES["raw"].config_class
 @asset(
     partitions_def=shard_partitions,
     group_name="data",
-    code_version="raw-v1",
+    code_version="raw-v2",  # v2: source_id + metadata
     check_specs=[
         AssetCheckSpec("non_empty", asset="raw_shards"),
         AssetCheckSpec("documents_plus_rejects_equal_records_read", asset="raw_shards"),
@@ -75,7 +75,7 @@ FilterRunConfig = STAGES["filter"].config_class
     partitions_def=shard_partitions,
     deps=[raw_shards, AssetKey("quality_classifier")],
     group_name="data",
-    code_version="filter-v2",
+    code_version="filter-v3",  # v3: paragraphs, chars_removed, profiles, LID first
     check_specs=[
         AssetCheckSpec("non_empty", asset="filtered_shards"),
         AssetCheckSpec("kept_plus_rejected_equals_input", asset="filtered_shards"),

@@ -81,7 +81,7 @@ def dedup_clusters(
     partitions_def=shard_partitions,
     deps=[filtered_shards, dedup_clusters],
     group_name="dedup",
-    code_version="dedup-apply-v2",
+    code_version="dedup-apply-v3",  # v3: provenance columns pass through
     check_specs=[
         AssetCheckSpec("non_empty", asset="deduped_shards"),
         AssetCheckSpec("kept_plus_rejected_equals_input", asset="deduped_shards"),

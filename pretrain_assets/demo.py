@@ -4,6 +4,11 @@
     .venv/bin/python -m pretrain_assets.demo --source /data/crawl --source-name web --steps 300
     .venv/bin/python -m pretrain_assets.demo --filter.heuristics.max_chars 5000000 \
         --dedup.threshold 0.7 --train.optim.lr 1e-3        # any stage setting: --help lists all
+    .venv/bin/pretrain data --source /data/crawl --source-name web   # data stages only
+
+``--reference URI`` gives the quality classifier reference text (without any it is skipped
+with a warning and ``quality_score`` is heuristic); ``--languages en,de`` keeps only those.
+``run_data`` (``pretrain data``) stops after the data stages with the ``mixture`` job.
 
 Every stage runs as a Dagster job on the project instance (visible afterwards in
 ``make ui``): ``ingest`` per shard, ``quality`` (the quality classifier), ``shard_pipeline`` per shard, ``dedup``, ``apply_dedup`` per shard,
@@ -25,6 +30,7 @@ from pretrain.checkpoint.dcp import checkpoint_key, list_checkpoints
 from pretrain_assets.definitions import build_definitions, default_artifact_root
 from pretrain_assets.orphaned_runs import fail_orphaned_runs, host_tags
 from pretrain_assets.shards import plan_source, register_shards
+from pretrain_assets.source_options import add_data_options, data_settings
 from pretrain_assets.summary import format_summary
 from resources.storage import ArtifactStore
 
@@ -41,7 +47,7 @@ def demo_settings(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
             "checkpoint": {"every_steps": max(1, args.steps // 4)},
         },
     }
-    return deep_merge(presets, stage_settings(args))
+    return deep_merge(deep_merge(presets, data_settings(args)), stage_settings(args))
 
 
 def deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
@@ -83,22 +89,14 @@ def execute(
     return out
 
 
-def run_demo(args: argparse.Namespace) -> dict[str, Any]:
-    from pretrain.eval.fetch import fetch_eval_tasks
-
-    if args.eval_dir:
-        os.environ["PRETRAIN_EVAL_DIR"] = args.eval_dir  # read by decontam and eval_reports
-    # Eval tasks first: the mixture's decontamination reads the same files. Offline, the
-    # line says so and the tasks are reported as not scored.
-    fetched = fetch_eval_tasks()
-    print(fetched.line(), flush=True)
-    instance = DagsterInstance.get()
-    for run_id in fail_orphaned_runs(instance, by="pretrain demo"):
-        print(f"run {run_id} was left STARTED by a killed process: marked failed", flush=True)
-    root = args.artifact_root or default_artifact_root()
-    defs = build_definitions(artifact_root=root, nproc_per_node=args.nproc)
-    store = ArtifactStore(root=root)
-    configs = run_configs(demo_settings(args))
+def run_data_stages(
+    args: argparse.Namespace,
+    defs: Definitions,
+    instance: DagsterInstance,
+    store: ArtifactStore,
+    configs: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
+    """Register the sources' shard groups, then ingest → quality → filter → dedup per shard."""
     manifests = plan_source(
         args.source,
         source_name=args.source_name,
@@ -110,14 +108,15 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
         manifests += plan_source(uri, source_name=name, max_shards=args.shards)
     keys = register_shards(instance, store, manifests)
     print(f"registered {len(keys)} shard groups: {', '.join(keys)}", flush=True)
-
-    execute(defs, "plan", instance, run_config=configs.get("plan"))
     per_shard: list[dict[str, dict[str, Any]]] = []
     for key in keys:
         per_shard.append(
             execute(defs, "ingest", instance, partition_key=key, run_config=configs.get("ingest"))
         )
     quality = execute(defs, "quality", instance, run_config=configs.get("quality"))
+    skipped = quality.get("quality_classifier", {}).get("skipped")
+    if skipped:
+        print(f"  note: {skipped}", flush=True)
     for key, results in zip(keys, per_shard, strict=True):
         results.update(
             execute(
@@ -130,6 +129,32 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
         )
     clusters = execute(defs, "dedup", instance, run_config=configs.get("dedup"))
     deduped = [execute(defs, "apply_dedup", instance, partition_key=key) for key in keys]
+    return {"shards": per_shard, "quality": quality, "clusters": clusters, "deduped": deduped}
+
+
+def start(args: argparse.Namespace) -> tuple[DagsterInstance, str]:
+    """The project instance (runs a killed process left STARTED marked failed) and the root."""
+    instance = DagsterInstance.get()
+    for run_id in fail_orphaned_runs(instance, by="pretrain demo"):
+        print(f"run {run_id} was left STARTED by a killed process: marked failed", flush=True)
+    return instance, args.artifact_root or default_artifact_root()
+
+
+def run_demo(args: argparse.Namespace) -> dict[str, Any]:
+    from pretrain.eval.fetch import fetch_eval_tasks
+
+    if args.eval_dir:
+        os.environ["PRETRAIN_EVAL_DIR"] = args.eval_dir  # read by decontam and eval_reports
+    # Eval tasks first: the mixture's decontamination reads the same files. Offline, the
+    # line says so and the tasks are reported as not scored.
+    fetched = fetch_eval_tasks()
+    print(fetched.line(), flush=True)
+    instance, root = start(args)
+    defs = build_definitions(artifact_root=root, nproc_per_node=args.nproc)
+    store = ArtifactStore(root=root)
+    configs = run_configs(demo_settings(args))
+    execute(defs, "plan", instance, run_config=configs.get("plan"))
+    data = run_data_stages(args, defs, instance, store, configs)
     corpus = execute(defs, "corpus", instance, run_config=configs.get("corpus"))
     trained = execute(defs, "train", instance, run_config=configs.get("train"))
     # every checkpoint still on disk (keep-last-K pruned the oldest), then the comparison
@@ -149,10 +174,7 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "root": root,
         "final_checkpoint": final_key,
-        "shards": per_shard,
-        "quality": quality,
-        "clusters": clusters,
-        "deduped": deduped,
+        **data,
         "corpus": corpus,
         "trained": trained,
         "eval": evaluated,
@@ -162,22 +184,44 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def run_data(args: argparse.Namespace) -> dict[str, Any]:
+    """``pretrain data``: only the data stages, ending with the mixture (no tokenizer/training)."""
+    instance, root = start(args)
+    defs = build_definitions(artifact_root=root)
+    store = ArtifactStore(root=root)
+    configs = run_configs(deep_merge(data_settings(args), stage_settings(args)))
+    data = run_data_stages(args, defs, instance, store, configs)
+    mixture_config = configs.get("corpus", {}).get("ops", {}).get("data_mixture")
+    run_config = {"ops": {"data_mixture": mixture_config}} if mixture_config else None
+    data["mixture"] = execute(defs, "mixture", instance, run_config=run_config)["data_mixture"]
+    data["root"] = root
+    return data
+
+
+def data_summary(data: dict[str, Any]) -> dict[str, Any]:
+    """The counts of every data stage, from the metadata Dagster recorded."""
+
+    def total(rows: list[dict], asset: str, key: str) -> int:
+        return sum(int(r.get(asset, {}).get(key, 0)) for r in rows)
+
+    shards, deduped, mixture = data["shards"], data["deduped"], data["mixture"]
+    return {
+        "raw_documents": total(shards, "raw_shards", "documents"),
+        "raw_rejected": total(shards, "raw_shards", "rejected"),
+        "filter_kept": total(shards, "filtered_shards", "kept"),
+        "filter_dropped": total(shards, "filtered_shards", "dropped"),
+        "dedup_kept": total(deduped, "deduped_shards", "kept"),
+        "train_docs": int(mixture["train_docs"]),
+        "val_docs": int(mixture["val_docs"]),
+        "quality_classifier": data["quality"].get("quality_classifier", {}).get("skipped")
+        or "trained",
+        "mixture": f"{data['root']}/data_mixture",
+    }
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--source", default="embedded", help="'embedded', a folder or s3:// prefix")
-    parser.add_argument("--source-name", default="web", help="mixture source name for --source")
-    parser.add_argument(
-        "--artifact-root", default=None, help="default: $PRETRAIN_ROOT or .pretrain/artifacts"
-    )
-    parser.add_argument(
-        "--add-source",
-        action="append",
-        default=[],
-        metavar="NAME=URI",
-        help="another source (folder or s3:// prefix) with its mixture name; repeatable",
-    )
-    parser.add_argument("--shards", type=int, default=4)
-    parser.add_argument("--max-files-per-source", type=int, default=None, help="cap per source")
+    add_data_options(parser)
     parser.add_argument("--vocab-size", type=int, default=4096)
     parser.add_argument("--seq-len", type=int, default=256)
     parser.add_argument("--steps", type=int, default=600)

@@ -3,7 +3,9 @@
 Reads every materialized ``raw_shards/*/documents.parquet``, calls
 :func:`pretrain.quality.classifier.train_quality_classifier` once, and reports its held-out
 accuracy (a warning check against ``min_heldout_accuracy``). ``filtered_shards`` loads it and
-writes its score into ``quality_score``.
+writes its score into ``quality_score``. Without reference text (your own data, no
+``reference_uris``) training is skipped with a warning that says how to add some, and the
+filter falls back to the heuristic ``quality_score``.
 """
 
 from dagster import AssetCheckSpec, AssetExecutionContext, MaterializeResult, asset
@@ -23,7 +25,7 @@ QualityClassifierRunConfig = STAGES["quality"].config_class
 @asset(
     deps=[raw_shards],
     group_name="data",
-    code_version="quality-v1",
+    code_version="quality-v2",  # v2: skipped without reference text
     check_specs=[AssetCheckSpec("heldout_accuracy_above_min", asset="quality_classifier")],
 )
 def quality_classifier(
@@ -36,9 +38,13 @@ def quality_classifier(
     inputs = sorted({uri.rsplit("/", 1)[0] for uri in raw_uris})
     ident = begin_output(context, store, out, library_config, inputs)
     stats = train_quality_classifier(raw_uris, out, library_config)
+    if stats.skipped:
+        context.log.warning(stats.skipped)
     accuracy = CheckOutcome(
-        stats.heldout_accuracy >= library_config.min_heldout_accuracy,
-        f"held-out accuracy {stats.heldout_accuracy} (minimum {library_config.min_heldout_accuracy})",
+        stats.skipped is None and stats.heldout_accuracy >= library_config.min_heldout_accuracy,
+        stats.skipped
+        or f"held-out accuracy {stats.heldout_accuracy} "
+        f"(minimum {library_config.min_heldout_accuracy})",
         {"heldout_accuracy": stats.heldout_accuracy},
     )
     return MaterializeResult(

@@ -101,6 +101,9 @@ def test_boilerplate_counts_only_surviving_documents(tmp_path: Path) -> None:
     kept = pq.read_table(out / "documents.parquet").to_pylist()
     assert [k["text"] for k in kept[:4]] == bodies
     assert all(k["num_chars"] == len(k["text"]) for k in kept)
+    # the footer line and its newline are recorded as removed, per document and in total
+    assert [k["chars_removed"] for k in kept[:4]] == [len(footer) + 1] * 4
+    assert applied.chars_removed_boilerplate == 4 * (len(footer) + 1) + len(footer)
     assert page in [k["text"] for k in kept]
     rejects = pq.read_table(out / "rejects.parquet").to_pylist()
     assert {r["reason"]: r["text"] for r in rejects}["boilerplate_only"] == footer

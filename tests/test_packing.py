@@ -36,7 +36,14 @@ def _corpus() -> list[dict]:
                 )
             else:
                 text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 60)))
-            docs.append({"id": doc_id(text, source), "text": text, "source": source})
+            docs.append(
+                {
+                    "id": doc_id(text, source),
+                    "text": text,
+                    "source": source,
+                    "source_id": f"{source}:{n}",
+                }  # fmt: skip
+            )
     return docs
 
 
@@ -96,6 +103,9 @@ def test_ledger_tiles_sequences_and_rebuilds_documents(packed):
         assert ranges[0][0] == 0 and ranges[-1][1] == SEQ_LEN
         assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:], strict=False))
     rebuilt, encoded = 0, _encoded(tmp, "train")
+    source_ids = {row["id"]: row["source_id"] for row, _ in encoded}
+    assert all(r["source_id"] == source_ids[r["doc_id"]] for r in ledger)  # provenance kept
+    assert all(r["source_id"].startswith(r["source"] + ":") for r in ledger)
     for row, ids in encoded:
         parts = sorted(pieces.get((row["id"], row["epoch"]), []))
         tokens = [t for _, part in parts for t in part]

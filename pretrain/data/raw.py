@@ -12,7 +12,8 @@ materializes each partition with :func:`build_raw_shard`::
     stats = build_raw_shard(manifests[0], ".pretrain/artifacts/raw_shards/embedded-0000")
     stats.as_metadata()  # {"files": 290, "documents": 287, "rejected_undecodable": 1, ...}
 
-Output folder: ``documents.parquet`` (DOCUMENT_SCHEMA; language and scores null),
+Output folder: ``documents.parquet`` (DOCUMENT_SCHEMA; language and scores null; the input's
+own id in ``source_id`` and its other fields in ``metadata``),
 ``rejects.parquet`` (REJECT_SCHEMA, stage ``raw``) and ``manifest.json`` (files + counts).
 """
 
@@ -191,7 +192,8 @@ def build_raw_shard(
                     rejects_out.write_rows([reject])
                     continue
                 text = record["text"]
-                row = {"text": text, "source": record["source"], "url": record["url"]}
+                row = {"text": text, "source": record["source"], "url": record["url"],
+                       "source_id": record.get("source_id"), "metadata": record.get("metadata")}  # fmt: skip
                 row["id"] = doc_id(text, row["source"], row["url"])
                 row["num_chars"] = len(text)
                 if not seen.add(key64(bytes.fromhex(row["id"]))):  # same source, url, text twice

@@ -12,7 +12,12 @@ skipped silently, it comes out as a *reject record* carrying a stable ``reason``
         else:
             print(record["url"], len(record["text"]))
 
-Good records: ``{"text", "source", "url"}``. Reject records add ``"reason"`` and
+Good records: ``{"text", "source", "url", "source_id", "metadata"}``: ``source_id`` is the
+input's own id (JSONL/Parquet ``id``, WARC-Record-ID; ``None`` for plain text), ``metadata``
+every other input field as a JSON object string (``None`` when there is none); the record's
+own ``source`` field, if any, is kept there, since ``source`` names the mixture source.
+Rejects carry the same provenance where the input could be parsed. Reject records add
+``"reason"`` and
 ``"detail"`` (``text`` may be ``None``). Reasons: ``malformed_json``, ``missing_text`` (null
 or absent), ``text_not_string`` (an int, list, object or binary ``text``), ``undecodable``,
 ``invalid_unicode`` (a lone surrogate such as a ``\ud800`` JSON escape, which no UTF-8
@@ -169,6 +174,21 @@ def _iter_jsonl(raw: RawFile) -> Iterator[dict[str, Any]]:
             yield _json_record(raw, line, where)
 
 
+_NOT_METADATA = frozenset({"text", "id"})
+
+
+def provenance(obj: dict[str, Any]) -> dict[str, str | None]:
+    """``source_id`` (the record's own ``id``) and ``metadata`` (its other fields, as JSON)."""
+    record_id = obj.get("id")
+    rest = {k: v for k, v in obj.items() if k not in _NOT_METADATA}
+    return {
+        "source_id": None if record_id is None else writable(str(record_id)),
+        "metadata": writable(json.dumps(rest, ensure_ascii=False, sort_keys=True, default=str))
+        if rest
+        else None,
+    }
+
+
 def _json_record(raw: RawFile, line: bytes, where: str) -> dict[str, Any]:
     try:
         decoded = line.decode("utf-8")
@@ -186,15 +206,17 @@ def _json_record(raw: RawFile, line: bytes, where: str) -> dict[str, Any]:
     text = obj.get("text")
     record_id = obj.get("id")
     url = _json_url(obj) or (f"{raw.uri}#{record_id}" if record_id else where)
+    origin = provenance(obj)
     if text is None:
-        return reject(raw, url, "missing_text", "'text' is absent or null")
+        return {**reject(raw, url, "missing_text", "'text' is absent or null"), **origin}
     if not isinstance(text, str):
-        return reject(raw, url, "text_not_string", f"'text' is {type(text).__name__}")
+        detail = f"'text' is {type(text).__name__}"
+        return {**reject(raw, url, "text_not_string", detail), **origin}
     record = {"text": text, "source": raw.source, "url": url}
     # Only a \uXXXX escape can put a lone surrogate into a str (decoded bytes cannot).
     if b"\\u" in line and (problem := _unicode_problem(record)):
-        return reject(raw, url, "invalid_unicode", problem, text)
-    return record
+        return {**reject(raw, url, "invalid_unicode", problem, text), **origin}
+    return {**record, **origin}
 
 
 def _iter_parquet(raw: RawFile) -> Iterator[dict[str, Any]]:
@@ -212,25 +234,45 @@ def _iter_parquet(raw: RawFile) -> Iterator[dict[str, Any]]:
         # cost its own row, not the file (pyarrow refuses the whole column otherwise).
         texts = _as_bytes(batch.column("text")) if is_string else None
         urls = _urls(batch) if "url" in schema.names else [None] * batch.num_rows
+        origins = _parquet_provenance(batch)
         for i in range(batch.num_rows):
             url = urls[i] or f"{raw.uri}#row{row}"
             row += 1
+            origin = origins[i]
             if texts is None:
                 value = batch.column("text")[i]
                 if not value.is_valid:
-                    yield reject(raw, url, "missing_text", "null text")
+                    yield {**reject(raw, url, "missing_text", "null text"), **origin}
                 else:
-                    yield reject(raw, url, "text_not_string", f"'text' column is {text_type}")
+                    detail = f"'text' column is {text_type}"
+                    yield {**reject(raw, url, "text_not_string", detail), **origin}
                 continue
             if texts[i] is None:
-                yield reject(raw, url, "missing_text", "null text")
+                yield {**reject(raw, url, "missing_text", "null text"), **origin}
                 continue
             try:
                 text = texts[i].decode("utf-8")
             except UnicodeDecodeError as exc:
-                yield reject(raw, url, "undecodable", f"invalid UTF-8 at byte {exc.start}")
+                detail = f"invalid UTF-8 at byte {exc.start}"
+                yield {**reject(raw, url, "undecodable", detail), **origin}
                 continue
-            yield {"text": text, "source": raw.source, "url": url}
+            yield {"text": text, "source": raw.source, "url": url, **origin}
+
+
+def _parquet_provenance(batch: Any) -> list[dict[str, str | None]]:
+    """Per row, the provenance of every column but ``text`` (a column that cannot be read as
+    Python values, e.g. invalid UTF-8, is left out of ``metadata``)."""
+    rows: list[dict[str, Any]] = [{} for _ in range(batch.num_rows)]
+    for name in batch.schema.names:
+        if name == "text":
+            continue
+        try:
+            values = batch.column(name).to_pylist()
+        except (UnicodeDecodeError, ValueError):
+            continue
+        for row, value in zip(rows, values, strict=True):
+            row[name] = value
+    return [provenance(row) for row in rows]
 
 
 def _as_bytes(column: Any) -> list[bytes | None]:

@@ -1,6 +1,10 @@
 """The document data contract shared by every data stage.
 
-Documents are Parquet, one row per document. Rejected documents go to a sibling
+Documents are Parquet, one row per document. ``id`` is our content hash; ``source_id`` is the
+input record's own id (JSONL/Parquet ``id``, WARC-Record-ID), ``source`` the mixture source
+name, ``url`` where the text came from, and ``metadata`` every other field of the input
+record as a JSON object (the input's own ``source`` field included), so outputs join back
+to the user's records. Rejected documents go to a sibling
 ``rejects`` table with the same columns plus ``stage``, ``reason`` and ``detail``, so that
 ``documents in = kept + rejected`` can always be reconciled.
 """
@@ -21,6 +25,10 @@ DOCUMENT_SCHEMA = pa.schema(
         ("language_score", pa.float32()),
         ("quality_score", pa.float32()),
         ("num_chars", pa.int64()),
+        # provenance: the input record's own id, and its other fields as a JSON object
+        ("source_id", pa.string()),
+        ("metadata", pa.string()),
+        ("chars_removed", pa.int64()),  # characters line rules cut from the text (filter)
     ]
 )
 
@@ -38,6 +46,17 @@ def doc_id(text: str, source: str = "", url: str = "") -> str:
         h.update(part.encode("utf-8", "surrogatepass"))
         h.update(b"\x00")
     return h.hexdigest()
+
+
+def conform(table: pa.Table, schema: pa.Schema = DOCUMENT_SCHEMA) -> pa.Table:
+    """``table`` with ``schema``'s columns in order; columns it lacks (older shards) are null."""
+    columns = [
+        table[name].cast(field.type)
+        if name in table.schema.names
+        else pa.nulls(table.num_rows, field.type)
+        for name, field in zip(schema.names, schema, strict=True)
+    ]
+    return pa.Table.from_arrays(columns, schema=schema) if columns else table
 
 
 def empty_documents() -> pa.Table:

@@ -14,6 +14,7 @@ intact member; a record longer than the line cap is skipped without being held::
 
 from __future__ import annotations
 
+import json
 import re
 import zlib
 from collections.abc import Iterator
@@ -51,14 +52,26 @@ def _warc_documents(
         return
     warc_type = headers.get("warc-type", "")
     url = headers.get("warc-target-uri", "").strip("<>") or raw.uri
+    origin = _warc_provenance(headers)
     if warc_type == "conversion":  # WET: the block is already extracted text
-        yield from _decoded(raw, url, block, None, html=None)
+        for record in _decoded(raw, url, block, None, html=None):
+            yield {**record, **origin}
     elif warc_type == "response":
         if not url.startswith(("http:", "https:")):
             yield reject(raw, url, "non_http", headers.get("content-type", ""))
             return
-        yield from _http_response(raw, url, block, extract)
+        for record in _http_response(raw, url, block, extract):
+            yield {**record, **origin}
     # request/metadata/warcinfo/resource records are crawl bookkeeping, not documents.
+
+
+def _warc_provenance(headers: dict[str, str]) -> dict[str, str | None]:
+    """``source_id`` is the WARC-Record-ID; date, type and content type go to ``metadata``."""
+    meta = {k: headers[k] for k in ("warc-date", "warc-type", "content-type") if k in headers}
+    return {
+        "source_id": headers.get("warc-record-id", "").strip("<>") or None,
+        "metadata": json.dumps(meta, sort_keys=True) if meta else None,
+    }
 
 
 def _warc_records(stream: LineStream) -> Iterator[tuple[dict[str, str], bytes]]:

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pretrain import storage
-from pretrain.data.schema import DOCUMENT_SCHEMA, REJECT_SCHEMA
+from pretrain.data.schema import REJECT_SCHEMA, conform
 from pretrain.dedup.config import LineDedupConfig
 from pretrain.dedup.lines import remove_boilerplate
 from pretrain.errors import DataError
@@ -44,6 +44,7 @@ class DedupApplyStats:
     chars_kept: int = 0
     lines_removed: int = 0  # boilerplate lines/paragraphs cut from kept documents
     documents_trimmed: int = 0  # kept documents that lost at least one boilerplate line
+    chars_removed_boilerplate: int = 0  # characters those lines held (also added per document)
 
     def __post_init__(self) -> None:
         if self.documents_in != self.kept + sum(self.removed.values()):
@@ -63,6 +64,7 @@ class DedupApplyStats:
             "chars_kept": self.chars_kept,
             "lines_removed": self.lines_removed,
             "documents_trimmed": self.documents_trimmed,
+            "chars_removed_boilerplate": self.chars_removed_boilerplate,
         }
         out.update({f"removed_{reason}": n for reason, n in sorted(self.removed.items())})
         return out
@@ -73,7 +75,7 @@ def apply_dedup(input_uri: str, clusters_uri: str, output_dir_uri: str) -> Dedup
     documents = storage.read_table(input_uri)
     if "id" not in documents.schema.names:
         raise DataError(f"{input_uri} has no 'id' column: not a documents table")
-    documents = documents.select(DOCUMENT_SCHEMA.names).cast(DOCUMENT_SCHEMA)
+    documents = conform(documents)  # provenance columns pass through; older shards get nulls
     clusters = storage.read_table(clusters_uri, columns=["id", "survivor_id", "reason"])
     removed = clusters.filter(pc.not_equal(clusters["id"], clusters["survivor_id"]))
 
@@ -90,6 +92,7 @@ def apply_dedup(input_uri: str, clusters_uri: str, output_dir_uri: str) -> Dedup
 
     kept, repeated = _drop_repeated(kept, is_removed, input_uri, clusters_uri)
     rejects = pa.concat_tables([rejects, repeated])
+    chars_before = _chars_removed(kept)
     kept, emptied, lines_removed, trimmed = _cut_boilerplate(kept, clusters_uri)
     if emptied.num_rows:
         detail = pa.array(["every line was boilerplate"] * emptied.num_rows, pa.string())
@@ -104,6 +107,7 @@ def apply_dedup(input_uri: str, clusters_uri: str, output_dir_uri: str) -> Dedup
         chars_kept=_chars(kept),
         lines_removed=lines_removed,
         documents_trimmed=trimmed,
+        chars_removed_boilerplate=_chars_removed(kept) - chars_before + _chars_removed(emptied),
     )
     storage.write_table(kept, storage.join(output_dir_uri, "documents.parquet"))
     storage.write_table(rejects, storage.join(output_dir_uri, "rejects.parquet"))
@@ -176,11 +180,23 @@ def _cut_boilerplate(kept: pa.Table, clusters_uri: str) -> tuple[pa.Table, pa.Ta
     )
     trimmed = pa.array(removed > 0)
     num_chars = pc.if_else(trimmed, pc.utf8_length(texts).cast(pa.int64()), kept["num_chars"])
+    # a line-removing rule like the filter's: add what it cut to the document's chars_removed
+    cut = pc.subtract(
+        pc.utf8_length(kept["text"]).cast(pa.int64()), pc.utf8_length(texts).cast(pa.int64())
+    )
+    chars_removed = pc.add(pc.fill_null(kept["chars_removed"], 0), pc.fill_null(cut, 0))
+    kept = kept.set_column(
+        kept.schema.get_field_index("chars_removed"), "chars_removed", chars_removed
+    )
     blank = pc.and_(trimmed, pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(texts)), 0))
     emptied = kept.filter(blank)  # original text in rejects, for audit
     kept = kept.set_column(kept.schema.get_field_index("text"), "text", texts)
     kept = kept.set_column(kept.schema.get_field_index("num_chars"), "num_chars", num_chars)
     return kept.filter(pc.invert(blank)), emptied, int(removed.sum()), int((removed > 0).sum())
+
+
+def _chars_removed(table: pa.Table) -> int:
+    return int(pc.sum(table["chars_removed"]).as_py() or 0)
 
 
 def _chars(table: pa.Table) -> int:

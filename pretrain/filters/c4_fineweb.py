@@ -1,9 +1,11 @@
 """Line-based web rules: C4 (Raffel et al. 2020) and FineWeb's quality rules (Penedo et al. 2024).
 
-C4 is a cleaner *and* a filter: it removes lines (no terminal punctuation, fewer than 3
-words, a 1000+ character word, "javascript", cookie/terms-of-use notices, Wikipedia citation
-marks) and then drops the document if what is left has fewer than 5 sentences, or if a kept
-line contains "lorem ipsum" or a curly bracket. FineWeb drops documents whose lines mostly
+C4 is a cleaner *and* a filter: it removes lines (fewer than 3 words, a 1000+ character word,
+"javascript", cookie/terms-of-use notices, Wikipedia citation marks; no terminal punctuation
+only when ``drop_lines_without_terminal_punct`` is set, off by default as in FineWeb) and then
+drops the document if what is left has fewer than 5 sentences, or if a kept line contains
+"lorem ipsum" or a curly bracket. Hard-wrapped text is judged paragraph by paragraph (see
+:mod:`.unwrap`); characters removed per line rule go to ``doc["_chars_removed"]``. FineWeb drops documents whose lines mostly
 lack terminal punctuation, are mostly short, repeat characters, or that are lists::
 
     from pretrain.filters.c4_fineweb import C4Filter, FineWebFilter
@@ -20,12 +22,14 @@ where the rules count words.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 
 from pretrain.errors import ConfigError
 from pretrain.filters.base import Document, Filter, Rejection
 from pretrain.filters.gopher import _duplicates, doc_words
 from pretrain.filters.text import TERMINAL_PUNCTUATION, is_unsegmented, words
+from pretrain.filters.unwrap import Paragraph, UnwrapConfig, join_paragraphs, paragraphs
 
 _CITATION = re.compile(r"\[\d*]|\[edit]|\[citation needed]")
 _C4_END = (".", "?", "!", '"', "'")
@@ -41,7 +45,8 @@ class C4Config:
     min_words_per_line: int = 3
     max_word_length: int = 1000
     remove_citations: bool = True
-    drop_lines_without_terminal_punct: bool = True
+    # Off by default, as in FineWeb: it assumes one paragraph per line and guts wrapped text.
+    drop_lines_without_terminal_punct: bool = False
     drop_lorem_ipsum: bool = True
     drop_javascript_lines: bool = True
     drop_curly_bracket: bool = True
@@ -66,47 +71,72 @@ def count_sentences(line: str, *, unsegmented: bool = False) -> int:
 
 
 class C4Filter(Filter):
-    """Removes C4's bad lines from ``doc["text"]`` in place, then applies the document rules."""
+    """Removes C4's bad lines from ``doc["text"]`` in place, then applies the document rules.
+
+    Lines are judged as paragraphs (:func:`pretrain.filters.unwrap.paragraphs`): a hard-wrapped
+    paragraph is kept or removed whole. The characters each line rule removed are added to
+    ``doc["_chars_removed"]`` (``{rule: chars}``) so the pipeline can report and bound them.
+    """
 
     name = "c4"
 
-    def __init__(self, config: C4Config | None = None) -> None:
+    def __init__(self, config: C4Config | None = None, unwrap: UnwrapConfig | None = None) -> None:
         self.config = config or C4Config()
+        self.unwrap = unwrap
 
     def check(self, doc: Document) -> Rejection | None:
         c = self.config
         unsegmented = is_unsegmented(doc.get("language"))
-        kept, sentences = [], 0
-        for raw_line in doc["text"].splitlines():
-            line = raw_line.strip()
-            line_words = line.split()
-            if any(len(w) > c.max_word_length for w in line_words):
-                continue
-            if c.remove_citations:
-                line = _CITATION.sub("", line)
-            if c.drop_lines_without_terminal_punct and (
-                not line.endswith(TERMINAL_PUNCTUATION if unsegmented else _C4_END)
-                or line.endswith("...")
-            ):
-                continue
-            num_words = len(words(line, unsegmented=True)) if unsegmented else len(line_words)
-            if num_words < c.min_words_per_line:
-                continue
-            lower = line.lower()
-            if c.drop_lorem_ipsum and "lorem ipsum" in lower:
-                return "c4_lorem_ipsum", line[:80]
-            if c.drop_javascript_lines and "javascript" in lower:
-                continue
-            if c.drop_curly_bracket and "{" in line:
-                return "c4_curly_bracket", line[:80]
-            if c.drop_policy_lines and any(p in lower for p in _POLICY):
+        kept: list[Paragraph] = []
+        removed: Counter[str] = Counter()
+        sentences = 0
+        for paragraph in paragraphs(doc["text"], self.unwrap):
+            line = paragraph.joined
+            reason = None
+            if any(len(w) > c.max_word_length for w in line.split()):
+                reason = "c4_long_word"
+            elif c.remove_citations and _CITATION.search(line):
+                cleaned = tuple(_CITATION.sub("", part) for part in paragraph.lines)
+                removed["c4_citation"] += paragraph.num_chars - sum(map(len, cleaned))
+                paragraph = Paragraph(cleaned, paragraph.blank_before)
+                line = paragraph.joined
+            if reason is None:
+                reason = self._line_reason(line, unsegmented)
+            if reason in ("c4_lorem_ipsum", "c4_curly_bracket"):
+                return reason, line[:80]
+            if reason is not None:
+                removed[reason] += paragraph.num_chars
                 continue
             if c.min_sentences:
                 sentences += count_sentences(line, unsegmented=unsegmented)
-            kept.append(line)
+            kept.append(paragraph)
         if sentences < c.min_sentences:
             return "c4_too_few_sentences", f"{sentences} sentences"
-        doc["text"] = "\n".join(kept).strip()
+        doc["text"] = join_paragraphs(kept).strip()
+        if removed:
+            doc.setdefault("_chars_removed", Counter()).update(+removed)
+        return None
+
+    def _line_reason(self, line: str, unsegmented: bool) -> str | None:
+        """Why C4 removes this line (or drops the document), else ``None``."""
+        c = self.config
+        if c.drop_lines_without_terminal_punct and (
+            not line.endswith(TERMINAL_PUNCTUATION if unsegmented else _C4_END)
+            or line.endswith("...")
+        ):
+            return "c4_no_terminal_punct"
+        num_words = len(words(line, unsegmented=True)) if unsegmented else len(line.split())
+        if num_words < c.min_words_per_line:
+            return "c4_few_words"
+        lower = line.lower()
+        if c.drop_lorem_ipsum and "lorem ipsum" in lower:
+            return "c4_lorem_ipsum"
+        if c.drop_javascript_lines and "javascript" in lower:
+            return "c4_javascript"
+        if c.drop_curly_bracket and "{" in line:
+            return "c4_curly_bracket"
+        if c.drop_policy_lines and any(p in lower for p in _POLICY):
+            return "c4_policy"
         return None
 
 

@@ -36,6 +36,8 @@ class FilterStats:
     chars_kept: int  # raw characters of the kept documents
     dropped_chars: dict[str, int] = field(default_factory=dict)
     chars_out: int = 0  # characters of the kept documents after cleaning
+    chars_removed: dict[str, int] = field(default_factory=dict)  # by line rule, kept documents
+    chunks_added: int = 0  # extra rows from long documents split into chunks
     kept_by_source: dict[str, int] = field(default_factory=dict)
     kept_by_language: dict[str, int] = field(default_factory=dict)
     pii_masked: dict[str, int] = field(default_factory=dict)
@@ -43,10 +45,10 @@ class FilterStats:
     reason_order: tuple[str, ...] = ()  # reasons in pipeline order, for the funnel chart
 
     def __post_init__(self) -> None:
-        if self.documents_in != self.kept + sum(self.dropped.values()):
+        if self.documents_in + self.chunks_added != self.kept + sum(self.dropped.values()):
             raise DataError(
-                f"filter accounting broken: {self.documents_in} in != {self.kept} kept + "
-                f"{sum(self.dropped.values())} dropped"
+                f"filter accounting broken: {self.documents_in} in + {self.chunks_added} "
+                f"chunks added != {self.kept} kept + {sum(self.dropped.values())} dropped"
             )
         if self.dropped_chars and self.chars_in != self.chars_kept + sum(
             self.dropped_chars.values()
@@ -60,14 +62,21 @@ class FilterStats:
         out: dict[str, Any] = {
             "documents_in": self.documents_in,
             "kept": self.kept,
-            "dropped": self.documents_in - self.kept,
-            "keep_rate": round(self.kept / self.documents_in, 6) if self.documents_in else 0.0,
+            "dropped": sum(self.dropped.values()),
+            "chunks_added": self.chunks_added,
+            "chars_removed": sum(self.chars_removed.values()),
+            "keep_rate": (
+                round((self.kept - self.chunks_added) / self.documents_in, 6)
+                if self.documents_in
+                else 0.0
+            ),
             "chars_in": self.chars_in,
             "chars_kept": self.chars_kept,
             "chars_out": self.chars_out,
             "mojibake_repaired": self.mojibake_repaired,
         }
         out.update({f"dropped_{reason}": n for reason, n in sorted(self.dropped.items())})
+        out.update({f"chars_removed_{rule}": n for rule, n in sorted(self.chars_removed.items())})
         out.update({f"kept_{src}": n for src, n in sorted(self.kept_by_source.items())})
         out.update({f"pii_{kind}": n for kind, n in sorted(self.pii_masked.items())})
         top = sorted(self.kept_by_language.items(), key=lambda kv: (-kv[1], str(kv[0])))[:10]
@@ -94,6 +103,8 @@ def aggregate(stats: list[FilterStats]) -> FilterStats:
         chars_kept=sum(s.chars_kept for s in stats),
         dropped_chars=total("dropped_chars"),
         chars_out=sum(s.chars_out for s in stats),
+        chars_removed=total("chars_removed"),
+        chunks_added=sum(s.chunks_added for s in stats),
         kept_by_source=total("kept_by_source"),
         kept_by_language=total("kept_by_language"),
         pii_masked=total("pii_masked"),
@@ -124,7 +135,12 @@ def funnel_markdown(stats: FilterStats, width: int = 30) -> str:
         bar = "█" * round(width * left / stats.documents_in) if stats.documents_in else ""
         chars = stats.dropped_chars.get(reason, "")
         lines.append(f"| {reason} | {stats.dropped[reason]} | {chars} | {left} | {bar} |")
-    lines.append(f"| **kept** | | | **{stats.kept}** | |")
+    lines.append(f"| **kept** | | | **{stats.kept - stats.chunks_added}** | |")
+    if stats.chunks_added:
+        lines.append(f"| split into chunks (+rows) | | | +{stats.chunks_added} | |")
+    if stats.chars_removed:
+        lines += ["", "| line rule | chars removed from kept documents |", "|---|---:|"]
+        lines += [f"| {rule} | {n} |" for rule, n in sorted(stats.chars_removed.items())]
     return "\n".join(lines)
 
 
@@ -136,10 +152,11 @@ def funnel_reconciles(raw_documents_uri: str, output_dir_uri: str) -> CheckOutco
     reasons = storage.read_table(rejects_uri, columns=["reason"]).column("reason")
     by_reason = {r["values"]: r["counts"] for r in pc.value_counts(reasons).to_pylist()}
     stats = storage.read_json(storage.join(output_dir_uri, "stats.json"))
-    passed = rows_in == kept + len(reasons) and by_reason == stats["dropped"]
+    chunks = stats.get("chunks_added", 0)
+    passed = rows_in + chunks == kept + len(reasons) and by_reason == stats["dropped"]
     return CheckOutcome(
         passed,
-        f"in={rows_in} kept={kept} rejected={len(reasons)}; per-reason counts "
+        f"in={rows_in} (+{chunks} chunks) kept={kept} rejected={len(reasons)}; per-reason counts "
         f"{'match' if by_reason == stats['dropped'] else 'differ from'} stats.json",
         {"rows_in": rows_in, "kept": kept, "rejected": len(reasons)},
     )

@@ -19,16 +19,22 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+import regex
+
 from pretrain.errors import ConfigError
 from pretrain.filters.base import Document, Filter, Rejection, is_code
+from pretrain.filters.text import weighted_length
 
 NO_SPACE_LANGUAGES = frozenset({"zh", "ja", "th", "lo", "km", "my", "bo", "wuu", "yue", "dz"})
+# A whitespace-separated word with a letter (str.isalpha == \p{L}), matched once, at its start.
+_ALPHA_WORD = regex.compile(r"(?<!\S)[^\s\p{L}]*+\p{L}")
 _TERMINAL_PUNCT = (".", "!", "?", '"', "'", "”", "’", "。", "！", "？", ":", ";")
 
 
 @dataclass(frozen=True, kw_only=True)
 class HeuristicConfig:
-    min_chars: int = 50
+    min_chars: int = 50  # CJK/Thai characters count cjk_char_weight each
+    cjk_char_weight: float = 3.0
     max_chars: int = 1_000_000
     min_words: int = 50
     max_repeated_line_fraction: float = 0.3  # duplicate lines / non-blank lines
@@ -60,6 +66,8 @@ class HeuristicConfig:
         ):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"{name}={getattr(self, name)}: use a fraction in [0, 1]")
+        if self.cjk_char_weight < 1.0:
+            raise ConfigError(f"cjk_char_weight={self.cjk_char_weight}: use a weight >= 1")
         if self.min_words < 0 or self.max_symbol_word_ratio < 0:
             raise ConfigError("min_words and max_symbol_word_ratio must be >= 0")
 
@@ -92,9 +100,7 @@ def text_stats(text: str) -> TextStats:
         num_chars=len(text),
         num_words=num_words,
         mean_word_length=sum(map(len, words)) / num_words if num_words else 0.0,
-        alpha_word_fraction=(
-            sum(any(c.isalpha() for c in w) for w in words) / num_words if num_words else 0.0
-        ),
+        alpha_word_fraction=len(_ALPHA_WORD.findall(text)) / num_words if num_words else 0.0,
         symbol_word_ratio=symbols / max(1, num_words),
         ellipsis_line_fraction=sum(line.endswith(("...", "…")) for line in lines) / num_lines,
         repeated_line_fraction=duplicate_lines / num_lines if duplicate_lines else 0.0,
@@ -112,7 +118,7 @@ class HeuristicFilter(Filter):
 
     def check(self, doc: Document) -> Rejection | None:
         c, s = self.config, text_stats(doc["text"])
-        if s.num_chars < c.min_chars:
+        if weighted_length(doc["text"], c.cjk_char_weight) < c.min_chars:
             return "too_short", f"{s.num_chars} chars"
         if s.num_chars > c.max_chars:
             return "too_long", f"{s.num_chars} chars"

@@ -1,17 +1,29 @@
 """The filter stage: raw shard in → cleaned, language-tagged, filtered, PII-masked shard out.
 
-Per document, in order (the first rule that fires decides the reason):
+Each source gets its profile (:mod:`.profiles`: ``FilterConfig.profiles``, resolved with
+:meth:`FilterConfig.for_source`). Per document, in order (the first rule that fires decides
+the reason):
 
-1. null text → ``empty``; more than ``heuristics.max_chars`` → ``too_long`` (before any work);
-   mostly control characters / U+FFFD → ``binary_content``
-2. mojibake repair, NFKC + whitespace normalization; blank → ``empty``; ``too_short``
-3. URL blocklist / adult-spam URL patterns / URL dedup (``url_*``, ``duplicate_url``)
-4. fastText LID-176 (batched): ``low_language_score``, ``wrong_language``
-5. code (``code_sources``): the code rules of :mod:`.heuristics` only; prose: Gopher
-   repetition → Gopher quality → C4 (removes bad lines) → FineWeb → toxicity word lists
-6. ``quality_score`` from the quality classifier (or the heuristic score without one);
-   ``low_quality_score`` under ``min_quality_score`` / outside ``keep_top_fraction``
-7. PII masking of the kept text (never drops)
+1. null text → ``empty``; more than ``heuristics.max_chars`` → ``too_long`` when the
+   profile's ``long_documents="reject"``; mostly control characters / U+FFFD →
+   ``binary_content``
+2. paragraph marks of hard-wrapped text (:mod:`.unwrap`), mojibake repair, NFKC + whitespace
+   normalization; blank → ``empty``
+3. fastText LID-176 (batched) on every document with text, rejected ones included, so every
+   reject but an empty one has a ``language``
+4. ``too_short`` (CJK characters weigh ``heuristics.cjk_char_weight``)
+5. URL blocklist / adult-spam URL patterns / URL dedup (``url_*``, ``duplicate_url``)
+6. ``low_language_score``, ``wrong_language``
+7. code (``code_sources``): the code rules of :mod:`.heuristics` only; prose: Gopher
+   repetition → Gopher quality → C4 (removes bad paragraphs) → FineWeb → toxicity word lists;
+   a document whose line rules removed more than ``max_removed_fraction`` of its characters →
+   ``excessive_line_removal`` (never kept shrunk); ``chars_removed`` per document and per rule
+8. ``quality_score`` (quality classifier, or the heuristic score without one) on every
+   document with text, rejects included; ``low_quality_score`` under ``min_quality_score`` /
+   outside ``keep_top_fraction``
+9. PII masking of the kept text (never drops); documents over ``max_chars`` whose profile says
+   ``long_documents="split"`` are cut into chunks of about ``chunk_chars`` at paragraph
+   boundaries (``chunks_added`` in the stats; the chunks keep ``source_id``)
 
 Batches of ``batch_size`` documents stream through, read one input row group at a time, and
 each batch's kept documents and rejects are written as they come, so peak memory is bounded by
@@ -34,12 +46,12 @@ and the row offset::
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import pyarrow as pa
 
 from pretrain import storage
-from pretrain.data.schema import DOCUMENT_SCHEMA, REJECT_SCHEMA
+from pretrain.data.schema import DOCUMENT_SCHEMA, REJECT_SCHEMA, doc_id
 from pretrain.errors import ConfigError, DataError
 from pretrain.filters.base import Filter, Rejection, is_code
 from pretrain.filters.c4_fineweb import C4Config, C4Filter, FineWebConfig, FineWebFilter
@@ -55,12 +67,22 @@ from pretrain.filters.heuristics import HeuristicConfig, HeuristicFilter, qualit
 from pretrain.filters.langid import LangIdConfig, LanguageFilter
 from pretrain.filters.normalize import NormalizeConfig, normalize_text
 from pretrain.filters.pii import PiiConfig, mask_pii
+from pretrain.filters.profiles import (
+    LONG_DOCUMENT_POLICIES,
+    SourceProfile,
+    apply_profile,
+    default_profiles,
+    long_documents_pass,
+)
+from pretrain.filters.text import weighted_length
 from pretrain.filters.toxicity import ToxicityConfig, ToxicityFilter
+from pretrain.filters.unwrap import UnwrapConfig, mark_paragraphs, split_at_paragraphs
 from pretrain.filters.urls import UrlConfig, UrlFilter
 
 STAGE = "filter"
 __all__ = ["FilterConfig", "FilterStats", "filter_shard"]
 _PRE_REASONS = ("empty", "too_long", "binary_content", "too_short")
+EXCESSIVE_LINE_REMOVAL = "excessive_line_removal"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,10 +106,32 @@ class FilterConfig:
     max_binary_fraction: float = 0.1  # control chars + U+FFFD over chars
     code_sources: tuple[str, ...] = ("code",)
     batch_size: int = 2048
+    unwrap: UnwrapConfig | None = field(default_factory=UnwrapConfig)  # None: physical lines
+    max_removed_fraction: float = 0.30  # line rules removing more → excessive_line_removal
+    long_documents: str = "reject"  # over heuristics.max_chars: "reject", "keep" or "split"
+    chunk_chars: int = 100_000  # chunk size for "split" (cut at paragraph boundaries)
+    profiles: dict[str, SourceProfile] = field(default_factory=default_profiles)
     use_quality_classifier: bool = True  # False: the heuristic score even with a model
     max_drop_rate_per_reason: float = 0.5  # asset-check bound: warn above this share of input
 
     def __post_init__(self) -> None:
+        if not 0.0 <= self.max_removed_fraction <= 1.0:
+            raise ConfigError(
+                f"max_removed_fraction={self.max_removed_fraction}: use a fraction in [0, 1]"
+            )
+        if self.long_documents not in LONG_DOCUMENT_POLICIES:
+            raise ConfigError(
+                f"long_documents={self.long_documents!r}: use one of {LONG_DOCUMENT_POLICIES}"
+            )
+        if self.chunk_chars < 1000:
+            raise ConfigError(f"chunk_chars={self.chunk_chars}: use at least 1000")
+        bad = {
+            k: type(v).__name__
+            for k, v in self.profiles.items()
+            if not isinstance(v, SourceProfile)
+        }
+        if bad:
+            raise ConfigError(f"profiles {bad}: each value must be a SourceProfile")
         for part in (self.normalize, self.langid, self.heuristics):
             if part.code_sources != self.code_sources:
                 raise ConfigError(
@@ -121,31 +165,67 @@ class FilterConfig:
     def as_dict(self) -> dict:
         return asdict(self)
 
+    def for_source(self, source: str) -> FilterConfig:
+        """This config with ``source``'s profile applied (no profile: itself)."""
+        profile = self.profiles.get(source)
+        if profile is None:
+            return long_documents_pass(replace(self, profiles={}))
+        return apply_profile(self, profile)
+
+
+class _SourceRules:
+    """The configured blocks for one source's profile."""
+
+    def __init__(self, config: FilterConfig, url: UrlFilter | None, model: object) -> None:
+        self.config = config
+        self.url = url if config.urls is not None else None
+        self.lid = LanguageFilter(config.langid)
+        self.code = HeuristicFilter(config.heuristics)
+        self.prose: list[Filter] = [
+            rule
+            for rule in (
+                config.gopher_repetition and GopherRepetition(config.gopher_repetition),
+                config.gopher_quality and GopherQuality(config.gopher_quality),
+                config.c4 and C4Filter(config.c4, config.unwrap),
+                config.fineweb and FineWebFilter(config.fineweb),
+                config.toxicity and ToxicityFilter(config.toxicity),
+            )
+            if rule
+        ]
+        self.model = model if config.quality_model_uri and model is not None else None
+        self.threshold = config.min_quality_score
+        if self.model is not None and config.keep_top_fraction is not None:
+            self.threshold = self.model.threshold_for_top_fraction(config.keep_top_fraction)  # type: ignore[attr-defined]
+
 
 class _Rules:
-    """The configured blocks for one shard (URL dedup state lives here)."""
+    """The blocks for one shard, per source (URL dedup state is shared by every source)."""
 
     def __init__(self, config: FilterConfig) -> None:
         self.config = config
         self.url = UrlFilter(config.urls) if config.urls else None
-        self.lid = LanguageFilter(config.langid)
-        self.code = HeuristicFilter(config.heuristics)
-        optional: list[tuple[object, type]] = [
-            (config.gopher_repetition, GopherRepetition),
-            (config.gopher_quality, GopherQuality),
-            (config.c4, C4Filter),
-            (config.fineweb, FineWebFilter),
-            (config.toxicity, ToxicityFilter),
-        ]
-        self.prose: list[Filter] = [cls(c) for c, cls in optional if c is not None]
         self.model = None
-        self.threshold = config.min_quality_score
+        self.quality_skipped: str | None = None
         if config.quality_model_uri:
-            from pretrain.quality.classifier import QualityModel
+            from pretrain.quality.classifier import QualityModel, skipped_reason
 
-            self.model = QualityModel.load(config.quality_model_uri)
-            if config.keep_top_fraction is not None:
-                self.threshold = self.model.threshold_for_top_fraction(config.keep_top_fraction)
+            self.quality_skipped = skipped_reason(config.quality_model_uri)
+            if self.quality_skipped is None:
+                self.model = QualityModel.load(config.quality_model_uri)
+            elif config.min_quality_score is not None or config.keep_top_fraction is not None:
+                raise DataError(
+                    f"a quality threshold is set but {self.quality_skipped}: add reference "
+                    "text to the quality classifier or remove the threshold"
+                )
+        self._by_source: dict[str, _SourceRules] = {}
+
+    def of(self, doc: dict) -> _SourceRules:
+        source = doc.get("source") or ""
+        rules = self._by_source.get(source)
+        if rules is None:
+            rules = _SourceRules(self.config.for_source(source), self.url, self.model)
+            self._by_source[source] = rules
+        return rules
 
 
 def filter_shard(input_uri: str, output_dir_uri: str, config: FilterConfig) -> FilterStats:
@@ -157,6 +237,7 @@ def filter_shard(input_uri: str, output_dir_uri: str, config: FilterConfig) -> F
     kept_sources: Counter[str] = Counter()
     kept_languages: Counter[str] = Counter()
     pii: Counter[str] = Counter()
+    chars_removed: Counter[str] = Counter()
     totals = Counter()
     offset = 0
     docs_uri = storage.join(output_dir_uri, "documents.parquet")
@@ -184,14 +265,20 @@ def filter_shard(input_uri: str, output_dir_uri: str, config: FilterConfig) -> F
             kept, rejects = [], []
             for doc, decision in zip(docs, decisions, strict=True):
                 raw_chars = doc.pop("_raw_chars")
-                doc.pop("_words", None)
+                removed = doc.pop("_chars_removed", None) or {}
+                doc["chars_removed"] = sum(removed.values())
+                for key in ("_words", "_chars_before", "_text_before"):
+                    doc.pop(key, None)
                 if decision is None:
-                    kept.append(doc)
-                    kept_sources[doc["source"]] += 1
-                    kept_languages[doc["language"]] += 1
+                    chunks = _split_long(doc, rules.of(doc).config)
+                    kept.extend(chunks)
+                    totals["chunks_added"] += len(chunks) - 1
+                    kept_sources[doc["source"]] += len(chunks)
+                    kept_languages[doc["language"]] += len(chunks)
                     pii.update(doc.pop("_pii", {}))
+                    chars_removed.update(removed)
                     totals["chars_kept"] += raw_chars
-                    totals["chars_out"] += doc["num_chars"]
+                    totals["chars_out"] += sum(c["num_chars"] for c in chunks)
                 else:
                     doc.pop("_pii", None)
                     order.setdefault(decision[0])
@@ -214,6 +301,8 @@ def filter_shard(input_uri: str, output_dir_uri: str, config: FilterConfig) -> F
             chars_kept=totals["chars_kept"],
             dropped_chars=dict(sorted(dropped_chars.items())),
             chars_out=totals["chars_out"],
+            chars_removed=dict(sorted(chars_removed.items())),
+            chunks_added=totals["chunks_added"],
             kept_by_source=dict(sorted(kept_sources.items())),
             kept_by_language=dict(sorted(kept_languages.items())),
             pii_masked=dict(sorted(pii.items())),
@@ -221,7 +310,12 @@ def filter_shard(input_uri: str, output_dir_uri: str, config: FilterConfig) -> F
             reason_order=tuple(r for r in order if r in dropped),
         )
     storage.write_json(
-        {**asdict(stats), "config": config.as_dict(), "input": input_uri},
+        {
+            **asdict(stats),
+            "config": config.as_dict(),
+            "input": input_uri,
+            "quality_classifier_skipped": rules.quality_skipped,
+        },
         storage.join(output_dir_uri, "stats.json"),
     )
     return stats
@@ -229,51 +323,77 @@ def filter_shard(input_uri: str, output_dir_uri: str, config: FilterConfig) -> F
 
 def _filter_batch(docs: list[dict], rules: _Rules, totals: Counter) -> list[Rejection | None]:
     """Decide every document of a batch; kept documents are cleaned in place."""
-    decisions: list[Rejection | None] = [_prepare(doc, rules, totals) for doc in docs]
-    alive = [d for d, decision in zip(docs, decisions, strict=True) if decision is None]
-    rules.lid.annotate_batch(alive)
+    decisions: list[Rejection | None] = [_prepare(doc, rules.of(doc), totals) for doc in docs]
+    with_text = [
+        d for d, decision in zip(docs, decisions, strict=True)
+        if d["text"] is not None and (decision is None or decision[0] != "empty")
+    ]  # fmt: skip
+    _annotate(with_text, rules)
     for i, doc in enumerate(docs):
         if decisions[i] is None:
-            decisions[i] = _apply_rules(doc, rules)
-    survivors = [
-        d for d, decision in zip(docs, decisions, strict=True)
-        if decision is None and not is_code(d, rules.config.code_sources)
-    ]  # fmt: skip
-    if rules.model is not None:
-        scores = rules.model.score([d["text"] for d in survivors])
-        for doc, score in zip(survivors, scores, strict=True):
-            doc["quality_score"] = score
+            decisions[i] = _apply_rules(doc, rules.of(doc))
+    _score(docs, decisions, rules)
     for i, doc in enumerate(docs):
         if decisions[i] is not None:
             continue
-        code = is_code(doc, rules.config.code_sources)
-        if doc.get("quality_score") is None or code:
-            doc["quality_score"] = quality_score(doc["text"], code=code)
-        elif rules.threshold is not None and doc["quality_score"] < rules.threshold:
-            decisions[i] = (
-                "low_quality_score",
-                f"{doc['quality_score']:.4f} < {rules.threshold:.4f}",
-            )
-            continue
-        if rules.config.pii is not None:
-            doc["text"], doc["_pii"] = mask_pii(doc["text"], rules.config.pii)
+        source_rules = rules.of(doc)
+        if source_rules.threshold is not None and source_rules.model is not None:
+            code = is_code(doc, source_rules.config.code_sources)
+            if not code and doc["quality_score"] < source_rules.threshold:
+                decisions[i] = (
+                    "low_quality_score",
+                    f"{doc['quality_score']:.4f} < {source_rules.threshold:.4f}",
+                )
+                continue
+        if source_rules.config.pii is not None:
+            doc["text"], doc["_pii"] = mask_pii(doc["text"], source_rules.config.pii)
         doc["num_chars"] = len(doc["text"])
     return decisions
 
 
-def _prepare(doc: dict, rules: _Rules, totals: Counter) -> Rejection | None:
+def _annotate(docs: list[dict], rules: _Rules) -> None:
+    """Language ID in one fastText call per language-ID setting (sources share it mostly)."""
+    groups: dict[int, tuple[LanguageFilter, list[dict]]] = {}
+    for doc in docs:
+        lid = rules.of(doc).lid
+        groups.setdefault(id(lid.config), (lid, []))[1].append(doc)
+    for lid, members in groups.values():
+        lid.annotate_batch(members)
+
+
+def _score(docs: list[dict], decisions: list[Rejection | None], rules: _Rules) -> None:
+    """``quality_score`` on every document with text, rejects included."""
+    scored = [d for d in docs if d["text"]]
+    prose = [
+        d for d in scored
+        if rules.of(d).model is not None and not is_code(d, rules.config.code_sources)
+    ]  # fmt: skip
+    if prose and rules.model is not None:
+        for doc, score in zip(prose, rules.model.score([d["text"] for d in prose]), strict=True):
+            doc["quality_score"] = score
+    for doc in scored:
+        if doc.get("quality_score") is None:
+            doc["quality_score"] = quality_score(
+                doc["text"], code=is_code(doc, rules.config.code_sources)
+            )
+
+
+def _prepare(doc: dict, rules: _SourceRules, totals: Counter) -> Rejection | None:
     """Cheap checks and cleaning before language ID."""
     config, text = rules.config, doc["text"]
     doc["_raw_chars"] = len(text) if text is not None else 0
     doc["quality_score"] = None
+    doc["language"] = doc["language_score"] = None
     totals["chars_in"] += doc["_raw_chars"]
     if text is None:
         return "empty", "null text"
-    if len(text) > config.heuristics.max_chars:
-        return "too_long", f"{len(text)} chars"
+    if len(text) > config.heuristics.max_chars and config.long_documents == "reject":
+        return "too_long", f"{len(text)} chars > max_chars={config.heuristics.max_chars}"
     if len(text) >= 32 and (share := binary_fraction(text)) > config.max_binary_fraction:
         return "binary_content", f"{share:.3f} control/replacement chars"
     code = is_code(doc, config.code_sources)
+    if config.unwrap is not None and not code:
+        text = mark_paragraphs(text, config.unwrap)
     if config.repair_mojibake and not code:
         repaired = fix_mojibake(text)
         totals["mojibake_repaired"] += repaired != text
@@ -282,21 +402,45 @@ def _prepare(doc: dict, rules: _Rules, totals: Counter) -> Rejection | None:
     doc["num_chars"] = len(doc["text"])
     if not doc["text"].strip():
         return "empty", f"{doc['_raw_chars']} chars before normalization"
-    if doc["num_chars"] < config.heuristics.min_chars:
-        return "too_short", f"{doc['num_chars']} chars"
-    if rules.url is not None:
-        return rules.url.check(doc)
     return None
 
 
-def _apply_rules(doc: dict, rules: _Rules) -> Rejection | None:
+def _apply_rules(doc: dict, rules: _SourceRules) -> Rejection | None:
+    config = rules.config
+    if doc["num_chars"] < config.heuristics.min_chars:  # weighting only ever adds length
+        length = weighted_length(doc["text"], config.heuristics.cjk_char_weight)
+        if length < config.heuristics.min_chars:
+            return "too_short", f"{doc['num_chars']} chars (weighted {length:g})"
+    if rules.url is not None and (rejection := rules.url.check(doc)) is not None:
+        return rejection
     rejection = rules.lid.decide(doc)
     if rejection is not None:
         return rejection
-    if is_code(doc, rules.config.code_sources):
+    if is_code(doc, config.code_sources):
         return rules.code.check(doc)
+    doc["_chars_before"], doc["_text_before"] = len(doc["text"]), doc["text"]
     for rule in rules.prose:
         rejection = rule.check(doc)
         if rejection is not None:
             return rejection
+    removed = sum((doc.get("_chars_removed") or {}).values())
+    if removed and removed > config.max_removed_fraction * doc["_chars_before"]:
+        by_rule = ", ".join(f"{k}={v}" for k, v in sorted(doc["_chars_removed"].items()))
+        doc["text"] = doc["_text_before"]  # the reject shows what the rules would have cut
+        return EXCESSIVE_LINE_REMOVAL, (
+            f"removed {removed} of {doc['_chars_before']} chars "
+            f"(> {config.max_removed_fraction:.2f}): {by_rule}"
+        )
     return None
+
+
+def _split_long(doc: dict, config: FilterConfig) -> list[dict]:
+    """``doc`` alone, or its chunks at paragraph boundaries when its profile says split."""
+    if config.long_documents != "split" or doc["num_chars"] <= config.heuristics.max_chars:
+        return [doc]
+    out = []
+    for i, chunk in enumerate(split_at_paragraphs(doc["text"], config.chunk_chars)):
+        part = {**doc, "text": chunk, "num_chars": len(chunk)}
+        part["id"] = doc_id(chunk, doc["source"], f"{doc['id']}#chunk-{i}")
+        out.append(part)
+    return out

@@ -20,13 +20,16 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pretrain import storage
+from pretrain.data.schema import DOCUMENT_SCHEMA, conform
 from pretrain.decontam import EvalNgrams
 from pretrain.errors import DataError
 from pretrain.mixture.config import MixtureConfig, hash_score
 from pretrain.mixture.report import MixtureStats, SourceMix, StageMix
 from pretrain.mixture.sampling import split_source, walk_stream
 
-_COLUMNS = ["id", "text", "source", "language", "quality_score"]
+# Every document column but per-stage bookkeeping: provenance (source_id, url, metadata) and
+# scores (quality_score, toxicity_score, ...) reach train/val.parquet and, by id, the ledger.
+_COLUMNS = [n for n in DOCUMENT_SCHEMA.names if n not in ("num_chars", "chars_removed")]
 ROW_GROUP_BYTES = 4 * 2**20  # text bytes per Parquet row group of train/val.parquet
 ROW_GROUP_ROWS = 8192  # and at most this many documents
 
@@ -37,11 +40,10 @@ def _read_documents(document_uris: list[str]) -> dict[str, list]:
     tables, files = [], []
     for uri in document_uris:
         table = storage.read_table(uri)
-        for name in ("language", "quality_score"):  # optional in hand-made inputs
-            if name not in table.column_names:
-                kind = _schema().field(name).type
-                table = table.append_column(name, pa.nulls(table.num_rows, kind))
-        tables.append(table.select(_COLUMNS).cast(_schema()))
+        missing = {"id", "text", "source"} - set(table.column_names)
+        if missing:
+            raise DataError(f"{uri} lacks columns {sorted(missing)}: not a documents table")
+        tables.append(conform(table, _schema()))  # optional columns: nulls when absent
         files += [uri] * table.num_rows
     cols = pa.concat_tables(tables).to_pydict()
     if len(set(cols["id"])) != len(cols["id"]):
@@ -62,15 +64,7 @@ def _duplicates_message(ids: list[str], files: list[str]) -> str:
 
 
 def _schema() -> pa.Schema:
-    return pa.schema(
-        [
-            ("id", pa.string()),
-            ("text", pa.string()),
-            ("source", pa.string()),
-            ("language", pa.string()),
-            ("quality_score", pa.float32()),
-        ]
-    )
+    return pa.schema([DOCUMENT_SCHEMA.field(name) for name in _COLUMNS])
 
 
 def _stage_targets(

@@ -62,6 +62,7 @@ def _tokenize_split(uri: str, stream_for, tok_json: str, eos_id: int, specials, 
     for cols, flat, lengths in encoded:
         n = len(cols["text"])
         epochs = cols.get("epoch") or [0] * n
+        source_ids = cols.get("source_id") or [None] * n
         ends = np.cumsum(lengths)
         groups: dict[TokenStream, list[int]] = {}  # rows keep their order within a stream
         for row in range(n):
@@ -77,6 +78,7 @@ def _tokenize_split(uri: str, stream_for, tok_json: str, eos_id: int, specials, 
                 [cols["source"][r] for r in rows],
                 [epochs[r] for r in rows],
                 lengths[rows],
+                [source_ids[r] for r in rows],
             )
     return counts["docs"], counts["special"]
 

@@ -24,13 +24,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 _META_SCHEMA = pa.schema(
-    [("doc_id", pa.string()), ("source", pa.string()), ("epoch", pa.int32()), ("n", pa.int64())]
-)
+    [("doc_id", pa.string()), ("source", pa.string()), ("source_id", pa.string()),
+     ("epoch", pa.int32()), ("n", pa.int64())]
+)  # fmt: skip
 LEDGER_SCHEMA = pa.schema(
     [
         ("seq_index", pa.int64()),
         ("doc_id", pa.string()),
         ("source", pa.string()),
+        ("source_id", pa.string()),  # the input record's own id (provenance)
         ("epoch", pa.int32()),
         ("token_start", pa.int32()),
         ("token_end", pa.int32()),
@@ -61,13 +63,16 @@ class TokenStream:
         sources: list[str],
         epochs: list[int],
         lengths: np.ndarray,
+        source_ids: list[str | None] | None = None,
     ) -> None:
         self._tokens.write(tokens.astype(self.dtype, copy=False).tobytes())
         self.num_tokens += len(tokens)
         self.num_docs += len(doc_ids)
         for source, n in zip(sources, lengths.tolist(), strict=True):
             self.tokens_by_source[source] = self.tokens_by_source.get(source, 0) + n
-        columns = [doc_ids, sources, pa.array(epochs, pa.int32()), pa.array(lengths, pa.int64())]
+        source_ids = source_ids if source_ids is not None else [None] * len(doc_ids)
+        columns = [doc_ids, sources, pa.array(source_ids, pa.string()),
+                   pa.array(epochs, pa.int32()), pa.array(lengths, pa.int64())]  # fmt: skip
         self._meta.write_table(pa.Table.from_arrays(columns, schema=_META_SCHEMA))
 
     def close(self) -> None:
@@ -117,6 +122,7 @@ class TokenStream:
                     pa.array(position[pieces["seq"]], pa.int64()),
                     batch.column("doc_id").take(doc),
                     batch.column("source").take(doc),
+                    batch.column("source_id").take(doc),
                     batch.column("epoch").take(doc),
                     pa.array(pieces["token_start"], pa.int32()),
                     pa.array(pieces["token_end"], pa.int32()),

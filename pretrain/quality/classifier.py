@@ -41,6 +41,7 @@ from pretrain.errors import ConfigError, DataError
 from pretrain.filters.text import words
 
 POSITIVE, NEGATIVE = "__label__hq", "__label__lq"
+MIN_EXAMPLES = 10
 QUANTILES = tuple(round(q / 100, 2) for q in range(1, 100))
 
 
@@ -61,9 +62,16 @@ class QualityClassifierConfig:
     dim: int = 32
     word_ngrams: int = 2
     seed: int = 0
+    # Too little reference text: "skip" writes a meta.json saying why (the filter then uses
+    # the heuristic quality_score) instead of a model; "error" raises DataError.
+    without_reference: str = "skip"
     min_heldout_accuracy: float = 0.7  # asset-check bound (a warning); 0.82 on the demo corpus
 
     def __post_init__(self) -> None:
+        if self.without_reference not in ("skip", "error"):
+            raise ConfigError(
+                f"without_reference={self.without_reference!r}: use 'skip' or 'error'"
+            )
         if self.negatives not in ("auto", "pool", "synthetic"):
             raise ConfigError(f"negatives={self.negatives!r}: use 'auto', 'pool' or 'synthetic'")
         if not 0.0 < self.heldout_fraction < 0.5:
@@ -83,9 +91,10 @@ class QualityClassifierStats:
     heldout_precision: float
     heldout_recall: float
     heldout_docs: int
+    skipped: str | None = None  # why no model was trained (too little reference text)
 
     def as_metadata(self) -> dict[str, Any]:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if v is not None}
 
 
 def _key(text: str, seed: int) -> bytes:
@@ -162,12 +171,27 @@ def collect_examples(
         config.negatives == "auto" and len(neg) < config.min_negatives
     ):
         kind, neg = "synthetic", [_shuffled(t, config.seed) for t in pos]
-    if len(pos) < 10 or len(neg) < 10:
-        raise DataError(
-            f"only {len(pos)} reference and {len(neg)} negative documents: add reference_uris or "
-            "reference_sources present in the raw shards"
-        )
+    if len(pos) < MIN_EXAMPLES or len(neg) < MIN_EXAMPLES:
+        raise DataError(_too_few(len(pos), len(neg), config))
     return pos, neg, kind
+
+
+def _too_few(num_pos: int, num_neg: int, config: QualityClassifierConfig) -> str:
+    return (
+        f"only {num_pos} reference and {num_neg} negative documents (need {MIN_EXAMPLES} each; "
+        f"reference_sources={list(config.reference_sources)} found in the raw shards, "
+        f"reference_uris={list(config.reference_uris)}): add reference_uris (books, "
+        "encyclopedic or curated JSONL/Parquet/text) or name a raw-shard source in "
+        "reference_sources"
+    )
+
+
+def skipped_reason(dir_uri: str) -> str | None:
+    """Why the classifier folder holds no model (training was skipped), else ``None``."""
+    meta_uri = storage.join(dir_uri, "meta.json")
+    if storage.exists(storage.join(dir_uri, "model.bin")) or not storage.exists(meta_uri):
+        return None
+    return storage.read_json(meta_uri).get("skipped")
 
 
 def _shuffled(text: str, seed: int) -> str:
@@ -184,10 +208,19 @@ def to_line(text: str) -> str:
 def train_quality_classifier(
     raw_document_uris: list[str], output_dir_uri: str, config: QualityClassifierConfig
 ) -> QualityClassifierStats:
-    """Sample, split, train, evaluate on the held-out split, and save model.bin + meta.json."""
+    """Sample, split, train, evaluate on the held-out split, and save model.bin + meta.json.
+
+    Without enough reference text and ``without_reference="skip"``: no model.bin, a meta.json
+    whose ``skipped`` says why and how to fix it, and stats with ``skipped`` set.
+    """
+    try:
+        pos, neg, kind = collect_examples(raw_document_uris, config)
+    except DataError as exc:
+        if config.without_reference != "skip" or not str(exc).startswith("only "):
+            raise
+        return _skip(str(exc), output_dir_uri, config)
     import fasttext  # heavy native import, kept lazy
 
-    pos, neg, kind = collect_examples(raw_document_uris, config)
     rows = [(POSITIVE, t) for t in pos] + [(NEGATIVE, t) for t in neg]
     cut = int(config.heldout_fraction * 2**16)
     held = [r for r in rows if int.from_bytes(_key(r[1], config.seed + 2)[:2], "big") < cut]
@@ -230,6 +263,23 @@ def train_quality_classifier(
         storage.join(output_dir_uri, "meta.json"),
     )
     return stats
+
+
+def _skip(
+    reason: str, output_dir_uri: str, config: QualityClassifierConfig
+) -> QualityClassifierStats:
+    message = f"quality classifier skipped: {reason}; quality_score falls back to the heuristic"
+    stale = storage.join(output_dir_uri, "model.bin")
+    if storage.exists(stale):  # an earlier model must not be picked up by the filter
+        fs, path = storage.filesystem(stale)
+        fs.delete_file(path)
+    storage.write_json(
+        {"skipped": message, "config": asdict(config)}, storage.join(output_dir_uri, "meta.json")
+    )
+    return QualityClassifierStats(
+        positives=0, negatives=0, negative_kind="none", heldout_accuracy=0.0,
+        heldout_precision=0.0, heldout_recall=0.0, heldout_docs=0, skipped=message,
+    )  # fmt: skip
 
 
 class QualityModel:

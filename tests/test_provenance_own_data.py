@@ -1,0 +1,148 @@
+"""Issue 13: the input's id, source, url and other fields survive every stage; own data works.
+
+The last test runs the README's command (`pretrain data --source DIR --source-name web`) in a
+subprocess with a fresh DAGSTER_HOME and artifact root, on a folder of plain JSONL that has no
+reference text for the quality classifier, exactly as a new user would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pretrain import storage
+from pretrain.data.raw import ShardManifest, build_raw_shard
+from pretrain.data.readers import RawFile, iter_records
+from pretrain.filters.pipeline import FilterConfig, filter_shard
+from pretrain.quality.classifier import (
+    QualityClassifierConfig,
+    skipped_reason,
+    train_quality_classifier,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+SENTENCES = [
+    "The river rose after three days of rain and the old bridge was closed to traffic.",
+    "Farmers in the valley moved their cattle to higher fields before the water arrived.",
+    "A new library opened near the station, with a reading room that faces the park.",
+    "The council approved a plan to plant two hundred trees along the main avenue.",
+    "Local students built a small weather station on the roof of their school.",
+    "The bakery on the corner now opens at six, an hour earlier than last year.",
+    "Engineers inspected the tunnel and found cracks that will need repairs this summer.",
+    "Volunteers cleaned the beach on Saturday and collected forty bags of rubbish.",
+    "The museum will show maps of the coast drawn by sailors two centuries ago.",
+    "A storm knocked out power to several villages, and crews worked through the night.",
+    "The orchestra announced a free concert in the square at the end of the month.",
+    "Prices at the market fell as the harvest of apples and pears came in early.",
+    "The ferry service will add a late crossing on Fridays during the holiday season.",
+    "Researchers counted more birds at the lake this spring than in any recent year.",
+    "The town's oldest shop, a hardware store, celebrated its hundredth anniversary.",
+    "Children painted a mural on the wall of the sports hall with help from artists.",
+]
+
+
+def _story(rng: random.Random) -> str:
+    return " ".join(rng.sample(SENTENCES, 9))
+
+
+def _write_jsonl(folder: Path, num_docs: int) -> list[dict]:
+    rng = random.Random(13)
+    records = [
+        {"id": f"rec-{i}", "text": _story(rng), "source": "my-crawl", "lang_hint": "en",
+         "meta": {"crawl": "2024-10", "rank": i}}
+        for i in range(num_docs)
+    ]  # fmt: skip
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "part-0.jsonl", "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(r) + "\n" for r in records)
+    return records
+
+
+def test_readers_keep_the_input_id_and_fields(tmp_path: Path) -> None:
+    records = _write_jsonl(tmp_path / "in", 3)
+    got = list(
+        iter_records(RawFile(uri=str(tmp_path / "in" / "part-0.jsonl"), source="web", kind="jsonl"))
+    )
+    assert [g["source_id"] for g in got] == ["rec-0", "rec-1", "rec-2"]
+    assert all(g["source"] == "web" for g in got)  # the mixture source
+    meta = json.loads(got[1]["metadata"])
+    assert meta == {
+        "source": "my-crawl",
+        "lang_hint": "en",
+        "meta": {"crawl": "2024-10", "rank": 1},
+    }
+    table = pa.table({"id": [7, 8], "text": [records[0]["text"], None], "url": ["u0", "u1"],
+                      "score": [0.5, 0.25]})  # fmt: skip
+    pq.write_table(table, tmp_path / "in.parquet")
+    rows = list(
+        iter_records(RawFile(uri=str(tmp_path / "in.parquet"), source="web", kind="parquet"))
+    )
+    assert rows[0]["source_id"] == "7" and json.loads(rows[0]["metadata"]) == {
+        "score": 0.5,
+        "url": "u0",
+    }
+    assert rows[1]["reason"] == "missing_text" and rows[1]["source_id"] == "8"  # rejects too
+
+
+def test_raw_and_filter_pass_provenance_and_classifier_skips_without_reference(
+    tmp_path: Path,
+) -> None:
+    _write_jsonl(tmp_path / "in", 40)
+    manifest = ShardManifest(
+        key="web-0000",
+        files=(RawFile(uri=str(tmp_path / "in" / "part-0.jsonl"), source="web", kind="jsonl"),),
+    )
+    build_raw_shard(manifest, str(tmp_path / "raw"))
+    raw_uri = str(tmp_path / "raw" / "documents.parquet")
+    qc = str(tmp_path / "qc")
+    stats = train_quality_classifier([raw_uri], qc, QualityClassifierConfig())
+    assert (
+        stats.skipped and "only 0 reference" in stats.skipped and "reference_uris" in stats.skipped
+    )
+    assert skipped_reason(qc) == stats.skipped and not (tmp_path / "qc" / "model.bin").exists()
+    filter_stats = filter_shard(raw_uri, str(tmp_path / "out"), FilterConfig(quality_model_uri=qc))
+    assert filter_stats.kept > 30
+    kept = pq.read_table(tmp_path / "out" / "documents.parquet").to_pylist()
+    assert {k["source_id"] for k in kept} <= {f"rec-{i}" for i in range(40)}
+    assert all(json.loads(k["metadata"])["source"] == "my-crawl" for k in kept)
+    assert all(k["url"].endswith("#" + k["source_id"]) and k["source"] == "web" for k in kept)
+    assert all(0.0 <= k["quality_score"] <= 1.0 for k in kept)  # the heuristic score
+    written = storage.read_json(str(tmp_path / "out" / "stats.json"))
+    assert written["quality_classifier_skipped"] == stats.skipped
+
+
+def test_readme_own_data_command_on_plain_jsonl(tmp_path: Path) -> None:
+    records = _write_jsonl(tmp_path / "my_data", 60)
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(tmp_path / "dagster_home"),
+        "PRETRAIN_ROOT": str(tmp_path / "artifacts"),
+        "PYTHONPATH": str(ROOT),
+    }
+    (tmp_path / "dagster_home").mkdir()
+    script = Path(sys.executable).with_name("pretrain")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "pretrain_assets.cli"]
+    done = subprocess.run(
+        [*command, "data", "--source", str(tmp_path / "my_data"), "--source-name", "web"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert summary["raw_documents"] == 60 and summary["raw_rejected"] == 0
+    assert summary["quality_classifier"].startswith("quality classifier skipped: only 0 reference")
+    assert summary["train_docs"] + summary["val_docs"] == summary["dedup_kept"] > 0
+    mixture = tmp_path / "artifacts" / "data_mixture"
+    rows = pq.read_table(mixture / "train.parquet").to_pylist()
+    rows += pq.read_table(mixture / "val.parquet").to_pylist()
+    by_id = {r["id"]: r for r in records}
+    for row in rows:  # joins back to the user's own records
+        original = by_id[row["source_id"]]
+        assert row["text"] == original["text"] and row["source"] == "web"
+        assert json.loads(row["metadata"])["meta"] == original["meta"]
