@@ -75,7 +75,9 @@ def test_adding_documents_never_moves_existing_ones(tmp_path, corpus):
 
 def test_realized_weights_close_to_target(tmp_path, corpus):
     weights = {"web": 0.5, "code": 0.4, "tiny": 0.1}
-    config = MixtureConfig(weights=weights, val_fraction=0.05, max_epochs={"tiny": 50.0})
+    config = MixtureConfig(
+        weights=weights, val_fraction=0.05, max_epochs={"tiny": 50.0}, decontam=None
+    )
     stats = build_mixture(write_shards(tmp_path, corpus), str(tmp_path / "out"), config)
     train = read_split(tmp_path / "out", "train")
     chars = Counter()
@@ -94,7 +96,10 @@ def test_realized_weights_close_to_target(tmp_path, corpus):
 
 def test_small_source_upsampled_to_cap_with_warning(tmp_path, corpus):
     config = MixtureConfig(
-        weights={"web": 0.5, "code": 0.3, "tiny": 0.2}, max_epochs={"tiny": 2.0}, seed=1
+        weights={"web": 0.5, "code": 0.3, "tiny": 0.2},
+        max_epochs={"tiny": 2.0},
+        seed=1,
+        decontam=None,
     )
     stats = build_mixture(write_shards(tmp_path, corpus), str(tmp_path / "out"), config)
     tiny_train = [r for r in read_split(tmp_path / "out", "train") if r["source"] == "tiny"]

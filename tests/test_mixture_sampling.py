@@ -56,7 +56,9 @@ def test_token_budget_caps_web_at_one_epoch_and_reports_too_small(tmp_path):
     chars = {s: sum(len(d["text"]) for d in docs if d["source"] == s) for s in ("web", "code")}
     budget_tokens = chars["web"] // 2  # 4 chars/token -> 2x web's characters wanted in total
     weights = {"web": 0.9, "code": 0.1}
-    stats, train = _build(tmp_path, docs, weights=weights, token_budget=budget_tokens)
+    stats, train = _build(
+        tmp_path, docs, weights=weights, token_budget=budget_tokens, decontam=None
+    )
     assert stats.budget_chars == budget_tokens * 4
     web = stats.sources["web"]
     assert (
