@@ -331,7 +331,7 @@ class TrainConfig:
 def _build(cls: type, data: Any, where: str) -> Any:
     """Rebuild a (nested) frozen dataclass from JSON data; unknown keys are an error."""
     if not isinstance(data, dict):
-        raise ConfigError(f"{where} must be a JSON object, got {type(data).__name__}")
+        raise ConfigError(f"{where} must be a JSON object, got {_describe(data)}")
     hints = typing.get_type_hints(cls)
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = set(data) - known
@@ -344,19 +344,66 @@ def _build(cls: type, data: Any, where: str) -> Any:
         raise ConfigError(f"{where}: {exc}") from exc
 
 
+def _describe(value: Any) -> str:
+    """``str '200'``, ``null``, ``bool True``: what a type error message shows of a value."""
+    if value is None:
+        return "null"
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
+
+
+# JSON scalar -> the hint it may fill. Strict on purpose: a bool never stands in for a number
+# (``True`` is an int in Python), a string never for a bool ("false" is truthy) or a number.
+_SCALARS: dict[Any, tuple[str, Any]] = {
+    bool: ("a boolean (true/false)", lambda v: isinstance(v, bool)),
+    int: ("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool)),
+    float: (
+        "a number",
+        lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    ),
+    str: ("a string", lambda v: isinstance(v, str)),
+}
+
+
 def _convert(hint: Any, value: Any, where: str) -> Any:
+    """``value`` checked strictly against ``hint`` (and lists turned into tuples); a mismatch
+    raises ``ConfigError`` naming the field: ``config.run.max_steps must be an integer, got
+    str '200'``. ``null`` is accepted only where the field is optional (``X | None``)."""
     if dataclasses.is_dataclass(hint):
         return _build(hint, value, where)
     origin = typing.get_origin(hint)
     if origin in (types.UnionType, typing.Union):
-        inner = [a for a in typing.get_args(hint) if a is not type(None)]
-        return None if value is None else _convert(inner[0], value, where)
-    if origin is tuple and isinstance(value, list | tuple):
+        args = typing.get_args(hint)
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        if len(inner) != 1:
+            raise ConfigError(f"{where}: unsupported config type {hint}")
+        return _convert(inner[0], value, where)
+    if value is None:
+        raise ConfigError(f"{where} must not be null (the field is required to have a value)")
+    if origin is tuple:
+        if not isinstance(value, list | tuple):
+            raise ConfigError(f"{where} must be a list, got {_describe(value)}")
         args = typing.get_args(hint)
         if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_convert(args[0], v, where) for v in value)
-        return tuple(_convert(a, v, where) for a, v in zip(args, value, strict=False))
-    return value
+            return tuple(_convert(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
+        if len(value) != len(args):
+            raise ConfigError(
+                f"{where} must be a list of {len(args)} values, got {len(value)}: {value!r}"
+            )
+        return tuple(
+            _convert(a, v, f"{where}[{i}]")
+            for i, (a, v) in enumerate(zip(args, value, strict=True))
+        )
+    if hint in _SCALARS:
+        expected, accepts = _SCALARS[hint]
+        if not accepts(value):
+            raise ConfigError(f"{where} must be {expected}, got {_describe(value)}")
+        return float(value) if hint is float else value
+    if hint is Any:
+        return value
+    raise ConfigError(f"{where}: unsupported config type {hint}")
 
 
 def train_config_from_overrides(**overrides: Any) -> TrainConfig:
