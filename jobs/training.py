@@ -142,6 +142,8 @@ def train_model(
             context.instance.add_dynamic_partitions(checkpoint_partitions.name, [event["key"]])
             context.log_event(checkpoint_materialization(event, context.run_id))
             summary["checkpoints"].append(event["key"])
+        elif event.get("event") == "checkpoint_damaged":  # resume fell back past it
+            summary.setdefault("damaged_checkpoints", []).append(event["path"])
         elif event.get("event") in ("finished", "stopped"):
             summary.update(event)
 

@@ -43,8 +43,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pretrain import storage
-from pretrain.errors import CheckpointError
+from pretrain.errors import CheckpointError, DataError
 from pretrain.model.config import ModelConfig
+from pretrain.train import integrity
 from pretrain.train.config import TrainConfig
 
 if TYPE_CHECKING:
@@ -113,20 +114,119 @@ def read_meta(ckpt_dir: str | Path) -> dict[str, Any]:
         raise CheckpointError(f"{path}/{META} is missing or unreadable: {exc}") from exc
 
 
-def resolve_resume(cfg: TrainConfig) -> Path | None:
-    """The checkpoint a run starts from: ``none`` -> None, ``latest`` -> newest committed
-    checkpoint of this branch (None if there is none yet), otherwise the given directory."""
+def read_commit_record(ckpt_dir: str | Path) -> dict[str, Any]:
+    """The ``_COMMITTED`` record of a checkpoint (step, key, and the files with their sizes and
+    checksums)."""
+    try:
+        record = storage.read_json(str(Path(ckpt_dir) / storage.COMMITTED))
+    except (DataError, json.JSONDecodeError) as exc:
+        raise CheckpointError(f"{ckpt_dir}: commit record missing or unreadable: {exc}") from exc
+    if not isinstance(record, dict):
+        raise CheckpointError(f"{ckpt_dir}/{storage.COMMITTED} is not a JSON object")
+    return record
+
+
+def checkpoint_problems(ckpt_dir: str | Path) -> list[str]:
+    """What is wrong with a committed checkpoint's files (sizes, then checksums, against its
+    commit record); ``[]`` when it is intact. Reads every file once (xxh3: cheap)."""
+    try:
+        record = read_commit_record(ckpt_dir)
+    except CheckpointError as exc:
+        return [str(exc)]
+    files = record.get("files")
+    if not isinstance(files, dict):
+        return [
+            "the commit record lists no file sizes or checksums (written before they were "
+            "recorded), so the files cannot be verified"
+        ]
+    return integrity.verify_files(ckpt_dir, files)
+
+
+def verify_checkpoint(ckpt_dir: str | Path) -> None:
+    """Raise ``CheckpointError`` naming every damaged file unless the checkpoint is intact."""
+    problems = checkpoint_problems(ckpt_dir)
+    if problems:
+        raise CheckpointError(f"{ckpt_dir} is damaged: " + "; ".join(problems))
+
+
+@dataclass(frozen=True, kw_only=True)
+class DamagedCheckpoint:
+    path: Path  # where it was
+    moved_to: Path | None  # where resume moved it (out of the step-* namespace), if it did
+    problems: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResumeChoice:
+    """Where a run starts and which newer checkpoints were passed over as damaged."""
+
+    path: Path | None
+    damaged: tuple[DamagedCheckpoint, ...] = ()
+
+
+def resolve_resume(cfg: TrainConfig, *, quarantine: bool = False) -> ResumeChoice:
+    """The checkpoint a run starts from, verified against its commit record.
+
+    ``none`` -> no checkpoint; ``latest`` -> the newest *intact* committed checkpoint of this
+    branch: damaged newer ones are passed over (and, with ``quarantine``, renamed to
+    ``.damaged-step-<N>`` so the branch can write those steps again; they stay for inspection).
+    Committed checkpoints that are all damaged raise rather than silently starting over. A given
+    directory must be intact (an explicit choice never falls back)."""
     if cfg.run.resume == "none":
-        return None
-    if cfg.run.resume == "latest":
-        return latest_checkpoint(cfg.checkpoint.run_root, cfg.run.branch)
-    path = Path(cfg.run.resume)
-    if not storage.is_committed(str(path)):
+        return ResumeChoice(path=None)
+    if cfg.run.resume != "latest":
+        path = Path(cfg.run.resume)
+        if not storage.is_committed(str(path)):
+            raise CheckpointError(
+                f"run.resume={cfg.run.resume!r} is not a committed checkpoint directory "
+                "(expected <run_root>/<branch>/step-<N:08d> with a _COMMITTED marker)"
+            )
+        verify_checkpoint(path)
+        return ResumeChoice(path=path)
+    damaged: list[DamagedCheckpoint] = []
+    for path in reversed(list_checkpoints(cfg.checkpoint.run_root, cfg.run.branch)):
+        problems = checkpoint_problems(path)
+        if not problems:
+            return ResumeChoice(path=path, damaged=tuple(damaged))
+        moved = quarantine_checkpoint(path) if quarantine else None
+        damaged.append(DamagedCheckpoint(path=path, moved_to=moved, problems=tuple(problems)))
+    if damaged:
         raise CheckpointError(
-            f"run.resume={cfg.run.resume!r} is not a committed checkpoint directory "
-            "(expected <run_root>/<branch>/step-<N:08d> with a _COMMITTED marker)"
+            f"branch {cfg.run.branch!r} has no intact checkpoint to resume from: "
+            + "; ".join(f"{d.path.name}: {', '.join(d.problems)}" for d in damaged)
+            + " (resume from another branch's checkpoint with run.resume=<dir>, or "
+            "run.resume=none on a new branch)"
         )
-    return path
+    return ResumeChoice(path=None)
+
+
+def quarantine_checkpoint(path: Path) -> Path:
+    """Rename a damaged checkpoint out of the ``step-*`` namespace (kept for inspection)."""
+    target = path.with_name(f".damaged-{path.name}")
+    suffix = 1
+    while target.exists():
+        target = path.with_name(f".damaged-{path.name}.{suffix}")
+        suffix += 1
+    os.rename(path, target)
+    return target
+
+
+def damage_reports(run_root: str | Path, branch: str) -> list[dict[str, Any]]:
+    """The ``checkpoint_damaged`` events of a branch (from its ``events.jsonl``), oldest first:
+    which checkpoints resume passed over, why, and where it resumed instead. For ``pretrain
+    status`` and the sensors; torch-free."""
+    events = Path(run_root) / branch / "events.jsonl"
+    if not events.exists():
+        return []
+    found = []
+    for line in events.read_text().splitlines():
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut by a crash; the others still count
+        if isinstance(event, dict) and event.get("event") == "checkpoint_damaged":
+            found.append(event)
+    return found
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -247,14 +347,21 @@ def load_checkpoint(
     proc: ProcessInfo,
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
+    verify: bool = True,
 ) -> RestoredState:
-    """Collective: restore model, optimizer and this rank's RNG states in place."""
+    """Collective: restore model, optimizer and this rank's RNG states in place.
+
+    The files are verified against the commit record first (``verify=False`` when the caller
+    has just done so, e.g. rank 0 in :func:`resolve_resume`). RNG states load with
+    ``weights_only=True``: tensors and plain data only, never pickled code."""
     import torch
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
     from pretrain.train.process import set_rng_state
 
+    if verify:
+        verify_checkpoint(path)
     meta = read_meta(path)
     saved_model = meta.get("config", {}).get("model")
     if saved_model is None or ModelConfig.from_dict(saved_model) != cfg.model:
@@ -271,7 +378,14 @@ def load_checkpoint(
     )
     rng_file = path / f"rng-rank{proc.rank:05d}.pt"
     if rng_file.exists():  # absent when resuming on more ranks than the checkpoint had
-        set_rng_state(torch.load(rng_file, weights_only=False), proc)
+        try:
+            rng = torch.load(rng_file, weights_only=True)
+        except Exception as exc:  # an UnpicklingError names the refused global
+            raise CheckpointError(
+                f"{rng_file} holds more than tensors and plain data (refused: loading it could "
+                f"run code); it was written by an older version or tampered with: {exc}"
+            ) from exc
+        set_rng_state(rng, proc)
     return RestoredState(
         path=path, step=int(meta["step"]), data_state=meta["data_state"], meta=meta
     )
@@ -288,6 +402,7 @@ def load_consolidated_model(ckpt_dir: str, model_cfg: ModelConfig | None = None)
 
     from pretrain.model.transformer import Transformer
 
+    verify_checkpoint(ckpt_dir)
     meta = read_meta(ckpt_dir)
     cfg = model_cfg or ModelConfig.from_dict(meta["config"]["model"])
     with torch.device("meta"):

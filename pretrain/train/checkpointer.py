@@ -8,7 +8,8 @@
 
 Protocol (see :mod:`pretrain.train.checkpoint` for the layout): every rank writes its shards
 and RNG state under ``<branch>/.tmp-step-<N>``; after every rank has finished, rank 0 writes
-``meta.json``, renames the folder to ``step-<N>``, writes ``_COMMITTED``, labels it healthy when
+``meta.json``, renames the folder to ``step-<N>``, writes ``_COMMITTED`` (with every file's size and
+checksum, each rank hashing its own files: :mod:`pretrain.train.integrity`), labels it healthy when
 the trainer asked for it, and prunes; then ``on_commit`` callbacks run on every rank.
 
 With ``async_save`` (``checkpoint.async_save``), ``torch.distributed.checkpoint.async_save``
@@ -41,6 +42,7 @@ from torch.distributed.checkpoint.state_dict import get_state_dict
 import pretrain
 from pretrain import storage
 from pretrain.errors import CheckpointError
+from pretrain.train import integrity
 from pretrain.train.checkpoint import (
     META,
     _single_process_quiet,
@@ -51,7 +53,7 @@ from pretrain.train.checkpoint import (
     weights_fingerprint,
 )
 from pretrain.train.config import TrainConfig
-from pretrain.train.process import ProcessInfo, barrier, rng_state
+from pretrain.train.process import ProcessInfo, all_gather_objects, barrier, rng_state
 
 CommitCallback = Callable[[Path, dict[str, Any]], None]
 
@@ -155,13 +157,28 @@ class Checkpointer:
             return None
         if flight.future is not None:
             flight.future.result()  # re-raises a failed background write
-        barrier(self.proc)
+        # each rank hashes the files it wrote (spreads the cost), rank 0 merges the lists
+        mine = integrity.digest_files(flight.tmp, integrity.rank_files(flight.tmp, self.proc.rank))
+        gathered = all_gather_objects(mine, self.proc)
         cfg = self.cfg
         if self.proc.is_main:
             storage.write_json(flight.meta, str(flight.tmp / META))
+            files = {name: rec for part in gathered for name, rec in part.items()}
+            files.update(integrity.digest_files(flight.tmp, [META]))
+            unclaimed = sorted(set(os.listdir(flight.tmp)) - set(files))
+            if unclaimed:  # a file no rank recognised would go unverified: refuse to commit
+                raise CheckpointError(
+                    f"{flight.tmp} holds files no rank claims {unclaimed}; not committing it"
+                )
             os.rename(flight.tmp, flight.final)
             storage.commit_marker(
-                str(flight.final), {"step": flight.step, "key": flight.meta["key"]}
+                str(flight.final),
+                {
+                    "step": flight.step,
+                    "key": flight.meta["key"],
+                    "checksum": integrity.CHECKSUM,
+                    "files": files,
+                },
             )
             if flight.healthy_reason:
                 mark_healthy(flight.final, flight.healthy_reason)

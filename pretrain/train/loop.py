@@ -19,6 +19,7 @@ losses bit for bit, even after a ``kill -9`` (tests/test_train_resume.py).
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -37,7 +38,13 @@ from pretrain.train.events import EventSink
 from pretrain.train.metrics import Metrics, finite_or_none, memory_gb, mfu, peak_flops_per_device
 from pretrain.train.optim import build_optimizer, lr_at
 from pretrain.train.parallel import build_model
-from pretrain.train.process import ProcessInfo, StopFlag, agree_to_stop, set_determinism
+from pretrain.train.process import (
+    ProcessInfo,
+    StopFlag,
+    agree_to_stop,
+    broadcast_from_main,
+    set_determinism,
+)
 from pretrain.train.step import train_step
 
 LOSS_WINDOW = 50
@@ -114,10 +121,23 @@ class Trainer:
     def restore(self) -> None:
         """Load the resume checkpoint (if any); refuse to rewrite an existing branch history."""
         cfg = self.cfg
-        self.parent = ckpt.resolve_resume(cfg)
+        # rank 0 verifies (and moves damaged checkpoints aside), the others follow its choice
+        choice = None
+        if self.proc.is_main:
+            choice = ckpt.resolve_resume(cfg, quarantine=True)
+            self._report_damaged(choice)
+        parent = broadcast_from_main(
+            str(choice.path) if choice and choice.path else None, self.proc
+        )
+        self.parent = Path(parent) if parent else None
         if self.parent is not None:
             restored = ckpt.load_checkpoint(
-                self.parent, cfg=cfg, proc=self.proc, model=self.model, optimizer=self.optimizer
+                self.parent,
+                cfg=cfg,
+                proc=self.proc,
+                model=self.model,
+                optimizer=self.optimizer,
+                verify=False,  # rank 0 just did
             )
             self.reader.load_state_dict(restored.data_state)
             self.step, self.tokens_seen = restored.step, int(restored.meta["tokens_seen"])
@@ -134,6 +154,28 @@ class Trainer:
             raise CheckpointError(
                 f"branch {cfg.run.branch!r} already has {ahead[-1].name}, beyond the resume "
                 f"point (step {self.step}); resume onto a new branch so no key is reused"
+            )
+
+    def _report_damaged(self, choice: ckpt.ResumeChoice) -> None:
+        """One ``checkpoint_damaged`` event and log line per damaged checkpoint passed over."""
+        for damaged in choice.damaged:
+            fallback = str(choice.path) if choice.path else None
+            print(
+                f"WARNING: checkpoint {damaged.path} is damaged ({'; '.join(damaged.problems)}); "
+                f"moved to {damaged.moved_to}; resuming from {fallback or 'scratch'}",
+                file=sys.stderr,
+                flush=True,
+            )
+            self.events.emit(
+                {
+                    "event": "checkpoint_damaged",
+                    "branch": self.cfg.run.branch,
+                    "step": ckpt.step_of(damaged.path),
+                    "path": str(damaged.path),
+                    "moved_to": str(damaged.moved_to) if damaged.moved_to else None,
+                    "problems": list(damaged.problems),
+                    "resumed_from": fallback,
+                }
             )
 
     def save(self) -> None:
