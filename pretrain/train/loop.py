@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pretrain
-from pretrain.errors import CheckpointError, ConfigError
+from pretrain.errors import CheckpointError, ConfigError, DataError
 from pretrain.model.config import flops_per_token, num_params
 from pretrain.train import checkpoint as ckpt
 from pretrain.train.callbacks import Callback, StepRecord, default_callbacks
@@ -221,6 +221,22 @@ class Trainer:
     def last_loss(self) -> float | None:
         return finite_or_none(self.loss_window[-1][1]) if self.loss_window else None
 
+    def _train_step(self, lr: float) -> Any:
+        cfg = self.cfg
+        return train_step(
+            self.model,
+            self.optimizer,
+            self.reader,
+            lr=lr,
+            accum=self.accum,
+            micro_batch=cfg.data.micro_batch_size,
+            proc=self.proc,
+            grad_clip=cfg.optim.grad_clip,
+            ignore_index=self.ignore_index,
+            z_loss_weight=cfg.optim.z_loss_weight,
+            inject_nan=self.step == cfg.run.inject_nan_at_step,
+        )
+
     def one_step(self) -> StepRecord:
         """Advance one step (train it, or consume its batch inside a skip window)."""
         cfg, proc = self.cfg, self.proc
@@ -237,19 +253,10 @@ class Trainer:
                 skipped_sequences=skipped,
             )
         started = time.perf_counter()
-        out = train_step(
-            self.model,
-            self.optimizer,
-            self.reader,
-            lr=lr,
-            accum=self.accum,
-            micro_batch=cfg.data.micro_batch_size,
-            proc=proc,
-            grad_clip=cfg.optim.grad_clip,
-            ignore_index=self.ignore_index,
-            z_loss_weight=cfg.optim.z_loss_weight,
-            inject_nan=self.step == cfg.run.inject_nan_at_step,
-        )
+        try:
+            out = self._train_step(lr)
+        except DataError as exc:  # e.g. a token id >= vocab_size: say which step read it
+            raise DataError(f"step {self.step}: {exc}") from exc
         step_time = time.perf_counter() - started
         self.tokens_seen += self.tokens_per_step
         self.loss_window.append((self.step, out.loss))
