@@ -18,6 +18,7 @@ import dataclasses
 import hashlib
 import json
 import re
+import tempfile
 import types
 import typing
 from dataclasses import dataclass
@@ -125,7 +126,13 @@ class DataConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class CheckpointConfig:
-    """Checkpoints go to ``<run_root>/<branch>/step-<N:08d>`` (local path).
+    """Checkpoints go to ``<run_root>/<branch>/step-<N:08d>``: a local path or ``s3://``.
+
+    With an ``s3://`` run root, DCP writes into ``staging_dir`` (local), the files are uploaded
+    and the commit record goes last (:mod:`pretrain.train.remote`); a resume downloads and
+    verifies the checkpoint there first. ``staging_dir`` also holds what the trainer writes
+    locally for such a run (``metrics.jsonl``, ``events.jsonl``, W&B files); default:
+    ``<system temp>/pretrain-staging/<hash of run_root>``. Ignored for a local run root.
 
     Pruning keeps the newest ``keep_last`` checkpoints plus every checkpoint labelled healthy
     and every step in ``protected_steps``. The trainer labels a checkpoint healthy when its step
@@ -141,12 +148,18 @@ class CheckpointConfig:
     protected_steps: tuple[int, ...] = ()
     healthy_every_steps: int = 0
     async_save: bool = False
+    staging_dir: str | None = None
 
     def __post_init__(self) -> None:
-        if not self.run_root or self.run_root.startswith("s3://"):
+        if not self.run_root or "://" in self.run_root and not self.run_root.startswith("s3://"):
             raise ConfigError(
-                f"checkpoint.run_root={self.run_root!r} must be a local directory (DCP writes "
-                "with a local file system writer); sync to object storage after the commit"
+                f"checkpoint.run_root={self.run_root!r} must be a local directory or an "
+                "s3://bucket/prefix URI"
+            )
+        if self.staging_dir is not None and "://" in self.staging_dir:
+            raise ConfigError(
+                f"checkpoint.staging_dir={self.staging_dir!r} must be a local directory (DCP "
+                "writes there before the upload)"
             )
         if self.every_steps <= 0 or self.keep_last <= 0:
             raise ConfigError("checkpoint.every_steps and checkpoint.keep_last must be >= 1")
@@ -286,8 +299,28 @@ class TrainConfig:
             )
 
     # -- resolved paths ---------------------------------------------------------------------
+    def is_remote(self) -> bool:
+        """Checkpoints on object storage (``s3://``), staged locally (see CheckpointConfig)."""
+        return self.checkpoint.run_root.startswith("s3://")
+
+    def local_root(self) -> Path:
+        """Where this trainer writes locally: the run root, or the staging folder of an S3 one."""
+        if not self.is_remote():
+            return Path(self.checkpoint.run_root)
+        if self.checkpoint.staging_dir:
+            return Path(self.checkpoint.staging_dir)
+        digest = hashlib.sha256(self.checkpoint.run_root.encode()).hexdigest()[:12]
+        return Path(tempfile.gettempdir()) / "pretrain-staging" / digest
+
     def branch_dir(self) -> Path:
-        return Path(self.checkpoint.run_root) / self.run.branch
+        """The branch's local folder (checkpoint staging, metrics, events)."""
+        return self.local_root() / self.run.branch
+
+    def checkpoint_uri(self, step_dir: str) -> str:
+        """Where a committed checkpoint of this branch lives (local path or ``s3://`` URI)."""
+        if self.is_remote():
+            return f"{self.checkpoint.run_root.rstrip('/')}/{self.run.branch}/{step_dir}"
+        return str(self.branch_dir() / step_dir)
 
     def metrics_path(self) -> Path:
         return Path(self.metrics.metrics_file or self.branch_dir() / "metrics.jsonl")
@@ -296,12 +329,13 @@ class TrainConfig:
         return Path(self.metrics.events_file or self.branch_dir() / "events.jsonl")
 
     def wandb_dir(self) -> Path:
-        return Path(self.metrics.wandb_dir or self.checkpoint.run_root)
+        return Path(self.metrics.wandb_dir or self.local_root())
 
     def wandb_run_id(self) -> str:
         if self.metrics.wandb_run_id:
             return self.metrics.wandb_run_id
-        root = str(Path(self.checkpoint.run_root).absolute())
+        run_root = self.checkpoint.run_root
+        root = run_root if self.is_remote() else str(Path(run_root).absolute())
         return f"{self.run.branch}-{hashlib.sha256(root.encode()).hexdigest()[:8]}"
 
     # -- serialization ----------------------------------------------------------------------

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pretrain
+from pretrain import storage
 from pretrain.errors import CheckpointError, ConfigError, DataError
 from pretrain.model.config import flops_per_token, num_params
 from pretrain.train import checkpoint as ckpt
@@ -42,6 +43,7 @@ from pretrain.train.process import (
     ProcessInfo,
     StopFlag,
     agree_to_stop,
+    barrier,
     broadcast_from_main,
     set_determinism,
 )
@@ -55,7 +57,7 @@ class TrainResult:
     step: int
     final_loss: float | None
     tokens_seen: int
-    last_checkpoint: Path | None
+    last_checkpoint: Path | str | None  # str: an s3:// URI
     stopped_by: str | None  # signal name when stopped early, else None
 
 
@@ -113,8 +115,8 @@ class Trainer:
         self.step, self.tokens_seen = 0, 0
         self.loss_window: deque[tuple[int, float]] = deque(maxlen=LOSS_WINDOW)
         self.skipped: list[int] = []
-        self.parent: Path | None = None
-        self.last_checkpoint: Path | None = None
+        self.parent: Path | str | None = None  # str: an s3:// URI
+        self.last_checkpoint: Path | str | None = None
         self.step_metrics: dict[str, float] = {}
         self.checkpointer = Checkpointer(cfg, proc, on_commit=[self._on_commit])
 
@@ -126,13 +128,22 @@ class Trainer:
         if self.proc.is_main:
             choice = ckpt.resolve_resume(cfg, quarantine=True)
             self._report_damaged(choice)
-        parent = broadcast_from_main(
-            str(choice.path) if choice and choice.path else None, self.proc
-        )
-        self.parent = Path(parent) if parent else None
-        if self.parent is not None:
+        picked = None
+        if choice is not None and choice.path is not None:
+            picked = (str(choice.path), str(choice.local))
+        picked = broadcast_from_main(picked, self.proc)
+        self.parent = None
+        if picked is not None:
+            uri, local = picked
+            remote = storage.is_s3(uri)
+            if remote and self.proc.local_rank == 0 and not self.proc.is_main:
+                _, problems = ckpt.local_copy(cfg, uri)  # another node: its own verified copy
+                if problems:
+                    raise CheckpointError(f"{uri} is damaged: " + "; ".join(problems))
+            barrier(self.proc)
+            self.parent = uri if remote else Path(uri)
             restored = ckpt.load_checkpoint(
-                self.parent,
+                Path(local),
                 cfg=cfg,
                 proc=self.proc,
                 model=self.model,
@@ -152,7 +163,7 @@ class Trainer:
         ]
         if ahead:
             raise CheckpointError(
-                f"branch {cfg.run.branch!r} already has {ahead[-1].name}, beyond the resume "
+                f"branch {cfg.run.branch!r} already has {Path(ahead[-1]).name}, beyond the resume "
                 f"point (step {self.step}); resume onto a new branch so no key is reused"
             )
 
@@ -202,7 +213,7 @@ class Trainer:
             healthy_reason=healthy_reason(self.cfg, self.step, losses),
         )
 
-    def _on_commit(self, path: Path, meta: dict[str, Any]) -> None:
+    def _on_commit(self, path: Path | str, meta: dict[str, Any]) -> None:
         self.last_checkpoint = path
         window = meta["loss_window"]
         self.events.emit(
@@ -211,7 +222,7 @@ class Trainer:
                 "branch": self.cfg.run.branch,
                 "step": meta["step"],
                 "key": meta["key"],
-                "path": str(path.absolute()),
+                "path": path if isinstance(path, str) else str(path.absolute()),
                 "loss": finite_or_none(window["last"]) if window["last"] is not None else None,
                 "tokens_seen": meta["tokens_seen"],
                 "healthy": ckpt.is_healthy(path),
