@@ -22,7 +22,7 @@ from pretrain.train import checkpoint as ckpt
 from pretrain.train import remote
 from pretrain.train.config import TrainConfig
 from tests.s3_server import moto_s3
-from tests.test_train import losses, make_config, make_packed, run
+from tests.test_train import losses, make_config, make_packed, read_jsonl, run, torchrun
 
 ROOT = "s3://campaign/runs"
 
@@ -108,3 +108,26 @@ def test_uncommitted_upload_is_never_picked_and_damage_falls_back(
         f"{root}/b00/step-00000004",
         f"{root}/b00/step-00000008",
     ]
+
+
+@pytest.mark.slow
+def test_two_ranks_upload_their_own_files_and_resume_from_s3(
+    s3: str, packed: Path, tmp_path: Path
+) -> None:
+    root = f"{ROOT}/fsdp"
+    cfg = s3_config(packed, tmp_path / "stage", root, max_steps=8)
+    (tmp_path / "run.json").write_text(cfg.to_json())
+    torchrun(tmp_path / "run.json")
+    record = ckpt.read_commit_record(f"{root}/b00/step-00000008")
+    assert {"__0_0.distcp", "__1_0.distcp", "rng-rank00000.pt", "rng-rank00001.pt"} <= set(
+        record["files"]
+    )
+    (tmp_path / "run12.json").write_text(
+        s3_config(packed, tmp_path / "stage", root, max_steps=12).to_json()
+    )
+    torchrun(tmp_path / "run12.json")
+    events = read_jsonl(tmp_path / "stage" / "b00" / "events.jsonl")
+    started = [e for e in events if e["event"] == "started"]
+    assert [e["start_step"] for e in started] == [0, 8]
+    assert started[1]["resumed_from"] == f"{root}/b00/step-00000008"
+    assert ckpt.latest_checkpoint(root, "b00") == f"{root}/b00/step-00000012"
