@@ -131,7 +131,7 @@ def train_model(
 ) -> dict[str, Any]:
     """Run the trainer under torchrun; report every committed checkpoint as an asset partition."""
     train_config = resolve_train_config(config, store)
-    branch_dir = Path(train_config.checkpoint.run_root) / config.branch
+    branch_dir = train_config.branch_dir()  # local (the staging folder of an s3:// run root)
     config_path = str(branch_dir / f"run-{context.run_id}.json")
     storage.write_bytes(train_config.to_json().encode(), config_path)
     summary: dict[str, Any] = {"checkpoints": []}
