@@ -11,6 +11,7 @@ the undamaged run's losses bit for bit. An RNG file holding a pickled object is 
 from __future__ import annotations
 
 import os
+import pickle
 import re
 import shutil
 from pathlib import Path
@@ -177,4 +178,24 @@ def test_rng_state_loads_weights_only_and_a_pickled_object_is_refused(
     assert ckpt.checkpoint_problems(step12) == []
     with pytest.raises(CheckpointError, match="refused: loading it could run code"):
         run(make_config(packed, copy))
+    assert not marker.exists()
+
+
+def test_dcp_metadata_with_a_pickled_object_is_refused(
+    trained: tuple[Path, Path], copy: Path, tmp_path: Path
+) -> None:
+    """DCP unpickles ``.metadata`` with plain pickle; ours allows only DCP's own types."""
+    step12 = copy / STEP12
+    meta_file = step12 / ".metadata"
+    # the genuine metadata loads through the allowlist
+    assert ckpt.load_consolidated_model(str(step12)) is not None
+    marker = tmp_path / "code-ran"
+    meta_file.write_bytes(pickle.dumps(_RunsCode(marker)))
+    record = ckpt.read_commit_record(step12)
+    record["files"].update(integrity.digest_files(step12, [".metadata"]))
+    storage.write_json(record, str(step12 / storage.COMMITTED))
+    with pytest.raises(CheckpointError, match=r"refers to pathlib.Path.touch|refusing to unpickle"):
+        ckpt.load_consolidated_model(str(step12))
+    with pytest.raises(CheckpointError, match="refusing to unpickle"):
+        run(make_config(trained[0], copy))
     assert not marker.exists()

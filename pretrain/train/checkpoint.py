@@ -395,6 +395,7 @@ def load_checkpoint(
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
     from pretrain.train.process import set_rng_state
+    from pretrain.train.safe_dcp import SafeFileSystemReader
 
     if verify:
         verify_checkpoint(path)
@@ -408,7 +409,9 @@ def load_checkpoint(
     model_sd, optim_sd = get_state_dict(model, optimizer)
     state = {"model": model_sd, "optim": optim_sd}
     with _single_process_quiet():
-        dcp.load(state, checkpoint_id=str(path), no_dist=not proc.distributed)
+        reader = SafeFileSystemReader(str(path))  # .metadata: no code execution
+        reader.read_metadata()  # a refusal surfaces here as itself, not wrapped by DCP
+        dcp.load(state, storage_reader=reader, no_dist=not proc.distributed)
     set_state_dict(
         model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"]
     )
@@ -437,6 +440,7 @@ def load_consolidated_model(ckpt_dir: str, model_cfg: ModelConfig | None = None)
     import torch.distributed.checkpoint as dcp
 
     from pretrain.model.transformer import Transformer
+    from pretrain.train.safe_dcp import SafeFileSystemReader
 
     if storage.is_s3(str(ckpt_dir)):  # download, verify and load a local copy
         with tempfile.TemporaryDirectory(prefix="pretrain-ckpt-") as tmp:
@@ -453,7 +457,11 @@ def load_consolidated_model(ckpt_dir: str, model_cfg: ModelConfig | None = None)
     state = {"model": model.state_dict()}
     try:
         with _single_process_quiet():
-            dcp.load(state, checkpoint_id=str(ckpt_dir), no_dist=True)
+            reader = SafeFileSystemReader(str(ckpt_dir))
+            reader.read_metadata()  # a refusal surfaces as itself, not wrapped by DCP
+            dcp.load(state, storage_reader=reader, no_dist=True)
+    except CheckpointError:
+        raise
     except Exception as exc:  # DCP raises plain RuntimeErrors for missing/mismatched keys
         raise CheckpointError(f"cannot load model weights from {ckpt_dir}: {exc}") from exc
     model.load_state_dict(state["model"])
