@@ -131,3 +131,31 @@ def test_two_ranks_upload_their_own_files_and_resume_from_s3(
     assert [e["start_step"] for e in started] == [0, 8]
     assert started[1]["resumed_from"] == f"{root}/b00/step-00000008"
     assert ckpt.latest_checkpoint(root, "b00") == f"{root}/b00/step-00000012"
+
+
+def test_rollback_candidates_and_health_labels_on_s3(s3: str) -> None:
+    """What the recovery sensors read and write (lineage across branches, HEALTHY labels)."""
+    from pretrain.control.checkpoints import apply_health_labels, lineage_checkpoints
+
+    root = f"{ROOT}/lineage"
+
+    def make(branch: str, step: int, parent: str | None = None) -> str:
+        uri = f"{root}/{branch}/step-{step:08d}"
+        storage.write_json({"step": step, "lineage": {"parent": parent}}, f"{uri}/meta.json")
+        storage.commit_marker(uri)
+        return uri
+
+    make("b00", 4)
+    fork = make("b00", 8)
+    make("b00", 12)  # after the fork point: not a candidate of b01
+    make("b01", 10, parent=fork)
+    infos = lineage_checkpoints(root, "b01")
+    assert [(i.key, i.path) for i in infos] == [
+        ("b00-s000000004", f"{root}/b00/step-00000004"),
+        ("b00-s000000008", fork),
+        ("b01-s000000010", f"{root}/b01/step-00000010"),
+    ]
+    assert apply_health_labels(infos, {"b00-s000000008": "healthy"}, reason="t") == [
+        "b00-s000000008"
+    ]
+    assert ckpt.latest_healthy_checkpoint(root, "b00") == fork
