@@ -57,6 +57,12 @@ class PipesEventSink:
             self._context.log.info(f"progress {fields}")
             return
         self._context.report_custom_message(event)
+        if kind == "checkpoint_damaged":
+            self._context.log.warning(
+                f"checkpoint {event['path']} is damaged ({'; '.join(event['problems'])}); "
+                f"resumed from {event['resumed_from']}"
+            )
+            return
         self._context.log.info(f"{kind}: {event}")
 
     def close(self) -> None:

@@ -79,7 +79,7 @@ def train_model(
     """Run the trainer through the launcher (local torchrun, Slurm, Kubernetes); report every
     committed checkpoint as an asset partition."""
     train_config = resolve_train_config(config, store)
-    branch_dir = train_config.branch_dir()
+    branch_dir = train_config.branch_dir()  # local (the staging folder of an s3:// run root)
     config_path = str(branch_dir / f"run-{context.run_id}.json")
     storage.write_bytes(train_config.to_json().encode(), config_path)
     summary: dict[str, Any] = {"checkpoints": []}
@@ -90,6 +90,8 @@ def train_model(
             context.instance.add_dynamic_partitions(checkpoint_partitions.name, [event["key"]])
             context.log_event(checkpoint_materialization(event, context.run_id))
             summary["checkpoints"].append(event["key"])
+        elif event.get("event") == "checkpoint_damaged":  # resume fell back past it
+            summary.setdefault("damaged_checkpoints", []).append(event["path"])
         elif event.get("event") in ("finished", "stopped"):
             summary.update(event)
 

@@ -93,7 +93,7 @@ def decisions(limit: int = 10) -> list[dict]:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from pretrain.checkpoint.dcp import is_healthy, list_checkpoints, read_meta
+    from pretrain.checkpoint.dcp import damage_reports, is_healthy, list_checkpoints, read_meta
 
     run_root = Path(args.root) / "runs"
     branches = sorted(p.name for p in run_root.iterdir() if p.is_dir()) if run_root.exists() else []
@@ -111,6 +111,12 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"(tokens seen {meta.get('tokens_seen', 0):,}), "
             f"healthy: {', '.join(healthy) if healthy else 'none labelled'}"
         )
+        for damaged in damage_reports(run_root, branch):
+            print(
+                f"{branch}: DAMAGED checkpoint step {damaged['step']} passed over "
+                f"({'; '.join(damaged['problems'])}); resumed from {damaged['resumed_from']}, "
+                f"damaged files kept in {damaged['moved_to']}"
+            )
     for decision in decisions():
         print(
             f"decision on run {decision['run_id']}: {decision.get('action')} — "

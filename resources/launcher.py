@@ -2,8 +2,11 @@
 
 The op writes ``run.json`` and calls :meth:`TorchrunLauncher.launch`; the launcher runs::
 
-    python -m torch.distributed.run --standalone --nproc_per_node=N \
+    python -m pretrain.train.torchrun_local --standalone --local-addr=127.0.0.1 --nproc_per_node=N \
         -m pretrain.train --config run.json --event-sink jobs.pipes_sink:PipesEventSink
+
+(``pretrain.train.torchrun_local`` is torchrun with its rendezvous stores listening on
+127.0.0.1 only, not on every interface.)
 
 in its own process group. Rank 0 speaks Dagster Pipes (logs + custom ``checkpoint`` events);
 the launcher hands each custom message to a callback while the trainer keeps running.
@@ -67,8 +70,9 @@ class TorchrunLauncher(ConfigurableResource):
         return [
             sys.executable,
             "-m",
-            "torch.distributed.run",
+            "pretrain.train.torchrun_local",  # torchrun, its stores bound to 127.0.0.1
             "--standalone",
+            "--local-addr=127.0.0.1",
             f"--nproc_per_node={self.nproc_per_node}",
             "-m",
             "pretrain.train",

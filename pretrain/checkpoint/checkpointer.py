@@ -8,7 +8,8 @@
 
 Protocol (see :mod:`pretrain.checkpoint.dcp` for the layout): every rank writes its shards
 and RNG state under ``<branch>/.tmp-step-<N>``; after every rank has finished, rank 0 writes
-``meta.json``, renames the folder to ``step-<N>``, writes ``_COMMITTED``, labels it healthy when
+``meta.json``, renames the folder to ``step-<N>``, writes ``_COMMITTED`` (with every file's size and
+checksum, each rank hashing its own files: :mod:`pretrain.checkpoint.integrity`), labels it healthy when
 the trainer asked for it, and prunes; then ``on_commit`` callbacks run on every rank.
 
 With ``async_save`` (``checkpoint.async_save``), ``torch.distributed.checkpoint.async_save``
@@ -40,6 +41,7 @@ from torch.distributed.checkpoint.state_dict import get_state_dict
 
 import pretrain
 from pretrain import storage
+from pretrain.checkpoint import integrity, remote
 from pretrain.checkpoint.dcp import (
     META,
     _single_process_quiet,
@@ -51,16 +53,16 @@ from pretrain.checkpoint.dcp import (
 )
 from pretrain.errors import CheckpointError
 from pretrain.train.config import TrainConfig
-from pretrain.train.process import ProcessInfo, barrier, rng_state
+from pretrain.train.process import ProcessInfo, all_gather_objects, barrier, rng_state
 
-CommitCallback = Callable[[Path, dict[str, Any]], None]
+CommitCallback = Callable[[Path | str, dict[str, Any]], None]
 
 
 @dataclass(kw_only=True)
 class _InFlight:
     step: int
     tmp: Path
-    final: Path
+    final: Path | str  # str: an s3:// URI
     meta: dict[str, Any]
     future: Future | None = None
     healthy_reason: str | None = None
@@ -94,22 +96,28 @@ class Checkpointer:
         step: int,
         meta: dict[str, Any],
         healthy_reason: str | None = None,
-    ) -> Path | None:
+    ) -> Path | str | None:
         """Write step ``step``; commits it and returns its directory, or returns None with the
         write in flight (``async_save``; :meth:`wait` commits it).
 
         ``healthy_reason`` labels the checkpoint healthy at commit (see ``mark_healthy``)."""
         self.wait()
         cfg, proc = self.cfg, self.proc
-        final = cfg.branch_dir() / step_dir_name(step)
+        on_s3 = cfg.is_remote()
+        # s3://: a URI, staged in the local branch dir of every node; else the local folder
+        final: Path | str = (
+            cfg.checkpoint_uri(step_dir_name(step))
+            if on_s3
+            else cfg.branch_dir() / step_dir_name(step)
+        )
         tmp = cfg.branch_dir() / f".tmp-{step_dir_name(step)}"
-        if proc.is_main:
-            if storage.is_committed(str(final)):
-                raise CheckpointError(
-                    f"{final} already exists; a branch never rewrites a step — resume onto a "
-                    "new branch (run.branch) instead"
-                )
-            for stale in (tmp, final):  # leftovers of a crash between write and commit
+        if proc.is_main and storage.is_committed(str(final)):
+            raise CheckpointError(
+                f"{final} already exists; a branch never rewrites a step — resume onto a "
+                "new branch (run.branch) instead"
+            )
+        if proc.local_rank == 0 if on_s3 else proc.is_main:  # one per node / shared folder
+            for stale in (tmp,) if on_s3 else (tmp, final):  # a crash's leftovers
                 shutil.rmtree(stale, ignore_errors=True)
             tmp.mkdir(parents=True)
         barrier(proc)
@@ -148,21 +156,40 @@ class Checkpointer:
     def in_flight_step(self) -> int | None:
         return self._in_flight.step if self._in_flight else None
 
-    def wait(self) -> Path | None:
+    def wait(self) -> Path | str | None:
         """Finish and commit the save in flight (collective); returns its directory or None."""
         flight, self._in_flight = self._in_flight, None
         if flight is None:
             return None
         if flight.future is not None:
             flight.future.result()  # re-raises a failed background write
-        barrier(self.proc)
+        # each rank hashes the files it wrote (spreads the cost), rank 0 merges the lists
+        mine = integrity.digest_files(flight.tmp, integrity.rank_files(flight.tmp, self.proc.rank))
         cfg = self.cfg
+        if isinstance(flight.final, str):  # s3://: each rank uploads its own files
+            remote.upload_files(flight.tmp, sorted(mine), flight.final)
+        gathered = all_gather_objects(mine, self.proc)  # also: every upload has finished
         if self.proc.is_main:
             storage.write_json(flight.meta, str(flight.tmp / META))
-            os.rename(flight.tmp, flight.final)
-            storage.commit_marker(
-                str(flight.final), {"step": flight.step, "key": flight.meta["key"]}
-            )
+            files = {name: rec for part in gathered for name, rec in part.items()}
+            files.update(integrity.digest_files(flight.tmp, [META]))
+            unclaimed = sorted(set(os.listdir(flight.tmp)) - set(files))
+            if unclaimed:  # a file no rank recognised would go unverified: refuse to commit
+                raise CheckpointError(
+                    f"{flight.tmp} holds files no rank claims {unclaimed}; not committing it"
+                )
+            record = {
+                "step": flight.step,
+                "key": flight.meta["key"],
+                "checksum": integrity.CHECKSUM,
+                "files": files,
+            }
+            if isinstance(flight.final, str):  # the commit record is the last object
+                remote.upload_files(flight.tmp, [META], flight.final)
+                remote.commit(flight.final, record)
+            else:
+                os.rename(flight.tmp, flight.final)
+                storage.commit_marker(str(flight.final), record)
             if flight.healthy_reason:
                 mark_healthy(flight.final, flight.healthy_reason)
             prune_checkpoints(
@@ -172,6 +199,8 @@ class Checkpointer:
                 protected=cfg.checkpoint.protected_steps,
             )
         barrier(self.proc)
+        if isinstance(flight.final, str) and self.proc.local_rank == 0:
+            shutil.rmtree(flight.tmp, ignore_errors=True)  # uploaded; resume downloads
         for callback in self.on_commit:
             callback(flight.final, flight.meta)
         return flight.final

@@ -35,6 +35,7 @@ import json
 import os
 import re
 import shutil
+import tempfile
 import time
 import warnings
 from collections.abc import Iterator
@@ -43,7 +44,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pretrain import storage
-from pretrain.errors import CheckpointError
+from pretrain.checkpoint import integrity, remote
+from pretrain.errors import CheckpointError, DataError
 from pretrain.model.config import ModelConfig
 from pretrain.train.config import TrainConfig
 
@@ -71,13 +73,15 @@ def checkpoint_key(branch: str, step: int) -> str:
     return f"{branch}-s{step:09d}"
 
 
-def checkpoint_dir_for_key(run_root: str | Path, key: str) -> Path:
+def checkpoint_dir_for_key(run_root: str | Path, key: str) -> Any:
     """Inverse of :func:`checkpoint_key`: ``b00-s000000040`` -> ``<run_root>/b00/step-00000040``.
 
     Branch names may contain '-': the step is the part after the last ``-s``."""
     branch, sep, step = key.rpartition("-s")
     if not sep or not branch or not step.isdigit():
         raise CheckpointError(f"{key!r} is not a checkpoint key like 'b00-s000000040'")
+    if storage.is_s3(str(run_root)):
+        return storage.join(str(run_root), branch, step_dir_name(int(step)))
     return Path(run_root) / branch / step_dir_name(int(step))
 
 
@@ -85,8 +89,11 @@ def step_dir_name(step: int) -> str:
     return f"step-{step:08d}"
 
 
-def list_checkpoints(run_root: str | Path, branch: str) -> list[Path]:
-    """Committed checkpoints of ``branch``, oldest first."""
+def list_checkpoints(run_root: str | Path, branch: str) -> list[Any]:
+    """Committed checkpoints of ``branch``, oldest first: ``Path``s, or URI strings when
+    ``run_root`` is ``s3://`` (:mod:`pretrain.checkpoint.remote`)."""
+    if storage.is_s3(str(run_root)):
+        return remote.list_committed(str(run_root), branch)
     branch_dir = Path(run_root) / branch
     if not branch_dir.is_dir():
         return []
@@ -98,35 +105,160 @@ def list_checkpoints(run_root: str | Path, branch: str) -> list[Path]:
     return [p for _, p in sorted(found)]
 
 
-def latest_checkpoint(run_root: str | Path, branch: str) -> Path | None:
+def latest_checkpoint(run_root: str | Path, branch: str) -> Any:
     found = list_checkpoints(run_root, branch)
     return found[-1] if found else None
 
 
 def read_meta(ckpt_dir: str | Path) -> dict[str, Any]:
-    path = Path(ckpt_dir)
-    if not storage.is_committed(str(path)):
+    path = str(ckpt_dir)
+    if not storage.is_committed(path):
         raise CheckpointError(f"{path} is not a committed checkpoint (no {storage.COMMITTED})")
     try:
-        return json.loads((path / META).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+        return storage.read_json(storage.join(path, META))
+    except (OSError, DataError, json.JSONDecodeError) as exc:
         raise CheckpointError(f"{path}/{META} is missing or unreadable: {exc}") from exc
 
 
-def resolve_resume(cfg: TrainConfig) -> Path | None:
-    """The checkpoint a run starts from: ``none`` -> None, ``latest`` -> newest committed
-    checkpoint of this branch (None if there is none yet), otherwise the given directory."""
+def read_commit_record(ckpt_dir: str | Path) -> dict[str, Any]:
+    """The ``_COMMITTED`` record of a checkpoint (step, key, and the files with their sizes and
+    checksums)."""
+    try:
+        record = storage.read_json(storage.join(str(ckpt_dir), storage.COMMITTED))
+    except (DataError, json.JSONDecodeError) as exc:
+        raise CheckpointError(f"{ckpt_dir}: commit record missing or unreadable: {exc}") from exc
+    if not isinstance(record, dict):
+        raise CheckpointError(f"{ckpt_dir}/{storage.COMMITTED} is not a JSON object")
+    return record
+
+
+def checkpoint_problems(ckpt_dir: str | Path) -> list[str]:
+    """What is wrong with a committed checkpoint's files (sizes, then checksums, against its
+    commit record); ``[]`` when it is intact. Reads every file once (xxh3: cheap)."""
+    try:
+        record = read_commit_record(ckpt_dir)
+    except CheckpointError as exc:
+        return [str(exc)]
+    files = record.get("files")
+    if not isinstance(files, dict):
+        return [
+            "the commit record lists no file sizes or checksums (written before they were "
+            "recorded), so the files cannot be verified"
+        ]
+    return integrity.verify_files(ckpt_dir, files)
+
+
+def verify_checkpoint(ckpt_dir: str | Path) -> None:
+    """Raise ``CheckpointError`` naming every damaged file unless the checkpoint is intact."""
+    problems = checkpoint_problems(ckpt_dir)
+    if problems:
+        raise CheckpointError(f"{ckpt_dir} is damaged: " + "; ".join(problems))
+
+
+@dataclass(frozen=True, kw_only=True)
+class DamagedCheckpoint:
+    path: Any  # where it was (a Path, or an s3:// URI)
+    moved_to: Any  # where resume set it aside (out of the step-* namespace), if it did
+    problems: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResumeChoice:
+    """Where a run starts (``path``: local Path or ``s3://`` URI; ``local``: the verified local
+    folder to load, the same Path for a local run root) and the newer checkpoints passed over."""
+
+    path: Any = None
+    local: Path | None = None
+    damaged: tuple[DamagedCheckpoint, ...] = ()
+
+
+def local_copy(cfg: TrainConfig, ckpt: str | Path) -> tuple[Path, list[str]]:
+    """A checkpoint as a local folder and its problems (``[]``: intact). An ``s3://`` one is
+    downloaded into ``<staging>/.downloads/<branch>/step-<N>`` first."""
+    if isinstance(ckpt, str) and storage.is_s3(ckpt):
+        branch = ckpt.rstrip("/").rsplit("/", 2)[-2]
+        local = cfg.local_root() / ".downloads" / branch / Path(ckpt).name
+        try:
+            remote.download_checkpoint(ckpt, local)
+        except (CheckpointError, DataError) as exc:
+            return local, [str(exc)]
+        return local, checkpoint_problems(local)
+    return Path(ckpt), checkpoint_problems(ckpt)
+
+
+def resolve_resume(cfg: TrainConfig, *, quarantine: bool = False) -> ResumeChoice:
+    """The checkpoint a run starts from, verified against its commit record.
+
+    ``none`` -> no checkpoint; ``latest`` -> the newest *intact* committed checkpoint of this
+    branch: damaged newer ones are passed over (and, with ``quarantine``, set aside — renamed to
+    ``.damaged-step-<N>`` locally, where the files stay for inspection; on S3 the record moves to
+    ``_DAMAGED`` and a rewrite of that step replaces the files) so the branch can write those
+    steps again. Committed checkpoints that are all
+    damaged raise rather than silently starting over. A given directory must be intact (an
+    explicit choice never falls back). S3 checkpoints are downloaded and verified locally."""
     if cfg.run.resume == "none":
-        return None
-    if cfg.run.resume == "latest":
-        return latest_checkpoint(cfg.checkpoint.run_root, cfg.run.branch)
-    path = Path(cfg.run.resume)
-    if not storage.is_committed(str(path)):
+        return ResumeChoice()
+    if cfg.run.resume != "latest":
+        given: Any = cfg.run.resume if storage.is_s3(cfg.run.resume) else Path(cfg.run.resume)
+        if not storage.is_committed(str(given)):
+            raise CheckpointError(
+                f"run.resume={cfg.run.resume!r} is not a committed checkpoint directory "
+                "(expected <run_root>/<branch>/step-<N:08d> with a _COMMITTED marker)"
+            )
+        local, problems = local_copy(cfg, given)
+        if problems:
+            raise CheckpointError(f"{given} is damaged: " + "; ".join(problems))
+        return ResumeChoice(path=given, local=local)
+    damaged: list[DamagedCheckpoint] = []
+    for path in reversed(list_checkpoints(cfg.checkpoint.run_root, cfg.run.branch)):
+        local, problems = local_copy(cfg, path)
+        if not problems:
+            return ResumeChoice(path=path, local=local, damaged=tuple(damaged))
+        moved = None
+        if quarantine:
+            moved = (
+                remote.set_aside(path, problems)
+                if isinstance(path, str)
+                else (quarantine_checkpoint(path))
+            )
+        damaged.append(DamagedCheckpoint(path=path, moved_to=moved, problems=tuple(problems)))
+    if damaged:
         raise CheckpointError(
-            f"run.resume={cfg.run.resume!r} is not a committed checkpoint directory "
-            "(expected <run_root>/<branch>/step-<N:08d> with a _COMMITTED marker)"
+            f"branch {cfg.run.branch!r} has no intact checkpoint to resume from: "
+            + "; ".join(f"{Path(d.path).name}: {', '.join(d.problems)}" for d in damaged)
+            + " (resume from another branch's checkpoint with run.resume=<dir>, or "
+            "run.resume=none on a new branch)"
         )
-    return path
+    return ResumeChoice()
+
+
+def quarantine_checkpoint(path: Path) -> Path:
+    """Rename a damaged checkpoint out of the ``step-*`` namespace (kept for inspection)."""
+    target = path.with_name(f".damaged-{path.name}")
+    suffix = 1
+    while target.exists():
+        target = path.with_name(f".damaged-{path.name}.{suffix}")
+        suffix += 1
+    os.rename(path, target)
+    return target
+
+
+def damage_reports(run_root: str | Path, branch: str) -> list[dict[str, Any]]:
+    """The ``checkpoint_damaged`` events of a branch (from its ``events.jsonl``), oldest first:
+    which checkpoints resume passed over, why, and where it resumed instead. For ``pretrain
+    status`` and the sensors; torch-free."""
+    events = Path(run_root) / branch / "events.jsonl"
+    if not events.exists():
+        return []
+    found = []
+    for line in events.read_text().splitlines():
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut by a crash; the others still count
+        if isinstance(event, dict) and event.get("event") == "checkpoint_damaged":
+            found.append(event)
+    return found
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -176,6 +308,10 @@ def prune_checkpoints(
     for path in list_checkpoints(run_root, branch)[:-keep_last]:
         if step_of(path) in protected or is_healthy(path):
             continue
+        if isinstance(path, str):  # s3://: the commit record goes first, then the files
+            remote.delete_checkpoint(path)
+            removed.append(path)
+            continue
         doomed = path.with_name(f".deleting-{path.name}")
         os.rename(path, doomed)
         shutil.rmtree(doomed)
@@ -195,21 +331,21 @@ def mark_healthy(ckpt_dir: str | Path, reason: str) -> None:
 
     Writes ``HEALTHY`` (JSON: reason, time) atomically next to ``meta.json``; the checkpoint's
     own files are never rewritten. Idempotent."""
-    path = Path(ckpt_dir)
-    if not storage.is_committed(str(path)):
+    path = str(ckpt_dir)
+    if not storage.is_committed(path):
         raise CheckpointError(f"{path} is not a committed checkpoint; cannot label it healthy")
     storage.write_json(
-        {"healthy": True, "reason": reason, "time": time.time()}, str(path / HEALTHY)
+        {"healthy": True, "reason": reason, "time": time.time()}, storage.join(path, HEALTHY)
     )
 
 
 def is_healthy(ckpt_dir: str | Path) -> bool:
-    return (Path(ckpt_dir) / HEALTHY).exists()
+    return storage.exists(storage.join(str(ckpt_dir), HEALTHY))
 
 
 def latest_healthy_checkpoint(
     run_root: str | Path, branch: str, before_step: int | None = None
-) -> Path | None:
+) -> Any:
     """Newest checkpoint labelled healthy (with ``step < before_step`` when given), or None."""
     found = [
         p
@@ -226,14 +362,22 @@ def load_checkpoint(
     proc: ProcessInfo,
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
+    verify: bool = True,
 ) -> RestoredState:
-    """Collective: restore model, optimizer and this rank's RNG states in place."""
+    """Collective: restore model, optimizer and this rank's RNG states in place.
+
+    The files are verified against the commit record first (``verify=False`` when the caller
+    has just done so, e.g. rank 0 in :func:`resolve_resume`). RNG states load with
+    ``weights_only=True``: tensors and plain data only, never pickled code."""
     import torch
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
+    from pretrain.checkpoint.safe_dcp import SafeFileSystemReader
     from pretrain.train.process import set_rng_state
 
+    if verify:
+        verify_checkpoint(path)
     meta = read_meta(path)
     saved_model = meta.get("config", {}).get("model")
     if saved_model is None or ModelConfig.from_dict(saved_model) != cfg.model:
@@ -244,13 +388,22 @@ def load_checkpoint(
     model_sd, optim_sd = get_state_dict(model, optimizer)
     state = {"model": model_sd, "optim": optim_sd}
     with _single_process_quiet():
-        dcp.load(state, checkpoint_id=str(path), no_dist=not proc.distributed)
+        reader = SafeFileSystemReader(str(path))  # .metadata: no code execution
+        reader.read_metadata()  # a refusal surfaces here as itself, not wrapped by DCP
+        dcp.load(state, storage_reader=reader, no_dist=not proc.distributed)
     set_state_dict(
         model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"]
     )
     rng_file = path / f"rng-rank{proc.rank:05d}.pt"
     if rng_file.exists():  # absent when resuming on more ranks than the checkpoint had
-        set_rng_state(torch.load(rng_file, weights_only=False), proc)
+        try:
+            rng = torch.load(rng_file, weights_only=True)
+        except Exception as exc:  # an UnpicklingError names the refused global
+            raise CheckpointError(
+                f"{rng_file} holds more than tensors and plain data (refused: loading it could "
+                f"run code); it was written by an older version or tampered with: {exc}"
+            ) from exc
+        set_rng_state(rng, proc)
     return RestoredState(
         path=path, step=int(meta["step"]), data_state=meta["data_state"], meta=meta
     )
@@ -265,8 +418,14 @@ def load_consolidated_model(ckpt_dir: str, model_cfg: ModelConfig | None = None)
     import torch
     import torch.distributed.checkpoint as dcp
 
+    from pretrain.checkpoint.safe_dcp import SafeFileSystemReader
     from pretrain.model.transformer import Transformer
 
+    if storage.is_s3(str(ckpt_dir)):  # download, verify and load a local copy
+        with tempfile.TemporaryDirectory(prefix="pretrain-ckpt-") as tmp:
+            local = remote.download_checkpoint(str(ckpt_dir), Path(tmp) / Path(ckpt_dir).name)
+            return load_consolidated_model(str(local), model_cfg)
+    verify_checkpoint(ckpt_dir)
     meta = read_meta(ckpt_dir)
     cfg = model_cfg or ModelConfig.from_dict(meta["config"]["model"])
     with torch.device("meta"):
@@ -277,7 +436,11 @@ def load_consolidated_model(ckpt_dir: str, model_cfg: ModelConfig | None = None)
     state = {"model": model.state_dict()}
     try:
         with _single_process_quiet():
-            dcp.load(state, checkpoint_id=str(ckpt_dir), no_dist=True)
+            reader = SafeFileSystemReader(str(ckpt_dir))
+            reader.read_metadata()  # a refusal surfaces as itself, not wrapped by DCP
+            dcp.load(state, storage_reader=reader, no_dist=True)
+    except CheckpointError:
+        raise
     except Exception as exc:  # DCP raises plain RuntimeErrors for missing/mismatched keys
         raise CheckpointError(f"cannot load model weights from {ckpt_dir}: {exc}") from exc
     model.load_state_dict(state["model"])

@@ -46,8 +46,13 @@ def iter_row_group_batches(uri: str, batch_size: int) -> Iterator[pa.RecordBatch
             yield from parquet.iter_batches(batch_size=batch_size, row_groups=[group])
 
 
-def _tokenize_split(uri: str, stream_for, tok_json: str, eos_id: int, specials, config):
-    """Encode every document of ``uri`` into its stream; return (documents, special-text docs)."""
+def _tokenize_split(
+    uri: str, stream_for, tok_json: str, eos_id: int, specials, config, vocab_size: int
+):
+    """Encode every document of ``uri`` into its stream; return (documents, special-text docs).
+
+    Every id must be < ``vocab_size`` (what index.json promises the trainer): a tokenizer whose
+    ids have gaps fails here, naming the document, not as an IndexError mid-training."""
     counts = {"docs": 0, "special": 0}
 
     def batches():
@@ -61,6 +66,14 @@ def _tokenize_split(uri: str, stream_for, tok_json: str, eos_id: int, specials, 
     encoded = encode_batches(batches(), tok_json, eos_id, stream_for.dtype, config.num_workers)
     for cols, flat, lengths in encoded:
         n = len(cols["text"])
+        if flat.size and int(flat.max()) >= vocab_size:
+            first_bad = int(np.argmax(flat >= vocab_size))
+            row = int(np.searchsorted(np.cumsum(lengths), first_bad, side="right"))
+            raise DataError(
+                f"{uri}: document {cols['id'][row]!r} encodes to token id {int(flat[first_bad])} >= "
+                f"the tokenizer's vocab_size={vocab_size}; its vocabulary has gaps in its ids "
+                "(retrain or repair the tokenizer)"
+            )
         epochs = cols.get("epoch") or [0] * n
         source_ids = cols.get("source_id") or [None] * n
         ends = np.cumsum(lengths)
@@ -122,7 +135,7 @@ def pack_tokens(
     with tempfile.TemporaryDirectory(prefix=".scratch-", dir=scratch_root) as scratch:
         train = _Streams(Path(scratch), dtype, "train", "stage")
         val = _Streams(Path(scratch), dtype, "val", "source")
-        args = (tok_json, ids["eos"], specials, config)
+        args = (tok_json, ids["eos"], specials, config, vocab_size)
         split_uri = {s: storage.join(mixture_dir_uri, f"{s}.parquet") for s in ("train", "val")}
         train_docs, special_train = _tokenize_split(split_uri["train"], train, *args)
         val_docs, special_val = _tokenize_split(split_uri["val"], val, *args)

@@ -18,6 +18,7 @@ import dataclasses
 import hashlib
 import json
 import re
+import tempfile
 import types
 import typing
 from dataclasses import dataclass
@@ -125,7 +126,13 @@ class DataConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class CheckpointConfig:
-    """Checkpoints go to ``<run_root>/<branch>/step-<N:08d>`` (local path).
+    """Checkpoints go to ``<run_root>/<branch>/step-<N:08d>``: a local path or ``s3://``.
+
+    With an ``s3://`` run root, DCP writes into ``staging_dir`` (local), the files are uploaded
+    and the commit record goes last (:mod:`pretrain.checkpoint.remote`); a resume downloads and
+    verifies the checkpoint there first. ``staging_dir`` also holds what the trainer writes
+    locally for such a run (``metrics.jsonl``, ``events.jsonl``, W&B files); default:
+    ``<system temp>/pretrain-staging/<hash of run_root>``. Ignored for a local run root.
 
     Pruning keeps the newest ``keep_last`` checkpoints plus every checkpoint labelled healthy
     and every step in ``protected_steps``. The trainer labels a checkpoint healthy when its step
@@ -141,12 +148,18 @@ class CheckpointConfig:
     protected_steps: tuple[int, ...] = ()
     healthy_every_steps: int = 0
     async_save: bool = False
+    staging_dir: str | None = None
 
     def __post_init__(self) -> None:
-        if not self.run_root or self.run_root.startswith("s3://"):
+        if not self.run_root or "://" in self.run_root and not self.run_root.startswith("s3://"):
             raise ConfigError(
-                f"checkpoint.run_root={self.run_root!r} must be a local directory (DCP writes "
-                "with a local file system writer); sync to object storage after the commit"
+                f"checkpoint.run_root={self.run_root!r} must be a local directory or an "
+                "s3://bucket/prefix URI"
+            )
+        if self.staging_dir is not None and "://" in self.staging_dir:
+            raise ConfigError(
+                f"checkpoint.staging_dir={self.staging_dir!r} must be a local directory (DCP "
+                "writes there before the upload)"
             )
         if self.every_steps <= 0 or self.keep_last <= 0:
             raise ConfigError("checkpoint.every_steps and checkpoint.keep_last must be >= 1")
@@ -286,8 +299,28 @@ class TrainConfig:
             )
 
     # -- resolved paths ---------------------------------------------------------------------
+    def is_remote(self) -> bool:
+        """Checkpoints on object storage (``s3://``), staged locally (see CheckpointConfig)."""
+        return self.checkpoint.run_root.startswith("s3://")
+
+    def local_root(self) -> Path:
+        """Where this trainer writes locally: the run root, or the staging folder of an S3 one."""
+        if not self.is_remote():
+            return Path(self.checkpoint.run_root)
+        if self.checkpoint.staging_dir:
+            return Path(self.checkpoint.staging_dir)
+        digest = hashlib.sha256(self.checkpoint.run_root.encode()).hexdigest()[:12]
+        return Path(tempfile.gettempdir()) / "pretrain-staging" / digest
+
     def branch_dir(self) -> Path:
-        return Path(self.checkpoint.run_root) / self.run.branch
+        """The branch's local folder (checkpoint staging, metrics, events)."""
+        return self.local_root() / self.run.branch
+
+    def checkpoint_uri(self, step_dir: str) -> str:
+        """Where a committed checkpoint of this branch lives (local path or ``s3://`` URI)."""
+        if self.is_remote():
+            return f"{self.checkpoint.run_root.rstrip('/')}/{self.run.branch}/{step_dir}"
+        return str(self.branch_dir() / step_dir)
 
     def metrics_path(self) -> Path:
         return Path(self.metrics.metrics_file or self.branch_dir() / "metrics.jsonl")
@@ -296,12 +329,13 @@ class TrainConfig:
         return Path(self.metrics.events_file or self.branch_dir() / "events.jsonl")
 
     def wandb_dir(self) -> Path:
-        return Path(self.metrics.wandb_dir or self.checkpoint.run_root)
+        return Path(self.metrics.wandb_dir or self.local_root())
 
     def wandb_run_id(self) -> str:
         if self.metrics.wandb_run_id:
             return self.metrics.wandb_run_id
-        root = str(Path(self.checkpoint.run_root).absolute())
+        run_root = self.checkpoint.run_root
+        root = run_root if self.is_remote() else str(Path(run_root).absolute())
         return f"{self.run.branch}-{hashlib.sha256(root.encode()).hexdigest()[:8]}"
 
     # -- serialization ----------------------------------------------------------------------
@@ -331,7 +365,7 @@ class TrainConfig:
 def _build(cls: type, data: Any, where: str) -> Any:
     """Rebuild a (nested) frozen dataclass from JSON data; unknown keys are an error."""
     if not isinstance(data, dict):
-        raise ConfigError(f"{where} must be a JSON object, got {type(data).__name__}")
+        raise ConfigError(f"{where} must be a JSON object, got {_describe(data)}")
     hints = typing.get_type_hints(cls)
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = set(data) - known
@@ -344,19 +378,66 @@ def _build(cls: type, data: Any, where: str) -> Any:
         raise ConfigError(f"{where}: {exc}") from exc
 
 
+def _describe(value: Any) -> str:
+    """``str '200'``, ``null``, ``bool True``: what a type error message shows of a value."""
+    if value is None:
+        return "null"
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
+
+
+# JSON scalar -> the hint it may fill. Strict on purpose: a bool never stands in for a number
+# (``True`` is an int in Python), a string never for a bool ("false" is truthy) or a number.
+_SCALARS: dict[Any, tuple[str, Any]] = {
+    bool: ("a boolean (true/false)", lambda v: isinstance(v, bool)),
+    int: ("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool)),
+    float: (
+        "a number",
+        lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    ),
+    str: ("a string", lambda v: isinstance(v, str)),
+}
+
+
 def _convert(hint: Any, value: Any, where: str) -> Any:
+    """``value`` checked strictly against ``hint`` (and lists turned into tuples); a mismatch
+    raises ``ConfigError`` naming the field: ``config.run.max_steps must be an integer, got
+    str '200'``. ``null`` is accepted only where the field is optional (``X | None``)."""
     if dataclasses.is_dataclass(hint):
         return _build(hint, value, where)
     origin = typing.get_origin(hint)
     if origin in (types.UnionType, typing.Union):
-        inner = [a for a in typing.get_args(hint) if a is not type(None)]
-        return None if value is None else _convert(inner[0], value, where)
-    if origin is tuple and isinstance(value, list | tuple):
+        args = typing.get_args(hint)
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        if len(inner) != 1:
+            raise ConfigError(f"{where}: unsupported config type {hint}")
+        return _convert(inner[0], value, where)
+    if value is None:
+        raise ConfigError(f"{where} must not be null (the field is required to have a value)")
+    if origin is tuple:
+        if not isinstance(value, list | tuple):
+            raise ConfigError(f"{where} must be a list, got {_describe(value)}")
         args = typing.get_args(hint)
         if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_convert(args[0], v, where) for v in value)
-        return tuple(_convert(a, v, where) for a, v in zip(args, value, strict=False))
-    return value
+            return tuple(_convert(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
+        if len(value) != len(args):
+            raise ConfigError(
+                f"{where} must be a list of {len(args)} values, got {len(value)}: {value!r}"
+            )
+        return tuple(
+            _convert(a, v, f"{where}[{i}]")
+            for i, (a, v) in enumerate(zip(args, value, strict=True))
+        )
+    if hint in _SCALARS:
+        expected, accepts = _SCALARS[hint]
+        if not accepts(value):
+            raise ConfigError(f"{where} must be {expected}, got {_describe(value)}")
+        return float(value) if hint is float else value
+    if hint is Any:
+        return value
+    raise ConfigError(f"{where}: unsupported config type {hint}")
 
 
 def build_section(cls: type, data: dict[str, Any], where: str) -> Any:

@@ -24,7 +24,8 @@ are drawn from ``(seed, epoch[, stage])``, so no generator bytes need saving);
 ``checkpoint_state()`` adds ``num_sequences``, ``shard``, ``offset`` (the file and row of the
 next sequence), which ``load_state_dict`` checks against the data so that a changed packed
 directory is refused instead of silently reading other batches. Both forms load. Model input is ``seq[:-1]``,
-target ``seq[1:]``.
+target ``seq[1:]``. Token ids must be < ``vocab_size``: a sample of each shard is checked when a
+split opens and every sequence when it is read (a ``DataError`` naming the file and row).
 
     index = read_packed_index("artifacts/packed_tokens")
     reader = BatchReader(PackedSplit(index, "train"), global_batch=16, seed=0, rank=0, world_size=2)
@@ -129,6 +130,9 @@ def read_packed_index(packed_dir: str) -> PackedIndex:
     return packed
 
 
+SAMPLE_ROWS = 64  # rows per shard file checked when a split is opened
+
+
 class PackedSplit:
     """Random access to the sequences of one split (optionally one source), memory-mapped."""
 
@@ -136,9 +140,10 @@ class PackedSplit:
         files = [f for f in index.files(split) if source is None or f.source == source]
         if not files:
             raise DataError(f"{index.root}: split '{split}' has no files for source {source!r}")
-        self.seq_len = index.seq_len
+        self.seq_len, self.vocab_size = index.seq_len, index.vocab_size
         self.stages = index.stages if split == "train" and source is None else ()
         self._arrays = []
+        self._paths = [f.path for f in files if f.num_sequences]
         for f in files:
             expected = f.num_sequences * index.seq_len * index.dtype.itemsize
             size = f.path.stat().st_size if f.path.exists() else -1
@@ -153,6 +158,19 @@ class PackedSplit:
         counts = [len(a) for a in self._arrays]
         self._starts = np.cumsum([0, *counts])
         self.num_sequences = int(self._starts[-1])
+        for file_idx, arr in enumerate(self._arrays):  # a sample now; every batch when read
+            sample = np.unique(np.linspace(0, len(arr) - 1, min(len(arr), SAMPLE_ROWS)).astype(int))
+            self._check_ids(arr[sample], file_idx, sample)
+
+    def _check_ids(self, rows: np.ndarray, file_idx: int, row_numbers: np.ndarray) -> None:
+        """Token ids must be < vocab_size (an embedding lookup would fail mid-training)."""
+        if rows.size and int(rows.max()) >= self.vocab_size:
+            bad = int(np.argmax(rows.max(axis=1) >= self.vocab_size))
+            raise DataError(
+                f"{self._paths[file_idx]}: sequence {int(row_numbers[bad])} holds token id "
+                f"{int(rows[bad].max())} >= vocab_size={self.vocab_size} from index.json; the "
+                "shard does not match its tokenizer or is damaged: repack packed_tokens"
+            )
 
     def __len__(self) -> int:
         return self.num_sequences
@@ -167,7 +185,10 @@ class PackedSplit:
         out = np.empty((len(indices), self.seq_len), dtype=np.int64)
         files = np.searchsorted(self._starts, indices, side="right") - 1
         for i, (file_idx, idx) in enumerate(zip(files, indices, strict=True)):
-            out[i] = self._arrays[file_idx][idx - self._starts[file_idx]]
+            row = idx - self._starts[file_idx]
+            out[i] = self._arrays[file_idx][row]
+            if out[i].max() >= self.vocab_size:
+                self._check_ids(out[i : i + 1], int(file_idx), np.array([row]))
         return out
 
 

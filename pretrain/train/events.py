@@ -7,6 +7,8 @@ Events are small dicts, a handful per run plus a throttled progress line — nev
                             "resumed_from"}
     {"event": "progress",   "step", "loss", "tokens_per_s"}           throttled, see below
     {"event": "skipped",    "start_step", "end_step", "num_sequences"}  per skip window run through
+    {"event": "checkpoint_damaged", "branch", "step", "path", "moved_to", "problems",
+                            "resumed_from"}   resume=latest passed over a damaged checkpoint
     {"event": "checkpoint", "branch", "step", "key", "path", "loss", "tokens_seen"} after commit
     {"event": "finished",   "step", "final_loss", "tokens_seen"}
     {"event": "stopped",    "step", "signal"}                          SIGTERM/SIGINT received

@@ -19,6 +19,7 @@ losses bit for bit, even after a ``kill -9`` (tests/test_train_resume.py).
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -26,9 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import pretrain
+from pretrain import storage
 from pretrain.checkpoint import dcp as ckpt
 from pretrain.checkpoint.checkpointer import Checkpointer, healthy_reason
-from pretrain.errors import CheckpointError, ConfigError
+from pretrain.errors import CheckpointError, ConfigError, DataError
 from pretrain.model.config import flops_per_token, num_params
 from pretrain.train.callbacks import Callback, StepRecord, default_callbacks
 from pretrain.train.config import TrainConfig
@@ -37,7 +39,14 @@ from pretrain.train.events import EventSink
 from pretrain.train.metrics import Metrics, finite_or_none, memory_gb, mfu, peak_flops_per_device
 from pretrain.train.optim import build_optimizer, lr_at
 from pretrain.train.parallel import build_model
-from pretrain.train.process import ProcessInfo, StopFlag, agree_to_stop, set_determinism
+from pretrain.train.process import (
+    ProcessInfo,
+    StopFlag,
+    agree_to_stop,
+    barrier,
+    broadcast_from_main,
+    set_determinism,
+)
 from pretrain.train.step import train_step
 
 LOSS_WINDOW = 50
@@ -48,7 +57,7 @@ class TrainResult:
     step: int
     final_loss: float | None
     tokens_seen: int
-    last_checkpoint: Path | None
+    last_checkpoint: Path | str | None  # str: an s3:// URI
     stopped_by: str | None  # signal name when stopped early, else None
 
 
@@ -106,18 +115,40 @@ class Trainer:
         self.step, self.tokens_seen = 0, 0
         self.loss_window: deque[tuple[int, float]] = deque(maxlen=LOSS_WINDOW)
         self.skipped: list[int] = []
-        self.parent: Path | None = None
-        self.last_checkpoint: Path | None = None
+        self.parent: Path | str | None = None  # str: an s3:// URI
+        self.last_checkpoint: Path | str | None = None
         self.step_metrics: dict[str, float] = {}
         self.checkpointer = Checkpointer(cfg, proc, on_commit=[self._on_commit])
 
     def restore(self) -> None:
         """Load the resume checkpoint (if any); refuse to rewrite an existing branch history."""
         cfg = self.cfg
-        self.parent = ckpt.resolve_resume(cfg)
-        if self.parent is not None:
+        # rank 0 verifies (and moves damaged checkpoints aside), the others follow its choice
+        choice = None
+        if self.proc.is_main:
+            choice = ckpt.resolve_resume(cfg, quarantine=True)
+            self._report_damaged(choice)
+        picked = None
+        if choice is not None and choice.path is not None:
+            picked = (str(choice.path), str(choice.local))
+        picked = broadcast_from_main(picked, self.proc)
+        self.parent = None
+        if picked is not None:
+            uri, local = picked
+            remote = storage.is_s3(uri)
+            if remote and self.proc.local_rank == 0 and not self.proc.is_main:
+                _, problems = ckpt.local_copy(cfg, uri)  # another node: its own verified copy
+                if problems:
+                    raise CheckpointError(f"{uri} is damaged: " + "; ".join(problems))
+            barrier(self.proc)
+            self.parent = uri if remote else Path(uri)
             restored = ckpt.load_checkpoint(
-                self.parent, cfg=cfg, proc=self.proc, model=self.model, optimizer=self.optimizer
+                Path(local),
+                cfg=cfg,
+                proc=self.proc,
+                model=self.model,
+                optimizer=self.optimizer,
+                verify=False,  # rank 0 just did
             )
             self.reader.load_state_dict(restored.data_state)
             self.step, self.tokens_seen = restored.step, int(restored.meta["tokens_seen"])
@@ -132,8 +163,30 @@ class Trainer:
         ]
         if ahead:
             raise CheckpointError(
-                f"branch {cfg.run.branch!r} already has {ahead[-1].name}, beyond the resume "
+                f"branch {cfg.run.branch!r} already has {Path(ahead[-1]).name}, beyond the resume "
                 f"point (step {self.step}); resume onto a new branch so no key is reused"
+            )
+
+    def _report_damaged(self, choice: ckpt.ResumeChoice) -> None:
+        """One ``checkpoint_damaged`` event and log line per damaged checkpoint passed over."""
+        for damaged in choice.damaged:
+            fallback = str(choice.path) if choice.path else None
+            print(
+                f"WARNING: checkpoint {damaged.path} is damaged ({'; '.join(damaged.problems)}); "
+                f"moved to {damaged.moved_to}; resuming from {fallback or 'scratch'}",
+                file=sys.stderr,
+                flush=True,
+            )
+            self.events.emit(
+                {
+                    "event": "checkpoint_damaged",
+                    "branch": self.cfg.run.branch,
+                    "step": ckpt.step_of(damaged.path),
+                    "path": str(damaged.path),
+                    "moved_to": str(damaged.moved_to) if damaged.moved_to else None,
+                    "problems": list(damaged.problems),
+                    "resumed_from": fallback,
+                }
             )
 
     def save(self) -> None:
@@ -160,7 +213,7 @@ class Trainer:
             healthy_reason=healthy_reason(self.cfg, self.step, losses),
         )
 
-    def _on_commit(self, path: Path, meta: dict[str, Any]) -> None:
+    def _on_commit(self, path: Path | str, meta: dict[str, Any]) -> None:
         self.last_checkpoint = path
         window = meta["loss_window"]
         self.events.emit(
@@ -169,7 +222,7 @@ class Trainer:
                 "branch": self.cfg.run.branch,
                 "step": meta["step"],
                 "key": meta["key"],
-                "path": str(path.absolute()),
+                "path": path if isinstance(path, str) else str(path.absolute()),
                 "loss": finite_or_none(window["last"]) if window["last"] is not None else None,
                 "tokens_seen": meta["tokens_seen"],
                 "healthy": ckpt.is_healthy(path),
@@ -178,6 +231,22 @@ class Trainer:
 
     def last_loss(self) -> float | None:
         return finite_or_none(self.loss_window[-1][1]) if self.loss_window else None
+
+    def _train_step(self, lr: float) -> Any:
+        cfg = self.cfg
+        return train_step(
+            self.model,
+            self.optimizer,
+            self.reader,
+            lr=lr,
+            accum=self.accum,
+            micro_batch=cfg.data.micro_batch_size,
+            proc=self.proc,
+            grad_clip=cfg.optim.grad_clip,
+            ignore_index=self.ignore_index,
+            z_loss_weight=cfg.optim.z_loss_weight,
+            inject_nan=self.step == cfg.run.inject_nan_at_step,
+        )
 
     def one_step(self) -> StepRecord:
         """Advance one step (train it, or consume its batch inside a skip window)."""
@@ -195,19 +264,10 @@ class Trainer:
                 skipped_sequences=skipped,
             )
         started = time.perf_counter()
-        out = train_step(
-            self.model,
-            self.optimizer,
-            self.reader,
-            lr=lr,
-            accum=self.accum,
-            micro_batch=cfg.data.micro_batch_size,
-            proc=proc,
-            grad_clip=cfg.optim.grad_clip,
-            ignore_index=self.ignore_index,
-            z_loss_weight=cfg.optim.z_loss_weight,
-            inject_nan=self.step == cfg.run.inject_nan_at_step,
-        )
+        try:
+            out = self._train_step(lr)
+        except DataError as exc:  # e.g. a token id >= vocab_size: say which step read it
+            raise DataError(f"step {self.step}: {exc}") from exc
         step_time = time.perf_counter() - started
         self.tokens_seen += self.tokens_per_step
         self.loss_window.append((self.step, out.loss))

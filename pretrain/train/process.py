@@ -17,6 +17,7 @@ import random
 import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -75,6 +76,24 @@ def barrier(proc: ProcessInfo) -> None:
         dist.barrier()
 
 
+def all_gather_objects(obj: Any, proc: ProcessInfo) -> list[Any]:
+    """Every rank's ``obj`` (picklable, small), in rank order, on every rank (collective)."""
+    if not proc.distributed:
+        return [obj]
+    gathered: list[Any] = [None] * proc.world_size
+    dist.all_gather_object(gathered, obj)
+    return gathered
+
+
+def broadcast_from_main(obj: Any, proc: ProcessInfo) -> Any:
+    """Rank 0's ``obj`` on every rank (collective); the others pass anything, e.g. None."""
+    if not proc.distributed:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
 def set_determinism(seed: int, deterministic: bool, proc: ProcessInfo) -> None:
     """Seed every RNG; in deterministic mode also forbid nondeterministic kernels."""
     random.seed(seed + proc.rank)
@@ -89,9 +108,20 @@ def set_determinism(seed: int, deterministic: bool, proc: ProcessInfo) -> None:
 
 
 def rng_state(proc: ProcessInfo) -> dict[str, object]:
+    """This rank's RNG states as tensors and plain Python data only, so a checkpoint's RNG file
+    loads with ``torch.load(..., weights_only=True)`` (no pickled objects, no code execution
+    from a checkpoint folder: README, "Trust model")."""
+    algorithm, keys, pos, has_gauss, cached_gaussian = np.random.get_state()
+    version, mt_state, gauss_next = random.getstate()
     state: dict[str, object] = {
-        "python": random.getstate(),
-        "numpy": np.random.get_state(),
+        "python": {"version": version, "state": list(mt_state), "gauss_next": gauss_next},
+        "numpy": {
+            "algorithm": str(algorithm),
+            "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached_gaussian": float(cached_gaussian),
+        },
         "torch": torch.get_rng_state(),
     }
     if proc.device.type == "cuda":
@@ -99,12 +129,23 @@ def rng_state(proc: ProcessInfo) -> dict[str, object]:
     return state
 
 
-def set_rng_state(state: dict[str, object], proc: ProcessInfo) -> None:
-    random.setstate(state["python"])  # type: ignore[arg-type]
-    np.random.set_state(state["numpy"])  # type: ignore[arg-type]
-    torch.set_rng_state(state["torch"])  # type: ignore[arg-type]
+def set_rng_state(state: dict[str, Any], proc: ProcessInfo) -> None:
+    """Restore what :func:`rng_state` captured."""
+    py = state["python"]
+    random.setstate((py["version"], tuple(py["state"]), py["gauss_next"]))
+    nps = state["numpy"]
+    np.random.set_state(
+        (
+            nps["algorithm"],
+            nps["keys"].numpy().astype(np.uint32),
+            nps["pos"],
+            nps["has_gauss"],
+            nps["cached_gaussian"],
+        )
+    )
+    torch.set_rng_state(state["torch"])
     if "cuda" in state and proc.device.type == "cuda":
-        torch.cuda.set_rng_state(state["cuda"], proc.device)  # type: ignore[arg-type]
+        torch.cuda.set_rng_state(state["cuda"], proc.device)
 
 
 class StopFlag:

@@ -22,7 +22,7 @@ from dagster import (
 )
 
 from jobs.training import train_job
-from pretrain.checkpoint.dcp import latest_checkpoint, step_of
+from pretrain.checkpoint.dcp import damage_reports, latest_checkpoint, step_of
 from pretrain.recovery.policy import decide_crash_resume
 from resources.metrics import RecoveryThresholds, WandbMetricsReader
 from sensors.recovery.training_runs import Launched, launch_config, resume_request, run_settings
@@ -47,6 +47,11 @@ def training_failure_sensor(
         return SensorResult(skip_reason=f"run {run.run_id} will be retried by Dagster")
     config = Launched.of(launch_config(run))
     latest = latest_checkpoint(metrics.run_root, config.branch)
+    for damaged in damage_reports(metrics.run_root, config.branch):
+        context.log.warning(
+            f"branch {config.branch}: checkpoint step {damaged['step']} was damaged "
+            f"({'; '.join(damaged['problems'])}); resume used {damaged['resumed_from']}"
+        )
     latest_step = step_of(latest) if latest is not None else None
     started_at = int(run.tags.get(START_STEP_TAG, "-1"))
     progressed = latest_step is not None and latest_step > started_at
