@@ -19,6 +19,7 @@ from dagster import Config, DagsterRun
 
 from jobs.config import overrides
 from jobs.stages import STAGES
+from pretrain import storage
 from pretrain.train.config import RunConfig, TrainConfig
 from pretrain.train.recipes import DEFAULT_RECIPE, TRAIN_RECIPES, recipe_with_overrides
 from resources.storage import ArtifactStore
@@ -47,7 +48,8 @@ def resolve_train_config(config: Config, store: ArtifactStore) -> TrainConfig:
     return recipe_with_overrides(
         config.recipe,
         packed_dir=store.uri("packed_tokens"),
-        run_root=store.local_dir("runs"),
+        # checkpoints commit to s3:// directly (staged locally, the commit record last)
+        run_root=store.uri("runs") if storage.is_s3(store.root) else store.local_dir("runs"),
         overrides={k: v for k, v in overrides(config).items() if k != "recipe"},
     )
 
