@@ -20,6 +20,7 @@ DOCUMENT_SCHEMA = pa.schema(
         ("language", pa.string()),
         ("language_score", pa.float32()),
         ("quality_score", pa.float32()),
+        ("toxicity_score", pa.float32()),  # share of toxic sentences (pretrain.filters.toxicity)
         ("num_chars", pa.int64()),
     ]
 )

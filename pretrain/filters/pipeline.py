@@ -8,10 +8,12 @@ Per document, in order (the first rule that fires decides the reason):
 3. URL blocklist / adult-spam URL patterns / URL dedup (``url_*``, ``duplicate_url``)
 4. fastText LID-176 (batched): ``low_language_score``, ``wrong_language``
 5. code (``code_sources``): the code rules of :mod:`.heuristics` only; prose: Gopher
-   repetition → Gopher quality → C4 (removes bad lines) → FineWeb → toxicity word lists
+   repetition → Gopher quality → C4 (removes bad lines) → FineWeb → toxicity (sentence model +
+   word lists, :mod:`.toxicity`; ``toxicity_score`` is set on every row with text, rejects too)
 6. ``quality_score`` from the quality classifier (or the heuristic score without one);
    ``low_quality_score`` under ``min_quality_score`` / outside ``keep_top_fraction``
-7. PII masking of the kept text (never drops)
+7. PII masking (never drops) of the kept text, and of the rejected text before it is written:
+   ``rejects.parquet`` never holds the PII that :mod:`.pii` detects
 
 Batches of ``batch_size`` documents stream through, read one input row group at a time, and
 each batch's kept documents and rejects are written as they come, so peak memory is bounded by
@@ -133,9 +135,9 @@ class _Rules:
             (config.gopher_quality, GopherQuality),
             (config.c4, C4Filter),
             (config.fineweb, FineWebFilter),
-            (config.toxicity, ToxicityFilter),
         ]
         self.prose: list[Filter] = [cls(c) for c, cls in optional if c is not None]
+        self.toxicity = ToxicityFilter(config.toxicity) if config.toxicity else None
         self.model = None
         self.threshold = config.min_quality_score
         if config.quality_model_uri:
@@ -183,6 +185,7 @@ def filter_shard(input_uri: str, output_dir_uri: str, config: FilterConfig) -> F
             for doc, decision in zip(docs, decisions, strict=True):
                 raw_chars = doc.pop("_raw_chars")
                 doc.pop("_words", None)
+                doc.pop("_toxicity", None)
                 if decision is None:
                     kept.append(doc)
                     kept_sources[doc["source"]] += 1
@@ -192,6 +195,8 @@ def filter_shard(input_uri: str, output_dir_uri: str, config: FilterConfig) -> F
                     totals["chars_out"] += doc["num_chars"]
                 else:
                     doc.pop("_pii", None)
+                    if config.pii is not None and doc["text"] is not None:
+                        doc["text"], _ = mask_pii(doc["text"], config.pii)  # rejects: masked too
                     order.setdefault(decision[0])
                     dropped[decision[0]] += 1
                     dropped_chars[decision[0]] += raw_chars
@@ -233,6 +238,11 @@ def _filter_batch(docs: list[dict], rules: _Rules, totals: Counter) -> list[Reje
     for i, doc in enumerate(docs):
         if decisions[i] is None:
             decisions[i] = _apply_rules(doc, rules)
+    if rules.toxicity is not None:  # one model call; kept and rejected rows get a score
+        rules.toxicity.score_batch([d for d in docs if d["text"] is not None])
+        for i, doc in enumerate(docs):
+            if decisions[i] is None and not is_code(doc, rules.config.code_sources):
+                decisions[i] = rules.toxicity.check(doc)
     survivors = [
         d for d, decision in zip(docs, decisions, strict=True)
         if decision is None and not is_code(d, rules.config.code_sources)
