@@ -196,7 +196,9 @@ def filter_shard(input_uri: str, output_dir_uri: str, config: FilterConfig) -> F
                 else:
                     doc.pop("_pii", None)
                     if config.pii is not None and doc["text"] is not None:
-                        doc["text"], _ = mask_pii(doc["text"], config.pii)  # rejects: masked too
+                        doc["text"], _ = mask_pii(  # rejects are masked too
+                            doc["text"], config.pii, language=doc.get("language")
+                        )
                     order.setdefault(decision[0])
                     dropped[decision[0]] += 1
                     dropped_chars[decision[0]] += raw_chars
@@ -264,7 +266,9 @@ def _filter_batch(docs: list[dict], rules: _Rules, totals: Counter) -> list[Reje
             )
             continue
         if rules.config.pii is not None:
-            doc["text"], doc["_pii"] = mask_pii(doc["text"], rules.config.pii)
+            doc["text"], doc["_pii"] = mask_pii(
+                doc["text"], rules.config.pii, language=doc.get("language")
+            )
         doc["num_chars"] = len(doc["text"])
     return decisions
 
