@@ -133,6 +133,12 @@ def test_ip_token_boundaries(text: str, masked: str | None) -> None:
     assert _mask(text)[0] == (masked if masked is not None else text)
 
 
+def test_iban_decoy_whose_digits_pass_luhn_is_no_card() -> None:
+    decoy = "DE10 3704 0044 0532 0130 01"  # mod-97 invalid; its 18 digits are Luhn-valid
+    assert luhn_valid("370400440532013001") and not iban_valid(decoy)
+    assert _mask(f"pay {decoy} now") == (f"pay {decoy} now", {})
+
+
 def test_iban_followed_by_a_capitalised_word() -> None:
     out, counts = _mask("pay DE89 3704 0044 0532 0130 00 BANK now")
     assert out == "pay <IBAN> BANK now" and counts == {"iban": 1}

@@ -128,7 +128,8 @@ def _iban_prefix(value: str) -> int:
 _EMAIL = re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b")
 _CN_ID = re.compile(r"(?<![0-9A-Za-z])\d{17}[\dXx](?![0-9A-Za-z])")
 _IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?\b")
-_CARD = re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])")
+# Not inside a word, nor after an IBAN's country and check digits ("DE89 3704 ...").
+_CARD = re.compile(r"(?<![\w-])(?<![A-Z]{2}\d\d )\d(?:[ -]?\d){12,18}(?![\d-])")
 _SSN = re.compile(r"(?<![\d-])\d{3}-\d{2}-\d{4}(?![\d-])")
 # An address ends where no digit (or ".digit") follows: "was 93.29.251.207." keeps its stop.
 _IPV4 = r"(?<![\w.])(?<!\w\.)(?:\d{1,3}\.){3}\d{1,3}(?!\d|\.\d)"
