@@ -47,10 +47,10 @@ LANGUAGE_REGIONS: dict[str, tuple[str, ...]] = {
     "sr": ("RS",), "hr": ("HR",), "sl": ("SI",), "sw": ("KE", "TZ"),
 }  # fmt: skip
 
-# Digits joined by at most two separators (space . - /) or brackets; ends on a digit, so the
-# full stop after a number is never part of it.
+# 7+ digits joined by at most two separators (space . - /) or brackets; ends on a digit, so
+# the full stop after a number is never part of it.
 _CANDIDATE = re.compile(
-    r"(?<![\w+.\-/])(?:\+\s?|\()?\d(?:[ .\-/]{0,2}\(?\d|\)[ .\-/]?\(?\d)*(?!\w)"
+    r"(?<![\w+.\-/])(?:\+\s?|\()?\d(?:[ .\-/]{0,2}\(?\d|\)[ .\-/]?\(?\d){6,}(?!\w)"
 )
 _GROUP = re.compile(r"[ .\-/()]+")
 _THOUSANDS = re.compile(r"\d{1,3}(?:([.,])\d{3})(?:\1\d{3})+")
