@@ -110,6 +110,8 @@ def test_phone_regions_from_language_and_config() -> None:
         "IBAN GB82 WEST 1234 5698 7654 33, DE89 3704 0044 0532 0130 01",  # mod-97 invalid
         "id 110105194912310021; 123456789; 1.234.567.890 EUR; 2019-07-17 10:30; 12/31/2019",
         "ISBN 978-0-306-40615-7 and order 1999-2005",
+        "closed at 118.25/118.75, 2304.78 (2267.21), range 1.8150-1.8700, 04/09/87 03/09/87",
+        "Avg Price  145-150  145-150   154.90",
     ],
 )
 def test_decoys_are_left_alone(text: str) -> None:

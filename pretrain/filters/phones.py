@@ -14,7 +14,9 @@ Leniency (``PiiConfig.phone_leniency``): ``"valid"`` (default) asks
 ``is_valid_number`` — the number fits a region's numbering plan (area codes, mobile ranges,
 lengths) — in at least one candidate region; ``"possible"`` asks only that its length fits,
 which masks more random numbers. Longer runs (card and IBAN look-alikes, 16+ digits),
-thousands-grouped amounts (``1.234.567.890``) and dates are never phone numbers::
+thousands-grouped amounts (``1.234.567.890``), decimals next to other separators
+(``118.25/118.75``) and dates are never phone numbers. Known false positives: columns of
+numbers in tables (``12664 11895`` is a valid Indian mobile number as written)::
 
     from pretrain.filters.phones import find_phones
     find_phones("Ruf an: 030 45522651.", regions=("DE",))  # -> [(8, 20)]
@@ -57,7 +59,10 @@ _THOUSANDS = re.compile(r"\d{1,3}(?:([.,])\d{3})(?:\1\d{3})+")
 _DATE = re.compile(
     r"(?:19|20)\d\d[-/.](?:0?[1-9]|1[0-2])[-/.](?:0?[1-9]|[12]\d|3[01])"
     r"|(?:0?[1-9]|[12]\d|3[01])[-/.](?:0?[1-9]|1[0-2])[-/.](?:19|20)\d\d"
+    r"|\d\d?/\d\d?/\d\d(?!\d)"
 )
+_DECIMAL = re.compile(r"\d\.\d")
+_TABLE_SEPARATOR = re.compile(r"[/(]|\.\d\d?-")
 
 
 def candidate_regions(language: str | None, regions: tuple[str, ...]) -> tuple[str, ...]:
@@ -73,8 +78,10 @@ def _is_phone(candidate: str, regions: tuple[str, ...], leniency: str) -> bool:
             return False
     elif not 9 <= digits <= 13 or (digits < 10 and candidate.isdigit()):
         return False
-    if _THOUSANDS.fullmatch(candidate) or _DATE.search(candidate):
+    if _THOUSANDS.fullmatch(candidate) or _DATE.search(candidate) or candidate.count("/") > 1:
         return False
+    if "  " in candidate or (_DECIMAL.search(candidate) and _TABLE_SEPARATOR.search(candidate)):
+        return False  # "118.25/118.75", "2.30-40", "145-150  145-150": prices and tables
     check = phonenumbers.is_valid_number if leniency == "valid" else phonenumbers.is_possible_number
     for region in regions if not candidate.startswith("+") else regions[:1]:
         try:
