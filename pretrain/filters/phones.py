@@ -62,7 +62,7 @@ _DATE = re.compile(
     r"|\d\d?/\d\d?/\d\d(?!\d)"
 )
 _DECIMAL = re.compile(r"\d\.\d")
-_TABLE_SEPARATOR = re.compile(r"[/(]|\.\d\d?-")
+_TABLE_SEPARATOR = re.compile(r"[/(]|\.\d+-")
 
 
 def candidate_regions(language: str | None, regions: tuple[str, ...]) -> tuple[str, ...]:
@@ -80,7 +80,11 @@ def _is_phone(candidate: str, regions: tuple[str, ...], leniency: str) -> bool:
         return False
     if _THOUSANDS.fullmatch(candidate) or _DATE.search(candidate) or candidate.count("/") > 1:
         return False
-    if "  " in candidate or (_DECIMAL.search(candidate) and _TABLE_SEPARATOR.search(candidate)):
+    if "  " in candidate or (
+        not candidate.startswith("+")  # "+55 11.2345-7791" is written so; a table never has "+"
+        and _DECIMAL.search(candidate)
+        and _TABLE_SEPARATOR.search(candidate)
+    ):
         return False  # "118.25/118.75", "2.30-40", "145-150  145-150": prices and tables
     check = phonenumbers.is_valid_number if leniency == "valid" else phonenumbers.is_possible_number
     for region in regions if not candidate.startswith("+") else regions[:1]:
