@@ -10,7 +10,7 @@ Toxic sets are *documents*, not sentences, because the filter judges whole docum
 
 Clean sets: ``clean_web`` (English Common Crawl pages of the dolma and CCNet-head samples)
 and ``violent_news`` (Reuters-21578 stories with at least two violence words: killings,
-bombs, attacks, police). Every set is split 80/20 by a hash of its id: tune on ``dev``,
+bombs, attacks, police), and ``all_reuters_news`` (all 10,788 stories). Every set is split 80/20 by a hash of its id: tune on ``dev``,
 report ``heldout``.
 """
 
@@ -92,6 +92,11 @@ def violent_news() -> list[dict]:
     ]
 
 
+def all_news() -> list[dict]:
+    rows = _read(WEB / "news" / "reuters21578_apte_nltk_10788docs.jsonl.gz")
+    return [{"id": row["id"], "text": row["text"]} for row in rows]
+
+
 def toxicity_sets() -> dict[str, tuple[bool, list[dict]]]:
     """name -> (is_toxic, documents)."""
     return {
@@ -100,4 +105,5 @@ def toxicity_sets() -> dict[str, tuple[bool, list[dict]]]:
         "twitter_threads": (True, twitter_threads()),
         "clean_web": (False, clean_web()),
         "violent_news": (False, violent_news()),
+        "all_reuters_news": (False, all_news()),
     }

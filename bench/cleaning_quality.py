@@ -204,6 +204,7 @@ def main() -> None:
     targets = {
         "toxicity_fp_clean_web_le_0.02": held["clean_web"] <= 0.02,
         "toxicity_fp_violent_news_le_0.02": held["violent_news"] <= 0.02,
+        "toxicity_fp_all_reuters_le_0.02": held["all_reuters_news"] <= 0.02,
         "toxicity_recall_hate_threads_ge_0.80": held["stormfront_hate_threads"] >= 0.80,
         "toxicity_recall_twitter_threads_ge_0.80": held["twitter_threads"] >= 0.80,
         "toxicity_recall_all_stormfront_threads_ge_0.80": held["stormfront_threads"] >= 0.80,
