@@ -140,14 +140,28 @@ _IPV6 = (
     r"(?:[0-9A-Fa-f]{1,4}:|:){1,7}(?:(?:\d{1,3}\.){3}\d{1,3}|[0-9A-Fa-f]{1,4}|:)"
     r"(?:%[0-9A-Za-z_.-]*[0-9A-Za-z])?(?!\w|:[\w:]|\.\d)"
 )
-_IP = re.compile(f"{_IPV6}|{_IPV4}")
+_HEX_COLON = re.compile(r"[0-9A-Fa-f]:[0-9A-Fa-f:]")  # cheap test before the IPv6 scan
 
-_DETECTORS: dict[str, tuple[re.Pattern[str], Callable[[str], bool]]] = {
-    "email": (_EMAIL, lambda m: True),
-    "cn_resident_id": (_CN_ID, cn_resident_id_valid),
-    "credit_card": (_CARD, lambda m: luhn_valid(re.sub(r"\D", "", m))),
-    "us_ssn": (_SSN, us_ssn_valid),
-    "ip_address": (_IP, _ip_valid),
+
+def _always(text: str) -> bool:
+    return True
+
+
+# kind -> (passes of (pattern, worth scanning this text?), is this match valid?)
+_DETECTORS: dict[
+    str, tuple[tuple[tuple[re.Pattern[str], Callable[[str], bool]], ...], Callable[[str], bool]]
+] = {
+    "email": (((_EMAIL, lambda t: "@" in t),), _always),
+    "cn_resident_id": (((_CN_ID, _always),), cn_resident_id_valid),
+    "credit_card": (((_CARD, _always),), lambda m: luhn_valid(re.sub(r"\D", "", m))),
+    "us_ssn": (((_SSN, _always),), us_ssn_valid),
+    "ip_address": (
+        (
+            (re.compile(_IPV6), lambda t: "::" in t or _HEX_COLON.search(t) is not None),
+            (re.compile(_IPV4), _always),  # after IPv6, which owns "::ffff:93.29.251.207"
+        ),
+        _ip_valid,
+    ),
 }
 
 
@@ -160,8 +174,6 @@ def mask_pii(
     """
     counts: dict[str, int] = {}
     for kind in config.types:
-        if kind == "email" and "@" not in text:
-            continue
         placeholder = config.placeholder.replace("{TYPE}", kind.upper())
         if kind == "phone":
             spans = find_phones(
@@ -186,7 +198,7 @@ def mask_pii(
 
             text = _IBAN.sub(replace_iban, text)
             continue
-        pattern, valid = _DETECTORS[kind]
+        passes, valid = _DETECTORS[kind]
 
         def replace(
             match: re.Match[str], kind: str = kind, placeholder: str = placeholder, valid=valid
@@ -196,5 +208,7 @@ def mask_pii(
             counts[kind] = counts.get(kind, 0) + 1
             return placeholder
 
-        text = pattern.sub(replace, text)
+        for pattern, worth_scanning in passes:
+            if worth_scanning(text):
+                text = pattern.sub(replace, text)
     return text, counts
