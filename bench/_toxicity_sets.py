@@ -10,7 +10,8 @@ Toxic sets are *documents*, not sentences, because the filter judges whole docum
 
 Clean sets: ``clean_web`` (English Common Crawl pages of the dolma and CCNet-head samples)
 and ``violent_news`` (Reuters-21578 stories with at least two violence words: killings,
-bombs, attacks, police), and ``all_reuters_news`` (all 10,788 stories). Every set is split 80/20 by a hash of its id: tune on ``dev``,
+bombs, attacks, police), ``all_reuters_news`` (all 10,788 stories) and ``gutenberg_books`` (13 novels, plays and
+poems: insults in dialogue, "hell", "Moby Dick"). Every set is split 80/20 by a hash of its id: tune on ``dev``,
 report ``heldout``.
 """
 
@@ -97,6 +98,11 @@ def all_news() -> list[dict]:
     return [{"id": row["id"], "text": row["text"]} for row in rows]
 
 
+def books() -> list[dict]:
+    rows = _read(DATA / "books" / "nltk_gutenberg_selections_2008.jsonl.gz")
+    return [{"id": row["id"], "text": row["text"]} for row in rows]
+
+
 def toxicity_sets() -> dict[str, tuple[bool, list[dict]]]:
     """name -> (is_toxic, documents)."""
     return {
@@ -106,4 +112,5 @@ def toxicity_sets() -> dict[str, tuple[bool, list[dict]]]:
         "clean_web": (False, clean_web()),
         "violent_news": (False, violent_news()),
         "all_reuters_news": (False, all_news()),
+        "gutenberg_books": (False, books()),
     }

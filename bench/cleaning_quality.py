@@ -11,8 +11,8 @@ pages and violent Reuters news — for
 - ``old_default``: the word-list-only filter this replaced (loaded from git, commit ``447f740``);
 - ``plain_20_words``: any of 20 common English profanities in the text.
 
-Thresholds were tuned on the ``dev`` split; the targets (recall ≥ 0.80, false positives ≤ 2%)
-are judged on ``heldout``.
+Thresholds were tuned on the ``dev`` split and the books (see :mod:`pretrain.filters.toxicity`);
+the targets (recall ≥ 0.80, false positives ≤ 2%) are judged on ``heldout``.
 
 PII (``bench/_pii_generator.py``): recall per type on planted values in international formats
 and the share of checksum decoys masked, for ``ours`` (``mask_pii``), ``old`` (the regex
@@ -205,6 +205,11 @@ def main() -> None:
         "toxicity_fp_clean_web_le_0.02": held["clean_web"] <= 0.02,
         "toxicity_fp_violent_news_le_0.02": held["violent_news"] <= 0.02,
         "toxicity_fp_all_reuters_le_0.02": held["all_reuters_news"] <= 0.02,
+        "toxicity_no_book_dropped": all(
+            e["dev"]["ours"] == 0 and e["heldout"]["ours"] == 0
+            for name, e in tox.items()
+            if name == "gutenberg_books"
+        ),
         "toxicity_recall_hate_threads_ge_0.80": held["stormfront_hate_threads"] >= 0.80,
         "toxicity_recall_twitter_threads_ge_0.80": held["twitter_threads"] >= 0.80,
         "toxicity_recall_all_stormfront_threads_ge_0.80": held["stormfront_threads"] >= 0.80,

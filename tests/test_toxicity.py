@@ -72,6 +72,13 @@ def test_one_swear_word_in_a_long_document_is_kept() -> None:
     assert rule.check(short)[0] == "toxic_content"  # one sentence: the count is min(2, 1)
 
 
+def test_insults_in_a_novels_dialogue_stay_under_the_share() -> None:
+    rule = ToxicityFilter()
+    novel = _doc(CALM * 4 + '"You idiot," said Turnbull. "Shut up, you stupid moron." ')
+    assert rule.check(novel) is None  # 2 of 42 sentences: 0.048 < 0.06
+    assert novel["toxicity_score"] == pytest.approx(2 / 42)
+
+
 def test_model_only_for_its_languages_and_word_lists_per_language(tmp_path: Path) -> None:
     rule = ToxicityFilter()
     assert rule.check(_doc(INSULTS * 2, language="fr")) is None  # English model not applied

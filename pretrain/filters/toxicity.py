@@ -17,10 +17,13 @@ novel, so the decision is made on the *share of toxic sentences*:
    if it has fewer).
 
 ``bench/cleaning_quality.py`` measures recall on toxic forum threads and false positives on
-clean web pages and violent news; the defaults (0.4, 0.05) were chosen on its ``dev`` split
-and are reported on the held-out split. Known weakness: the model gives some news sentences
-about rape, murder or race ≥ 0.5, so a short crime story can reach the share; raise
-``sentence_threshold`` or ``max_toxic_share`` for news sources::
+clean web pages, violent news and Gutenberg books; the defaults (0.5, 0.06) were chosen on its
+``dev`` split and are reported on the held-out split. Books decided them: the model gives
+"idiot", "hell", "Moby Dick" or Shakespeare's "hoe" ≥ 0.4, so novels and plays reach 1-7% of
+flagged sentences at 0.4 (4 of 13 books dropped at 0.4/0.05) and at most 3.9% at 0.5. Known
+weakness: implicit hate without insults (most Stormfront threads) stays under the share, and
+some news sentences about rape, murder or race score ≥ 0.5; raise ``sentence_threshold`` or
+``max_toxic_share`` for news or book sources::
 
     from pretrain.filters.toxicity import ToxicityConfig, ToxicityFilter
     rule = ToxicityFilter(ToxicityConfig())
@@ -59,8 +62,8 @@ class ToxicityConfig:
     word_lists_uri: str | None = None  # JSON {language: [words]}; None: DEFAULT_WORD_LISTS
     model: str | None = "profanity_check"  # sentence model; None: word lists only
     model_languages: tuple[str, ...] = ("en",)  # languages the model is trained for
-    sentence_threshold: float = 0.4  # model probability from which a sentence is flagged
-    max_toxic_share: float = 0.05  # drop at flagged sentences / sentences ≥ this
+    sentence_threshold: float = 0.5  # model probability from which a sentence is flagged
+    max_toxic_share: float = 0.06  # drop at flagged sentences / sentences ≥ this
     min_toxic_sentences: int = 2  # fewer flagged sentences never drop a longer document
 
     def __post_init__(self) -> None:
