@@ -52,7 +52,8 @@ LANGUAGE_REGIONS: dict[str, tuple[str, ...]] = {
 # 7+ digits joined by at most two separators (space . - /) or brackets; ends on a digit, so
 # the full stop after a number is never part of it.
 _CANDIDATE = re.compile(
-    r"(?<![\w+.\-/])(?:\+\s?|\()?\d(?:[ .\-/]{0,2}\(?\d|\)[ .\-/]?\(?\d){6,}(?!\w)"
+    r"(?:\+(?<![\w+.\-/]\+)\s?\d|\((?<![\w+.\-/]\()\d|\d(?<![\w+.\-/]\d))"  # start: not in a token
+    r"(?:[ .\-/]{0,2}\(?\d|\)[ .\-/]?\(?\d){6,}(?!\w)"
 )
 _GROUP = re.compile(r"[ .\-/()]+")
 _THOUSANDS = re.compile(r"\d{1,3}(?:([.,])\d{3})(?:\1\d{3})+")

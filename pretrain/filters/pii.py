@@ -140,7 +140,8 @@ _IPV6 = (
     r"(?:[0-9A-Fa-f]{1,4}:|:){1,7}(?:(?:\d{1,3}\.){3}\d{1,3}|[0-9A-Fa-f]{1,4}|:)"
     r"(?:%[0-9A-Za-z_.-]*[0-9A-Za-z])?(?!\w|:[\w:]|\.\d)"
 )
-_HEX_COLON = re.compile(r"[0-9A-Fa-f]:[0-9A-Fa-f:]")  # cheap test before the IPv6 scan
+# Every IPv6 address has "::" or seven colons; times ("14:06:59") have two: a cheap test first.
+_IPV6_HINT = re.compile(r"::|[0-9A-Fa-f]:[0-9A-Fa-f]{0,4}:[0-9A-Fa-f]{0,4}:")
 
 
 def _always(text: str) -> bool:
@@ -157,7 +158,7 @@ _DETECTORS: dict[
     "us_ssn": (((_SSN, _always),), us_ssn_valid),
     "ip_address": (
         (
-            (re.compile(_IPV6), lambda t: "::" in t or _HEX_COLON.search(t) is not None),
+            (re.compile(_IPV6), lambda t: _IPV6_HINT.search(t) is not None),
             (re.compile(_IPV4), _always),  # after IPv6, which owns "::ffff:93.29.251.207"
         ),
         _ip_valid,
