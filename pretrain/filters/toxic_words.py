@@ -30,7 +30,9 @@ DEFAULT_WORD_LISTS: dict[str, tuple[str, ...]] = {
         "dyke", "dykes", "tranny", "trannies", "kike", "kikes", "spic",
         "spics", "chink", "chinks", "wetback", "wetbacks", "raghead", "ragheads",
         "sandnigger", "gook", "gooks", "coon", "coons", "jigaboo", "beaner", "beaners",
-        "mudshark", "muzzie", "muzzies", "zog",
+        "mudshark", "muzzie", "muzzies", "zog", "subhuman", "subhumans", "mudpeople",
+        "shitskin", "shitskins", "sheboon", "sheboons", "dindu", "dindus", "nignog", "nignogs",
+        "groid", "groids", "racemixing", "mongrelization",
         # pornographic
         "porn", "porno", "pornhub", "blowjob", "blowjobs", "handjob", "cumshot", "milf",
         "hentai", "camgirl", "camgirls", "xxx",
