@@ -58,7 +58,9 @@ def ensure_bench_venv() -> Path:
     return python
 
 
-def run_ours(rows: list[dict], repeats: int) -> tuple[list[float], dict[str, str | None]]:
+def run_ours(
+    rows: list[dict], repeats: int, *, toxicity_pii: bool = False
+) -> tuple[list[float], dict[str, str | None]]:
     from pretrain.filters.c4_fineweb import C4Config, C4Filter, FineWebFilter
     from pretrain.filters.gopher import (
         GopherQuality,
@@ -66,6 +68,8 @@ def run_ours(rows: list[dict], repeats: int) -> tuple[list[float], dict[str, str
         GopherRepetition,
     )
     from pretrain.filters.langid import LangIdConfig, LanguageFilter
+    from pretrain.filters.pii import PiiConfig, mask_pii
+    from pretrain.filters.toxicity import ToxicityFilter
 
     lid = LanguageFilter(LangIdConfig(languages=("en",), min_score=0.65))
     # datatrove applies the English stop-word rule to every document: do the same here.
@@ -74,6 +78,8 @@ def run_ours(rows: list[dict], repeats: int) -> tuple[list[float], dict[str, str
     c4 = C4Filter(C4Config(drop_lines_without_terminal_punct=True), unwrap=None)
     rules = [GopherRepetition(), GopherQuality(GopherQualityConfig(default_stop_words_language="en")),
              c4, FineWebFilter()]  # fmt: skip
+    toxicity = ToxicityFilter() if toxicity_pii else None  # as filter_shard: every doc scored
+    pii = PiiConfig()
 
     def one_pass() -> dict[str, str | None]:
         decisions: dict[str, str | None] = {}
@@ -87,6 +93,14 @@ def run_ours(rows: list[dict], repeats: int) -> tuple[list[float], dict[str, str
                         break
                     rejection = rule.check(doc)
                 decisions[row["id"]] = None if rejection is None else rejection[0]
+            if toxicity is None:
+                continue
+            toxicity.score_batch(docs)  # one model call per batch, rejects scored too
+            for row, doc in zip(rows[start : start + 1024], docs, strict=True):
+                if decisions[row["id"]] is None:
+                    rejection = toxicity.check(doc)
+                    decisions[row["id"]] = None if rejection is None else rejection[0]
+                doc["text"], _ = mask_pii(doc["text"], pii, language=doc["language"])
         return decisions
 
     one_pass()  # warm-up: model load
@@ -102,6 +116,12 @@ def run_ours(rows: list[dict], repeats: int) -> tuple[list[float], dict[str, str
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--toxicity-pii",
+        action="store_true",
+        help="ours also scores toxicity (model + word lists) and masks PII, as filter_shard "
+        "does; datatrove's chain has neither, so this is the conservative ratio",
+    )
     args = parser.parse_args()
     rows = load_rows()
     from pretrain.filters.langid import model_path
@@ -110,7 +130,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "input.jsonl"
         path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-        ours_times, ours = run_ours(rows, args.repeats)
+        ours_times, ours = run_ours(rows, args.repeats, toxicity_pii=args.toxicity_pii)
         proc = subprocess.run(
             [str(python), str(ROOT / "bench" / "_datatrove_runner.py"), str(path), model_path(),
              str(args.repeats)],
@@ -139,6 +159,7 @@ def main() -> None:
         print(f"  {a:32s} {b:32s} {n}")
     print(json.dumps({
         "bench": "filter_vs_datatrove", "documents": len(rows), "processes": 1,
+        "ours_toxicity_pii": args.toxicity_pii,
         "ours_docs_per_s": round(ours_rate, 1), "datatrove_docs_per_s": round(theirs_rate, 1),
         "ratio": round(ours_rate / theirs_rate, 2), "agreement": round(agree / len(rows), 4),
         "agreement_after_lid": round(agree_past_lid / len(past_lid), 4),

@@ -16,7 +16,6 @@ from pretrain.filters.funnel import aggregate, drop_rates_within, funnel_markdow
 from pretrain.filters.gopher import GopherQuality, GopherQualityConfig, GopherRepetition
 from pretrain.filters.langid import LangIdConfig, LanguageFilter
 from pretrain.filters.text import words
-from pretrain.filters.toxicity import ToxicityConfig, ToxicityFilter
 from pretrain.filters.urls import UrlConfig, UrlFilter
 
 SHARED = Path(__file__).parents[1] / ".." / "shared" / "data"
@@ -128,18 +127,6 @@ def test_url_blocklist_patterns_and_dedup(tmp_path: Path) -> None:
     assert rule({"url": "https://a.example/x"}) is None
     assert rule({"url": "https://A.example/x/#top"}) == "duplicate_url"
     assert rule({"url": "lib/os.py"}) is None and rule({"url": "lib/os.py"}) is None
-
-
-def test_toxicity_word_lists(tmp_path: Path) -> None:
-    rule = ToxicityFilter()
-    assert rule(_doc(GOOD)) is None
-    assert rule(_doc(GOOD + " shit fuck shit")) == "toxic_words"
-    lists = tmp_path / "words.json"
-    lists.write_text(json.dumps({"de": ["mist"], "*": ["badword"]}))
-    custom = ToxicityFilter(ToxicityConfig(word_lists_uri=str(lists), min_flagged_words=1))
-    assert custom(_doc("so ein mist " * 3, language="de")) == "toxic_words"
-    assert custom(_doc(GOOD + " fuck fuck")) is None  # the file replaces the built-in list
-    assert custom(_doc("badword " + GOOD, language="fr")) is None  # 1 in 90 words: under 1%
 
 
 def test_encoding_repairs_and_binary() -> None:

@@ -24,6 +24,7 @@ DOCUMENT_SCHEMA = pa.schema(
         ("language", pa.string()),
         ("language_score", pa.float32()),
         ("quality_score", pa.float32()),
+        ("toxicity_score", pa.float32()),  # share of toxic sentences (pretrain.filters.toxicity)
         ("num_chars", pa.int64()),
         # provenance: the input record's own id, and its other fields as a JSON object
         ("source_id", pa.string()),

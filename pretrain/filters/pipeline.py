@@ -15,13 +15,15 @@ the reason):
 5. URL blocklist / adult-spam URL patterns / URL dedup (``url_*``, ``duplicate_url``)
 6. ``low_language_score``, ``wrong_language``
 7. code (``code_sources``): the code rules of :mod:`.heuristics` only; prose: Gopher
-   repetition → Gopher quality → C4 (removes bad paragraphs) → FineWeb → toxicity word lists;
+   repetition → Gopher quality → C4 (removes bad paragraphs) → FineWeb → toxicity (sentence
+   model + word lists, :mod:`.toxicity`; ``toxicity_score`` on every row with text, rejects too);
    a document whose line rules removed more than ``max_removed_fraction`` of its characters →
    ``excessive_line_removal`` (never kept shrunk); ``chars_removed`` per document and per rule
 8. ``quality_score`` (quality classifier, or the heuristic score without one) on every
    document with text, rejects included; ``low_quality_score`` under ``min_quality_score`` /
    outside ``keep_top_fraction``
-9. PII masking of the kept text (never drops); documents over ``max_chars`` whose profile says
+9. PII masking (never drops) of the kept text, and of the rejected text before it is written:
+   ``rejects.parquet`` never holds the PII that :mod:`.pii` detects; documents over ``max_chars`` whose profile says
    ``long_documents="split"`` are cut into chunks of about ``chunk_chars`` at paragraph
    boundaries (``chunks_added`` in the stats; the chunks keep ``source_id``)
 
@@ -188,10 +190,10 @@ class _SourceRules:
                 config.gopher_quality and GopherQuality(config.gopher_quality),
                 config.c4 and C4Filter(config.c4, config.unwrap),
                 config.fineweb and FineWebFilter(config.fineweb),
-                config.toxicity and ToxicityFilter(config.toxicity),
             )
             if rule
         ]
+        self.toxicity = ToxicityFilter(config.toxicity) if config.toxicity else None
         self.model = model if config.quality_model_uri and model is not None else None
         self.threshold = config.min_quality_score
         if self.model is not None and config.keep_top_fraction is not None:
@@ -267,7 +269,7 @@ def filter_shard(input_uri: str, output_dir_uri: str, config: FilterConfig) -> F
                 raw_chars = doc.pop("_raw_chars")
                 removed = doc.pop("_chars_removed", None) or {}
                 doc["chars_removed"] = sum(removed.values())
-                for key in ("_words", "_chars_before", "_text_before"):
+                for key in ("_words", "_chars_before", "_text_before", "_toxicity"):
                     doc.pop(key, None)
                 if decision is None:
                     chunks = _split_long(doc, rules.of(doc).config)
@@ -281,6 +283,11 @@ def filter_shard(input_uri: str, output_dir_uri: str, config: FilterConfig) -> F
                     totals["chars_out"] += sum(c["num_chars"] for c in chunks)
                 else:
                     doc.pop("_pii", None)
+                    pii_config = rules.of(doc).config.pii
+                    if pii_config is not None and doc["text"] is not None:
+                        doc["text"], _ = mask_pii(  # rejects are masked too
+                            doc["text"], pii_config, language=doc.get("language")
+                        )
                     order.setdefault(decision[0])
                     dropped[decision[0]] += 1
                     dropped_chars[decision[0]] += raw_chars
@@ -332,6 +339,7 @@ def _filter_batch(docs: list[dict], rules: _Rules, totals: Counter) -> list[Reje
     for i, doc in enumerate(docs):
         if decisions[i] is None:
             decisions[i] = _apply_rules(doc, rules.of(doc))
+    _toxicity(docs, decisions, rules)
     _score(docs, decisions, rules)
     for i, doc in enumerate(docs):
         if decisions[i] is not None:
@@ -346,9 +354,28 @@ def _filter_batch(docs: list[dict], rules: _Rules, totals: Counter) -> list[Reje
                 )
                 continue
         if source_rules.config.pii is not None:
-            doc["text"], doc["_pii"] = mask_pii(doc["text"], source_rules.config.pii)
+            doc["text"], doc["_pii"] = mask_pii(
+                doc["text"], source_rules.config.pii, language=doc.get("language")
+            )
         doc["num_chars"] = len(doc["text"])
     return decisions
+
+
+def _toxicity(docs: list[dict], decisions: list[Rejection | None], rules: _Rules) -> None:
+    """``toxicity_score`` on every document with text (one model call per toxicity setting),
+    then the toxicity rule on the prose documents still kept."""
+    groups: dict[int, tuple[ToxicityFilter, list[dict]]] = {}
+    for doc in docs:
+        toxicity = rules.of(doc).toxicity
+        if toxicity is not None and doc["text"] is not None:
+            groups.setdefault(id(toxicity), (toxicity, []))[1].append(doc)
+    for toxicity, members in groups.values():
+        toxicity.score_batch(members)
+    for i, doc in enumerate(docs):
+        source_rules = rules.of(doc)
+        if decisions[i] is None and source_rules.toxicity is not None:
+            if not is_code(doc, source_rules.config.code_sources):
+                decisions[i] = source_rules.toxicity.check(doc)
 
 
 def _annotate(docs: list[dict], rules: _Rules) -> None:

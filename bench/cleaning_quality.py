@@ -1,0 +1,242 @@
+"""Cleaning quality, toxicity and PII part: ours vs the old defaults vs plain baselines.
+
+    .venv/bin/python bench/cleaning_quality.py [--pii-per-type 300]
+
+Toxicity (sets in ``bench/_toxicity_sets.py``, from ``../shared/data``; language from LID-176
+as in the filter stage): share of documents flagged — recall on toxic forum threads (Stormfront
+threads, those with a labelled hate sentence, Twitter threads), false positives on clean web
+pages and violent Reuters news — for
+
+- ``ours``: ``ToxicityFilter(ToxicityConfig())`` (sentence model + word lists, share rule);
+- ``old_default``: the word-list-only filter this replaced (loaded from git, commit ``447f740``);
+- ``plain_20_words``: any of 20 common English profanities in the text.
+
+Thresholds were tuned on the ``dev`` split and the books (see :mod:`pretrain.filters.toxicity`);
+the targets (recall ≥ 0.80, false positives ≤ 2%) are judged on ``heldout``.
+
+PII (``bench/_pii_generator.py``): recall per type on planted values in international formats
+and the share of checksum decoys masked, for ``ours`` (``mask_pii``), ``old`` (the regex
+version of commit ``447f740``) and ``naive`` (one loose regex per type). A value counts as
+masked only when none of its tokens is left in the text.
+
+Ends with one JSON line. Filter throughput vs datatrove: ``bench/filter_vs_datatrove.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import time
+import types
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+
+from _pii_generator import planted_documents  # noqa: E402
+from _toxicity_sets import DATA, split_of, toxicity_sets  # noqa: E402
+
+from pretrain.filters.langid import predict  # noqa: E402
+from pretrain.filters.pii import PiiConfig, mask_pii  # noqa: E402
+from pretrain.filters.toxicity import ToxicityConfig, ToxicityFilter  # noqa: E402
+
+OLD_COMMIT = "447f740"
+PLAIN_WORDS = frozenset(
+    "fuck fucking shit bitch cunt asshole bastard dick pussy slut whore damn crap piss cock "
+    "fag nigger retard motherfucker bullshit".split()
+)
+NAIVE = {
+    "email": r"\S+@\S+\.\w+",
+    "phone": r"\+?\(?\d[\d ().-]{6,}\d",
+    "ipv4": r"\d{1,3}(?:\.\d{1,3}){3}",
+    "ipv6": r"[0-9a-fA-F]*:[0-9a-fA-F:]*:[0-9a-fA-F:.%\w]*",
+    "card": r"\d[\d -]{11,}\d",
+    "iban": r"[A-Z]{2}\d{2}[A-Z0-9 ]{10,}[A-Z0-9]",
+}
+
+
+def old_module(path: str, name: str) -> types.ModuleType | None:
+    """The file as it was at OLD_COMMIT, imported under ``name`` (None without git history)."""
+    try:
+        source = subprocess.run(
+            ["git", "show", f"{OLD_COMMIT}:{path}"], cwd=ROOT, capture_output=True, check=True
+        ).stdout.decode()
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        return None
+    module = types.ModuleType(name)
+    sys.modules[name] = module  # dataclasses look their module up
+    exec(compile(source, f"{OLD_COMMIT}:{path}", "exec"), module.__dict__)  # noqa: S102
+    return module
+
+
+def toxicity_report() -> dict:
+    sets = toxicity_sets()
+    old = old_module("pretrain/filters/toxicity.py", "old_toxicity")
+    old_rule = old.ToxicityFilter() if old else None
+    ours = ToxicityFilter(ToxicityConfig())
+    words = re.compile(r"\w+")
+    report: dict = {}
+    seconds, scored = 0.0, 0
+    for name, (toxic, docs) in sets.items():
+        for doc, (language, prob) in zip(docs, predict([d["text"] for d in docs]), strict=True):
+            doc["language"] = language if prob >= 0.65 else None
+        start = time.perf_counter()
+        ours.score_batch(docs)
+        flagged = {"ours": [ours.check(d) is not None for d in docs]}
+        seconds, scored = seconds + time.perf_counter() - start, scored + len(docs)
+        if old_rule is not None:
+            flagged["old_default"] = [old_rule.check(d) is not None for d in docs]
+        flagged["plain_20_words"] = [
+            any(w.lower() in PLAIN_WORDS for w in words.findall(d["text"])) for d in docs
+        ]
+        splits = [split_of(d["id"]) for d in docs]
+        entry: dict = {"toxic": toxic, "documents": len(docs)}
+        for split in ("dev", "heldout"):
+            idx = [i for i, s in enumerate(splits) if s == split]
+            entry[split] = {
+                method: round(sum(f[i] for i in idx) / max(1, len(idx)), 4)
+                for method, f in flagged.items()
+            }
+            entry[split]["n"] = len(idx)
+        report[name] = entry
+    report["docs_per_s"] = round(scored / seconds, 1)
+    return report
+
+
+def _tokens(text: str) -> set[str]:
+    return {t for t in re.split(r"[^0-9A-Za-z]+", text) if len(t) >= 3}
+
+
+def _core(kind: str, value: str) -> str:
+    if kind == "ipv4":
+        return value.strip("[]").split("]")[0].split(":")[0]
+    if kind == "ipv6" and value.startswith("["):
+        return value[1 : value.index("]")]
+    return value
+
+
+def pii_report(per_type: int) -> dict:
+    docs = planted_documents(per_type=per_type)
+    old = old_module("pretrain/filters/pii.py", "old_pii")
+    methods = {"ours": lambda t: mask_pii(t, PiiConfig(), language="en")[0]}
+    if old is not None:
+        methods["old"] = lambda t: old.mask_pii(t, old.PiiConfig())[0]
+    naive = [re.compile(p) for p in NAIVE.values()]
+
+    def naive_mask(text: str) -> str:
+        for pattern in naive:
+            text = pattern.sub("<PII>", text)
+        return text
+
+    methods["naive"] = naive_mask
+    report: dict = {}
+    for method, mask in methods.items():
+        hits: dict[str, list[int]] = {}
+        start = time.perf_counter()
+        for doc in docs:
+            out = mask(doc["text"])
+            core_tokens = _tokens(_core(doc["kind"], doc["value"])) - _tokens(doc["template"])
+            masked = _core(doc["kind"], doc["value"]) not in out and not (
+                core_tokens & _tokens(out)
+            )
+            hits.setdefault(doc["kind"], []).append(int(masked))
+        rates = {kind: round(sum(v) / len(v), 4) for kind, v in hits.items()}
+        rates["docs_per_s"] = round(len(docs) / (time.perf_counter() - start), 1)
+        report[method] = rates
+    misses = [
+        d["value"]
+        for d in docs
+        if not d["decoy"]
+        and _core(d["kind"], d["value"]) in mask_pii(d["text"], PiiConfig(), language="en")[0]
+    ]
+    report["ours_missed_examples"] = misses[:10]
+    # Reuters-21578 (1987 newswire, full of prices, dates and tables) holds no phone numbers:
+    # every phone it masks is a false positive.
+    news = [d["text"] for d in _all_reuters()]
+    report["ours_phones_masked_in_reuters"] = sum(
+        mask_pii(t, PiiConfig(types=("phone",)), language="en")[1].get("phone", 0) for t in news
+    )
+    report["reuters_documents"] = len(news)
+    return report
+
+
+def _all_reuters() -> list[dict]:
+    from _toxicity_sets import WEB, _read
+
+    return _read(WEB / "news" / "reuters21578_apte_nltk_10788docs.jsonl.gz")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--pii-per-type", type=int, default=300)
+    args = parser.parse_args()
+    if not (DATA / "toxicity").exists():
+        raise SystemExit(f"{DATA} is missing: this benchmark needs ../shared/data")
+    tox = toxicity_report()
+    print("toxicity: share of documents flagged (dev / heldout)")
+    methods = [m for m in ("ours", "old_default", "plain_20_words") if m in tox["clean_web"]["dev"]]
+    print(f"{'set':26}{'kind':8}{'n(heldout)':>11}" + "".join(f"{m:>24}" for m in methods))
+    for name, entry in tox.items():
+        if not isinstance(entry, dict):
+            continue
+        cells = "".join(f"{entry['dev'][m]:>11.3f} / {entry['heldout'][m]:<10.3f}" for m in methods)
+        kind = "recall" if entry["toxic"] else "FP"
+        print(f"{name:26}{kind:8}{entry['heldout']['n']:>11}{cells}")
+    print(f"ours scores {tox['docs_per_s']} documents/s (model + word lists, 1 process)")
+    pii = pii_report(args.pii_per_type)
+    print("\nPII: share of planted values masked (decoys: share wrongly masked)")
+    kinds = [k for k in pii["ours"] if k != "docs_per_s"]
+    print(f"{'method':8}" + "".join(f"{k:>13}" for k in kinds) + f"{'docs/s':>10}")
+    for method in ("ours", "old", "naive"):
+        if method in pii:
+            row = "".join(f"{pii[method][k]:>13.3f}" for k in kinds)
+            print(f"{method:8}{row}{pii[method]['docs_per_s']:>10}")
+    print("ours missed:", pii["ours_missed_examples"])
+    print(
+        f"ours masks {pii['ours_phones_masked_in_reuters']} 'phone numbers' in "
+        f"{pii['reuters_documents']} Reuters stories (none has one: all false positives)"
+    )
+    held = {name: e["heldout"]["ours"] for name, e in tox.items() if isinstance(e, dict)}
+    recall_types = [k for k in kinds if not k.endswith("_decoy")]
+    targets = {
+        "toxicity_fp_clean_web_le_0.02": held["clean_web"] <= 0.02,
+        "toxicity_fp_violent_news_le_0.02": held["violent_news"] <= 0.02,
+        "toxicity_fp_all_reuters_le_0.02": held["all_reuters_news"] <= 0.02,
+        "toxicity_no_book_dropped": all(
+            e["dev"]["ours"] == 0 and e["heldout"]["ours"] == 0
+            for name, e in tox.items()
+            if name == "gutenberg_books"
+        ),
+        "toxicity_recall_hate_threads_ge_0.80": held["stormfront_hate_threads"] >= 0.80,
+        "toxicity_recall_twitter_threads_ge_0.80": held["twitter_threads"] >= 0.80,
+        "toxicity_recall_all_stormfront_threads_ge_0.80": held["stormfront_threads"] >= 0.80,
+        "pii_recall_ge_0.98_every_type": all(pii["ours"][k] >= 0.98 for k in recall_types),
+        "pii_decoys_masked_le_0.02": all(
+            pii["ours"][k] <= 0.02 for k in kinds if k.endswith("_decoy")
+        ),
+    }
+    print("\ntargets:", json.dumps(targets))
+    print(
+        json.dumps(
+            {
+                "bench": "cleaning_quality",
+                "part": "toxicity_pii",
+                "toxicity_heldout": {
+                    name: {m: e["heldout"][m] for m in methods}
+                    for name, e in tox.items()
+                    if isinstance(e, dict)
+                },
+                "toxicity_docs_per_s": tox["docs_per_s"],
+                "pii": {m: pii[m] for m in ("ours", "old", "naive") if m in pii},
+                "phones_masked_in_reuters": pii["ours_phones_masked_in_reuters"],
+                "targets_met": targets,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""Built-in toxic word lists per language (our own, deliberately short and unambiguous).
+
+Profanity, sexual vulgarity and slurs that almost never occur in clean prose or news. Words
+that violent news uses (``kill``, ``rape``, ``attack``, ``bomb``) are left out on purpose:
+the toxicity rule must not drop crime reporting, and words with an innocent reading (a garden hoe, a
+rooster, the name Dick) are left out too. ``*`` applies to every language. Replace or
+extend them with ``ToxicityConfig(word_lists_uri=...)`` (JSON ``{"en": [...], "*": [...]}``)::
+
+    from pretrain.filters.toxic_words import DEFAULT_WORD_LISTS
+    "fucking" in DEFAULT_WORD_LISTS["en"]  # -> True
+
+Entries of unsegmented languages (zh, ja) match as substrings; the others as whole words,
+case-insensitively.
+"""
+
+from __future__ import annotations
+
+DEFAULT_WORD_LISTS: dict[str, tuple[str, ...]] = {
+    "en": (
+        # profanity and insults
+        "fuck", "fucks", "fucking", "fuckin", "fucked", "fucker", "fuckers", "motherfucker",
+        "motherfuckers", "motherfucking", "fck", "fuk", "stfu", "wtf", "shit", "shits",
+        "shitty", "bullshit", "shithead", "dipshit", "bitch", "bitches", "bitchy", "biatch",
+        "cunt", "cunts", "dickhead", "dicks", "cocksucker", "pussy",
+        "pussies", "slut", "sluts", "slutty", "whore", "whores", "asshole",
+        "assholes", "arsehole", "bastards", "twat", "wanker", "wankers", "douchebag",
+        "jackass", "dumbass", "retard", "retards", "retarded", "scumbag", "skank",
+        # slurs
+        "nigger", "niggers", "nigga", "niggas", "niggaz", "negroes", "faggot", "faggots",
+        "dyke", "dykes", "tranny", "trannies", "kike", "kikes", "spic",
+        "spics", "chink", "chinks", "wetback", "wetbacks", "raghead", "ragheads",
+        "sandnigger", "gook", "gooks", "coon", "coons", "jigaboo", "beaner", "beaners",
+        "mudshark", "muzzie", "muzzies", "zog", "subhuman", "subhumans", "mudpeople",
+        "shitskin", "shitskins", "sheboon", "sheboons", "dindu", "dindus", "nignog", "nignogs",
+        "groid", "groids", "racemixing", "mongrelization",
+        # pornographic
+        "porn", "porno", "pornhub", "blowjob", "blowjobs", "handjob", "cumshot", "milf",
+        "hentai", "camgirl", "camgirls", "xxx",
+    ),
+    "de": (
+        "scheiße", "scheisse", "scheiß", "scheiss", "arschloch", "arschlöcher", "fotze",
+        "wichser", "hurensohn", "hurensöhne", "schlampe", "nutte", "ficken", "fick",
+        "gefickt", "schwuchtel", "kanake", "kanaken", "missgeburt", "spast", "porno",
+    ),
+    "fr": (
+        "merde", "putain", "connard", "connasse", "salope", "enculé", "enculés", "pute",
+        "bite", "couille", "couilles", "nique", "niquer", "pédé", "pédés", "bougnoule",
+        "négro", "porno",
+    ),
+    "es": (
+        "mierda", "puta", "putas", "puto", "cabrón", "cabrones", "coño", "gilipollas",
+        "joder", "pendejo", "pendejos", "maricón", "marica", "chinga", "chingada",
+        "verga", "culero", "porno",
+    ),
+    "it": (
+        "cazzo", "merda", "stronzo", "stronzi", "vaffanculo", "puttana", "troia",
+        "frocio", "froci", "coglione", "coglioni", "porno",
+    ),
+    "pt": (
+        "merda", "porra", "caralho", "puta", "putas", "foder", "fodido", "viado",
+        "buceta", "cacete", "arrombado", "porno",
+    ),
+    "nl": (
+        "kut", "klootzak", "godverdomme", "hoer", "neuken", "flikker",
+        "mongool", "porno",
+    ),
+    "zh": ("操你妈", "傻逼", "他妈的", "妈的", "婊子", "贱人", "狗日的", "王八蛋"),
+    "ja": ("死ね", "クソ野郎", "ちんこ", "まんこ"),
+}  # fmt: skip

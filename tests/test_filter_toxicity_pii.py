@@ -1,0 +1,59 @@
+"""The filter stage end to end: toxicity_score on every row, toxic threads dropped, PII masked
+in kept *and* rejected text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from pretrain import storage
+from pretrain.data.schema import doc_id, documents_table
+from pretrain.filters.langid import LangIdConfig
+from pretrain.filters.pipeline import FilterConfig, filter_shard
+from tests.test_filters import ENGLISH, FRENCH
+
+THREAD = "\n\n".join(
+    [
+        "Honestly this whole thread is a joke and so are you.",
+        "Shut up, you stupid moron, nobody asked for your worthless opinion.",
+        "You are a pathetic idiot and everyone here hates you.",
+        "Go away, loser. Your posts are garbage and you are a disgusting freak.",
+        "Typical clueless idiot, crawl back under your rock, you ugly creep.",
+        "What a dumb take from a brainless clown who cannot even read.",
+        "Nobody cares about your whining, you miserable little troll.",
+        "Get lost, you sad pathetic fool, and take your stupid friends with you.",
+    ]
+)
+
+
+def _doc(text: str, url: str) -> dict:
+    return {"id": doc_id(text, "web", url), "text": text, "source": "web", "url": url,
+            "num_chars": len(text)}  # fmt: skip
+
+
+def test_toxicity_score_everywhere_and_rejects_masked(tmp_path: Path) -> None:
+    contact = " Write to ann.lee@example.org or call +49 30 45522651 (server 93.29.251.207)."
+    rows = [
+        _doc(ENGLISH + contact, "https://a.example/1"),
+        _doc(FRENCH + contact, "https://a.example/2"),  # wrong language: rejected
+        _doc(THREAD + contact, "https://a.example/3"),  # toxic: rejected
+    ]
+    storage.write_table(documents_table(rows), str(tmp_path / "in.parquet"))
+    stats = filter_shard(
+        str(tmp_path / "in.parquet"),
+        str(tmp_path / "out"),
+        FilterConfig(langid=LangIdConfig(languages=("en",)), gopher_quality=None, fineweb=None),
+    )
+    assert stats.kept == 1 and stats.dropped == {"toxic_content": 1, "wrong_language": 1}
+    kept = pq.read_table(tmp_path / "out" / "documents.parquet").to_pylist()
+    rejects = pq.read_table(tmp_path / "out" / "rejects.parquet").to_pylist()
+    by_reason = {r["reason"]: r for r in rejects}
+    assert kept[0]["toxicity_score"] == 0.0
+    assert by_reason["toxic_content"]["toxicity_score"] > 0.8
+    assert by_reason["wrong_language"]["toxicity_score"] == 0.0
+    for row in kept + rejects:
+        for secret in ("ann.lee@example.org", "45522651", "93.29.251.207"):
+            assert secret not in row["text"]
+        assert "<EMAIL> or call <PHONE> (server <IP_ADDRESS>)." in row["text"]
+    assert stats.pii_masked == {"email": 1, "ip_address": 1, "phone": 1}  # kept rows only

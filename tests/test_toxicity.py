@@ -1,0 +1,119 @@
+"""Toxicity: the shipped sentence model, word lists, and the share-of-sentences aggregation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pretrain.errors import ConfigError
+from pretrain.filters.toxicity import (
+    ToxicityConfig,
+    ToxicityFilter,
+    sentence_probabilities,
+    split_sentences,
+)
+
+CALM = (
+    "The library opened a new reading room on the second floor last spring. "
+    "It has tall windows that face the park. Volunteers run a reading group there on Tuesdays. "
+    "The room is quiet in the mornings and busier after school. "
+    "Everyone agrees that the change has made the building more welcoming. "
+    "Next year the city plans to repaint the hall. Donations paid for the new shelves. "
+    "A local artist painted the mural by the stairs. The cafe sells tea and cake. "
+    "Opening hours are on the notice board. "
+)
+INSULTS = "You are a worthless idiot and everyone hates you. Shut up, you stupid moron. "
+
+
+def _doc(text: str, language: str | None = "en") -> dict:
+    return {"text": text, "language": language}
+
+
+def test_split_sentences_keeps_hard_wrapped_sentences_whole() -> None:
+    text = "First one.\nThis sentence is wrapped\nacross two lines! Next?\n\nHeading\n- item"
+    assert split_sentences(text) == [
+        "First one.",
+        "This sentence is wrapped\nacross two lines!",
+        "Next?",
+        "Heading",
+        "- item",
+    ]
+    assert [len(s) for s in split_sentences("x" * 4500)] == [2000, 2000, 500]
+
+
+def test_model_separates_insults_from_calm_text() -> None:
+    calm, insult = sentence_probabilities(
+        ["Have a nice day at the park.", "Shut up, you stupid moron."]
+    )
+    assert calm < 0.2 and insult > 0.9
+
+
+def test_score_is_share_of_flagged_sentences_on_every_doc() -> None:
+    rule = ToxicityFilter()
+    calm, mixed, hostile = _doc(CALM), _doc(CALM + INSULTS), _doc(INSULTS * 2)
+    scores = rule.score_batch([calm, mixed, hostile])
+    assert scores[0] == 0.0 and calm["toxicity_score"] == 0.0
+    assert scores[1] == pytest.approx(2 / 12)  # two insult sentences after ten calm ones
+    assert scores[2] == 1.0
+    assert rule.check(calm) is None
+    assert rule.check(mixed)[0] == "toxic_content"
+    reason, detail = rule.check(hostile)
+    assert reason == "toxic_content" and detail.startswith("1.000 (4/4 sentences")
+
+
+def test_one_swear_word_in_a_long_document_is_kept() -> None:
+    rule = ToxicityFilter()
+    doc = _doc(CALM * 3 + "That exam was a fucking nightmare. ")
+    assert rule.check(doc) is None  # 1 flagged sentence of 31: under the share and the count
+    assert doc["toxicity_score"] == pytest.approx(1 / 31)
+    short = _doc("Shut up, you stupid moron.")
+    assert rule.check(short)[0] == "toxic_content"  # one sentence: the count is min(2, 1)
+
+
+def test_insults_in_a_novels_dialogue_stay_under_the_share() -> None:
+    rule = ToxicityFilter()
+    novel = _doc(CALM * 4 + '"You idiot," said Turnbull. "Shut up, you stupid moron." ')
+    assert rule.check(novel) is None  # 2 of 42 sentences: 0.048 < 0.06
+    assert novel["toxicity_score"] == pytest.approx(2 / 42)
+
+
+def test_model_only_for_its_languages_and_word_lists_per_language(tmp_path: Path) -> None:
+    rule = ToxicityFilter()
+    assert rule.check(_doc(INSULTS * 2, language="fr")) is None  # English model not applied
+    german = "Du bist ein Arschloch. Halt die Klappe, du Wichser. Guten Tag. "
+    assert rule.check(_doc(german, language="de"))[0] == "toxic_content"
+    assert "wichser" in rule.check(_doc(german, language="de"))[1]
+    lists = tmp_path / "words.json"
+    lists.write_text(json.dumps({"de": ["mist"], "*": ["badword"]}))
+    custom = ToxicityFilter(ToxicityConfig(word_lists_uri=str(lists), model=None))
+    assert custom.check(_doc(german, language="de")) is None  # the file replaces the built-ins
+    assert custom.check(_doc("So ein Mist. Alles Mist. Gut.", language="de"))[0] == "toxic_content"
+    assert custom.check(_doc("A badword here. Another badword.", language="sv")) is not None
+    words_only = ToxicityFilter(ToxicityConfig(model=None))
+    assert words_only.check(_doc(INSULTS * 2)) is None  # no listed word: needs the model
+
+
+def test_unsegmented_languages_match_substrings() -> None:
+    rule = ToxicityFilter()
+    doc = _doc("你这个傻逼。他妈的真烦。今天天气很好。", language="zh")
+    assert rule.check(doc)[0] == "toxic_content"
+    assert doc["toxicity_score"] == pytest.approx(2 / 3)
+
+
+def test_threshold_is_configurable_and_rescored_when_text_changes() -> None:
+    strict = ToxicityFilter(ToxicityConfig(max_toxic_share=0.5))
+    doc = _doc(CALM + INSULTS)
+    assert strict.check(doc) is None  # 2/12 < 0.5
+    doc["text"] = INSULTS
+    assert strict.check(doc)[0] == "toxic_content" and doc["toxicity_score"] == 1.0
+
+
+def test_config_validation() -> None:
+    with pytest.raises(ConfigError, match="model="):
+        ToxicityConfig(model="perspective")
+    with pytest.raises(ConfigError, match="max_toxic_share"):
+        ToxicityConfig(max_toxic_share=0.0)
+    with pytest.raises(ConfigError, match="tuple"):
+        ToxicityConfig(model_languages="en")  # type: ignore[arg-type]
