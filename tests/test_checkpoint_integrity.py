@@ -26,7 +26,7 @@ from pretrain.checkpoint import integrity
 from pretrain.errors import CheckpointError
 from pretrain.train.events import FanoutSink, JsonlEventSink
 from pretrain_assets.cli import main as cli_main
-from tests.test_train import losses, make_config, make_packed, run
+from tests.helpers.training import losses, make_config, make_packed, run
 
 STEP12 = "b00/step-00000012"
 

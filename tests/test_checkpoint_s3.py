@@ -21,8 +21,8 @@ from pretrain.checkpoint import dcp as ckpt
 from pretrain.checkpoint import remote
 from pretrain.errors import CheckpointError
 from pretrain.train.config import TrainConfig
+from tests.helpers.training import losses, make_config, make_packed, read_jsonl, run, torchrun
 from tests.s3_server import moto_s3
-from tests.test_train import losses, make_config, make_packed, read_jsonl, run, torchrun
 
 ROOT = "s3://campaign/runs"
 

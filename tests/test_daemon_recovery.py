@@ -22,7 +22,7 @@ from dagster_graphql import DagsterGraphQLClient
 
 from pretrain.recovery.policy import Decision
 from tests.dagster_server import dagster_dev, submit_train, train_run_config, wait_for
-from tests.test_fault_injection import make_poisoned_packed
+from tests.helpers.fault_campaign import make_poisoned_packed
 
 pytestmark = pytest.mark.slow
 

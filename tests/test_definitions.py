@@ -3,24 +3,7 @@
 from dagster import AssetKey, validate_run_config
 
 from pretrain_assets.definitions import build_definitions
-
-EXPECTED_EDGES = {
-    "quality_classifier": {"raw_shards"},
-    "filtered_shards": {"raw_shards", "quality_classifier"},
-    "minhash_signatures": {"filtered_shards"},
-    "dedup_clusters": {"minhash_signatures"},
-    "deduped_shards": {"filtered_shards", "dedup_clusters"},
-    "data_mixture": {"deduped_shards", "confirmed_quarantine"},
-    "tokenizer": {"data_mixture"},
-    "packed_tokens": {"data_mixture", "tokenizer"},
-    "checkpoints": {"packed_tokens", "tokenizer", "scaling_plan"},
-    "eval_reports": {"checkpoints", "tokenizer"},
-    "eval_comparison": {"eval_reports"},
-    "hf_export": {"checkpoints", "tokenizer"},
-    # the loop closes through quarantine_sensor (a declared edge from training would be a cycle)
-    "quarantined_documents": set(),
-    "confirmed_quarantine": {"quarantined_documents"},
-}
+from tests.helpers.graph import EXPECTED_EDGES
 
 
 def test_definitions_load_with_every_asset_and_edge(tmp_path) -> None:

@@ -1,35 +1,24 @@
 """New-shard discovery and the backfill schedule, against a real Dagster instance."""
 
-import gzip
-import json
 from pathlib import Path
 
 import pytest
 from dagster import (
     DagsterInstance,
-    SensorResult,
     SkipReason,
     build_schedule_context,
-    build_sensor_context,
 )
 
 from pretrain.data.discovery import plan_new_shards
-from pretrain.data.raw import RawFile
 from pretrain.errors import ConfigError
 from pretrain_assets.definitions import build_definitions
-from resources.sources import ShardSource
-from resources.storage import ArtifactStore
 from sensors.backfill_schedule import (
     CHAIN,
     partitions_data_version,
     shard_backfill_schedule,
     stale_chain,
 )
-from sensors.shard_discovery import shard_discovery_sensor
-
-
-def raw(name: str) -> RawFile:
-    return RawFile(uri=f"/data/{name}.jsonl", source="web", kind="jsonl")
+from tests.helpers.pipelines import raw, run_discovery
 
 
 def test_plan_new_shards_skips_registered_files_and_continues_numbering() -> None:
@@ -56,46 +45,9 @@ def test_plan_new_shards_skips_registered_files_and_continues_numbering() -> Non
         )
 
 
-def write_jsonl(folder: Path, name: str) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    with gzip.open(folder / f"{name}.jsonl.gz", "wt") as f:
-        f.write(json.dumps({"text": f"document {name}"}) + "\n")
-
-
 def test_discovery_sensor_registers_new_shards_once(tmp_path: Path) -> None:
     with DagsterInstance.ephemeral() as instance:  # disposed: no global state leaks on
         run_discovery(instance, tmp_path)
-
-
-def run_discovery(instance: DagsterInstance, tmp_path: Path) -> None:
-    incoming = tmp_path / "incoming"
-    for name in ("a", "b", "c", "d"):
-        write_jsonl(incoming, name)
-    resources = {
-        "store": ArtifactStore(root=str(tmp_path / "artifacts")),
-        "shard_source": ShardSource(uri=str(incoming), source_name="web", files_per_shard=2),
-    }
-    result = shard_discovery_sensor(build_sensor_context(instance=instance, resources=resources))
-    assert isinstance(result, SensorResult)
-    (request,) = result.dynamic_partitions_requests
-    assert request.partitions_def_name == "shards"
-    assert list(request.partition_keys) == ["web-0000", "web-0001"]
-    assert [(r.run_key, r.partition_key) for r in result.run_requests] == [
-        ("ingest-web-0000", "web-0000"),
-        ("ingest-web-0001", "web-0001"),
-    ]
-    replay = shard_discovery_sensor(build_sensor_context(instance=instance, resources=resources))
-    assert isinstance(replay, SkipReason)  # manifests hold every file: nothing planned twice
-    write_jsonl(incoming, "e")
-    write_jsonl(incoming, "f")
-    later = shard_discovery_sensor(build_sensor_context(instance=instance, resources=resources))
-    assert list(later.dynamic_partitions_requests[0].partition_keys) == ["web-0002"]
-    off = shard_discovery_sensor(
-        build_sensor_context(
-            instance=instance, resources={**resources, "shard_source": ShardSource()}
-        )
-    )
-    assert isinstance(off, SkipReason) and "ShardSource.uri" in off.skip_message
 
 
 def test_stale_chain_restarts_at_the_first_missing_or_outdated_asset() -> None:

@@ -18,7 +18,11 @@ from pretrain.errors import DataError
 from pretrain.eval import compare_reports
 from pretrain_assets.eval_assets import eval_comparison, hf_export
 from resources.storage import ArtifactStore
-from tests.test_eval_tasks import save_random_checkpoint, tiny_model_config, train_tiny_tokenizer
+from tests.helpers.eval_models import (
+    save_random_checkpoint,
+    tiny_model_config,
+    train_tiny_tokenizer,
+)
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -11,7 +11,7 @@ import torch
 from pretrain.checkpoint import dcp as ckpt
 from pretrain.errors import CheckpointError, ConfigError
 from pretrain.train.export import export_checkpoint, load_export, main
-from tests.test_train import VOCAB, make_config, make_packed, run
+from tests.helpers.training import VOCAB, make_config, make_packed, run
 
 
 @pytest.fixture(scope="module")

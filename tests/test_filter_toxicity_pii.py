@@ -11,7 +11,7 @@ from pretrain import storage
 from pretrain.data.schema import doc_id, documents_table
 from pretrain.filters.langid import LangIdConfig
 from pretrain.filters.pipeline import FilterConfig, filter_shard
-from tests.test_filters import ENGLISH, FRENCH
+from tests.helpers.corpora import ENGLISH, FRENCH
 
 THREAD = "\n\n".join(
     [

@@ -15,25 +15,8 @@ from pretrain.filters.heuristics import HeuristicConfig, HeuristicFilter, qualit
 from pretrain.filters.langid import LangIdConfig, LanguageFilter, predict
 from pretrain.filters.normalize import normalize_text
 from pretrain.filters.pipeline import FilterConfig, filter_shard
+from tests.helpers.corpora import ENGLISH, FRENCH
 
-ENGLISH = (
-    "The river behind the old mill runs fast in the spring, when the snow on the hills melts "
-    "and the water rises over the lower stones. Children from the village walk down to the "
-    "bank after school to watch the small boats pass and to count the birds that nest in the "
-    "reeds. In the summer the current slows, the water turns clear and warm, and families "
-    "bring bread and fruit to eat in the shade of the tall trees along the path.\n"
-    "Every autumn the miller repairs the wooden wheel before the first storms arrive. "
-    "His daughter keeps the accounts and sells flour to bakers in three nearby towns."
-)
-FRENCH = (
-    "Le petit marché du samedi ouvre très tôt sur la place de la mairie, et les habitants "
-    "viennent y acheter des légumes frais, du fromage et du pain encore chaud. Les "
-    "marchands installent leurs tables sous les arbres pendant que le soleil se lève "
-    "doucement derrière l'église. Vers midi, la place devient calme, les enfants jouent "
-    "près de la fontaine et les anciens discutent longuement sur les bancs en regardant "
-    "passer les voitures.\nLe soir, tout le monde rentre à la maison avec un panier plein. "
-    "Le dimanche, le marché reste fermé et la ville se repose."
-)
 SPAM = "Click here to win a free phone today!\n" * 30 + "Limited offer, act now."
 CODE = (
     "def mean(values):\n    # Average of a non-empty list.\n"

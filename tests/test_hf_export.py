@@ -17,7 +17,7 @@ import torch
 from pretrain.checkpoint.dcp import load_consolidated_model
 from pretrain.errors import ConfigError, DataError
 from pretrain.hf_export import export_hf_llama
-from tests.test_eval_tasks import (
+from tests.helpers.eval_models import (
     TEXT,
     save_random_checkpoint,
     tiny_model_config,

@@ -25,7 +25,7 @@ from jobs.training import train_job
 from resources.kubernetes import KubernetesLauncher
 from resources.launching import Launcher
 from resources.storage import ArtifactStore
-from tests.test_train import make_packed
+from tests.helpers.training import make_packed
 
 FAKE = Path(__file__).with_name("fake_kubectl.py")
 CHECKPOINT = {"event": "checkpoint", "branch": "b00", "step": 4, "key": "b00-s000000004",

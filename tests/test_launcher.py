@@ -12,7 +12,7 @@ from pretrain import storage
 from pretrain.checkpoint import dcp as ckpt
 from resources.launcher import TorchrunLauncher
 from resources.process_tree import alive, descendants, stop_process_tree
-from tests.test_train import make_config, make_packed
+from tests.helpers.training import make_config, make_packed
 
 
 def start_long_run(tmp_path: Path) -> tuple[subprocess.Popen, Path]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 import shutil
 from collections import defaultdict
 from pathlib import Path
@@ -12,53 +11,15 @@ import pyarrow as pa
 import pytest
 
 from pretrain import storage
-from pretrain.data.schema import doc_id, documents_table
 from pretrain.errors import DataError
-from pretrain.mixture import MixtureConfig, build_mixture
 from pretrain.packing import PackedTokens, PackingConfig, pack_tokens, token_dtype
-from pretrain.tokenizer import TokenizerConfig, load_tokenizer, train_tokenizer
-
-WORDS = "loss spikes happen when a bad batch meets a high learning rate".split()
-SEQ_LEN = 64
-CONFIG = PackingConfig(seq_len=SEQ_LEN, seed=7, batch_size=50)
-
-
-def _corpus() -> list[dict]:
-    rng = random.Random(0)
-    docs = []
-    for source, count in (("web", 240), ("code", 120), ("cjk", 60)):
-        for n in range(count):
-            if source == "code":
-                text = f"def f{n}(x):\n    return x * {n}\n"
-            elif source == "cjk":
-                text = "".join(
-                    rng.choice("数据模型训练语言文本") for _ in range(rng.randint(5, 40))
-                )
-            else:
-                text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 60)))
-            docs.append(
-                {
-                    "id": doc_id(text, source),
-                    "text": text,
-                    "source": source,
-                    "source_id": f"{source}:{n}",
-                }  # fmt: skip
-            )
-    return docs
+from pretrain.tokenizer import load_tokenizer
+from tests.helpers.packing_data import CONFIG, SEQ_LEN, WORDS
 
 
 @pytest.fixture(scope="module")
-def packed(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("pack")
-    shard = str(tmp / "docs.parquet")
-    storage.write_table(documents_table(_corpus()), shard)
-    weights = {"web": 0.5, "code": 0.3, "cjk": 0.2}
-    build_mixture([shard], str(tmp / "mix"), MixtureConfig(weights=weights, val_fraction=0.2))
-    train_tokenizer(
-        str(tmp / "mix" / "train.parquet"), str(tmp / "tok"), TokenizerConfig(vocab_size=350)
-    )
-    stats = pack_tokens(str(tmp / "mix"), str(tmp / "tok"), str(tmp / "out"), CONFIG)
-    return tmp, stats
+def packed(packed_mix):
+    return packed_mix
 
 
 def _encoded(tmp: Path, split: str) -> list[tuple[dict, list[int]]]:

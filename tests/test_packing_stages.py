@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import random
-
 import numpy as np
 import pyarrow.compute as pc
 import pytest
 
 from pretrain import storage, verify
-from pretrain.data.schema import doc_id, documents_table
-from pretrain.mixture import CurriculumStage, MixtureConfig, build_mixture
 from pretrain.packing import (
-    BatchPlan,
     PackedTokens,
     PackingConfig,
     pack_tokens,
@@ -20,44 +15,14 @@ from pretrain.packing import (
     trace_steps,
     window_token_ranges,
 )
-from pretrain.tokenizer import TokenizerConfig, train_tokenizer
 from pretrain.train.data import BatchReader, PackedSplit, read_packed_index
-
-SEQ_LEN = 32
-CONFIG = PackingConfig(seq_len=SEQ_LEN, seed=3, batch_size=40)
-PLAN = BatchPlan(global_batch=8, micro_batch=2, world_size=2, seed=5)
-
-
-def _corpus() -> list[dict]:
-    rng = random.Random(1)
-    words = {"web": "the cat sat on a mat and ran".split(), "books": "call me ishmael some years ago never mind how long".split()}  # fmt: skip
-    return [
-        {
-            "id": doc_id(f"{s}{n}", s),
-            "text": " ".join(rng.choice(w) for _ in range(rng.randint(5, 40))),
-            "source": s,
-        }  # fmt: skip
-        for s, w in words.items()
-        for n in range(150)
-    ]
+from tests.helpers.packing_data import STAGES_PLAN as PLAN
+from tests.helpers.packing_data import STAGES_SEQ_LEN as SEQ_LEN
 
 
 @pytest.fixture(scope="module")
-def packed(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("stages")
-    shard = str(tmp / "docs.parquet")
-    storage.write_table(documents_table(_corpus()), shard)
-    stages = (
-        CurriculumStage(name="main", fraction=0.7),
-        CurriculumStage(name="anneal", fraction=0.3, weights={"web": 0.1, "books": 0.9}),
-    )
-    config = MixtureConfig(weights={"web": 0.7, "books": 0.3}, val_fraction=0.1, stages=stages)
-    build_mixture([shard], str(tmp / "mix"), config)
-    train_tokenizer(
-        str(tmp / "mix" / "train.parquet"), str(tmp / "tok"), TokenizerConfig(vocab_size=300)
-    )
-    stats = pack_tokens(str(tmp / "mix"), str(tmp / "tok"), str(tmp / "out"), CONFIG)
-    return tmp, stats
+def packed(packed_stages):
+    return packed_stages
 
 
 def test_workers_give_byte_identical_output(packed):

@@ -13,9 +13,8 @@ import pytest
 import yaml
 from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
 
+from tests.helpers.pipelines import ASSETS, run_data_stages, run_discovery
 from tests.postgres_server import find_postgres_bin, postgres_server
-from tests.test_discovery_backfill import run_discovery
-from tests.test_s3_pipeline import ASSETS, run_data_stages
 
 ROOT = Path(__file__).resolve().parents[1]
 

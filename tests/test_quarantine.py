@@ -33,8 +33,8 @@ from pretrain.train.loop import train
 from pretrain.train.metrics import NullMetrics
 from pretrain.train.process import ProcessInfo
 from pretrain_assets.cli import main
-from tests.test_eval import SEQ_LEN, VOCAB, make_config
-from tests.test_eval import make_packed as make_clean_packed
+from tests.helpers.eval_data import SEQ_LEN, VOCAB, make_config
+from tests.helpers.eval_data import make_packed as make_clean_packed
 
 PLAN = BatchPlan(global_batch=8, micro_batch=8)
 HALF = SEQ_LEN // 2

@@ -29,7 +29,7 @@ from pretrain_assets.definitions import ASSETS
 from resources.metrics import WandbMetricsReader
 from resources.storage import ArtifactStore
 from sensors.recovery.quarantine import quarantine_sensor
-from tests.test_fault_injection import POLICY, Campaign, train_config
+from tests.helpers.fault_campaign import POLICY, Campaign, train_config
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,11 @@ import pytest
 
 from pretrain.errors import DataError
 from pretrain.train.data import BatchReader, PackedSplit, batch_indices, read_packed_index
-from tests.test_packing_stages import packed  # noqa: F401 (module fixture)
+
+
+@pytest.fixture(scope="module")
+def packed(packed_stages):
+    return packed_stages
 
 
 def _reader(out, rank=0, world_size=1):
@@ -18,7 +22,7 @@ def _reader(out, rank=0, world_size=1):
 
 
 @pytest.mark.parametrize("stop", [1, 7, 20])  # 20 batches cross an epoch boundary
-def test_resume_from_saved_state_reads_the_same_batches(packed, stop):  # noqa: F811
+def test_resume_from_saved_state_reads_the_same_batches(packed, stop):
     out = str(packed[0] / "out")
     straight = _reader(out)
     expected = [straight.next_batch() for _ in range(30)]
@@ -36,7 +40,7 @@ def test_resume_from_saved_state_reads_the_same_batches(packed, stop):  # noqa: 
         np.testing.assert_array_equal(got, want)
 
 
-def test_state_is_the_pure_batch_function(packed):  # noqa: F811
+def test_state_is_the_pure_batch_function(packed):
     out = str(packed[0] / "out")
     reader = _reader(out)
     split = reader.split
@@ -46,7 +50,7 @@ def test_state_is_the_pure_batch_function(packed):  # noqa: F811
     assert reader.checkpoint_state()["epoch"] == 25 // (len(split) // 4)
 
 
-def test_old_states_load_and_changed_data_is_refused(packed):  # noqa: F811
+def test_old_states_load_and_changed_data_is_refused(packed):
     out = str(packed[0] / "out")
     reader = _reader(out)
     reader.load_state_dict({"epoch": 1, "position": 8, "seed": 11})  # cursor-only state

@@ -6,71 +6,13 @@ and checks the artifacts are in the bucket and that both runs materialized the s
 and partitions and kept and rejected exactly the same documents for the same reasons.
 """
 
-from collections.abc import Callable
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
-from dagster import AssetKey, DagsterInstance
 
 from pretrain import storage
-from pretrain_assets.definitions import build_definitions
-from pretrain_assets.shards import plan_source, register_shards
-from resources.storage import ArtifactStore
+from tests.helpers.pipelines import run_data_stages
 from tests.s3_server import moto_s3
-
-ASSETS = ["raw_shards", "quality_classifier", "filtered_shards", "minhash_signatures",
-          "dedup_clusters", "deduped_shards"]  # fmt: skip
-
-
-def run_data_stages(
-    root: str, endpoint: str | None, open_instance: Callable[[], DagsterInstance] | None = None
-) -> dict:
-    """Materialize the data stages under ``root`` in a fresh instance (ephemeral by default)."""
-    defs = build_definitions(artifact_root=root, s3_endpoint_url=endpoint)
-    manifests = plan_source("embedded", max_shards=2, max_files_per_source=12)
-    with (open_instance or DagsterInstance.ephemeral)() as instance:
-        keys = register_shards(instance, ArtifactStore(root=root), manifests)
-
-        def run(job: str, partition: str | None = None) -> None:
-            result = defs.resolve_job_def(job).execute_in_process(
-                instance=instance, partition_key=partition
-            )
-            assert result.success, (job, partition)
-
-        for key in keys:
-            run("ingest", key)
-        run("quality")
-        for key in keys:
-            run("shard_pipeline", key)
-        run("dedup")
-        for key in keys:
-            run("apply_dedup", key)
-        lineage = {
-            asset: sorted(instance.get_materialized_partitions(AssetKey(asset)))
-            or bool(instance.get_latest_materialization_event(AssetKey(asset)))
-            for asset in ASSETS
-        }
-    outcome = {}
-    for key in keys:
-        kept = storage.read_table(storage.join(root, "deduped_shards", key, "documents.parquet"))
-        dropped = pa.concat_tables(
-            [
-                storage.read_table(storage.join(root, stage, key, "rejects.parquet"))
-                for stage in ("filtered_shards", "deduped_shards")
-            ]
-        )
-        outcome[key] = (
-            sorted(kept.column("id").to_pylist()),
-            sorted(
-                zip(
-                    dropped.column("id").to_pylist(),
-                    dropped.column("reason").to_pylist(),
-                    strict=True,
-                )
-            ),
-        )
-    return {"keys": keys, "lineage": lineage, "outcome": outcome}
 
 
 @pytest.mark.slow

@@ -22,7 +22,7 @@ from jobs.train_config import TrainRunConfig, resolve_train_config
 from pretrain.train.recipes import TRAIN_RECIPES
 from pretrain_assets.definitions import build_definitions
 from resources.storage import ArtifactStore
-from tests.test_train import make_packed
+from tests.helpers.training import make_packed
 
 ROOT = Path(__file__).resolve().parents[1]
 

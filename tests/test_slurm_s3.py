@@ -19,9 +19,9 @@ from dagster import OpExecutionContext, job, op
 from dagster_aws.s3 import S3Resource
 
 from pretrain import storage
+from tests.helpers.training import make_config, make_packed
 from tests.s3_server import moto_s3
 from tests.slurm_cluster import SlurmCluster
-from tests.test_train import make_config, make_packed
 
 pytestmark = pytest.mark.slow
 AWS_VARIABLES = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")

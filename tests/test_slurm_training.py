@@ -27,8 +27,8 @@ from resources.launching import Launcher
 from resources.process_tree import alive
 from resources.slurm import SlurmLauncher
 from resources.storage import ArtifactStore
+from tests.helpers.training import make_packed
 from tests.slurm_cluster import SlurmCluster
-from tests.test_train import make_packed
 from tests.training_jobs import processes_naming
 
 pytestmark = pytest.mark.slow

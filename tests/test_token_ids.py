@@ -18,16 +18,15 @@ from pretrain.errors import DataError
 from pretrain.packing import pack_tokens
 from pretrain.tokenizer import load_tokenizer
 from pretrain.train.data import SAMPLE_ROWS, BatchReader, PackedSplit, read_packed_index
-from tests.test_packing import CONFIG, WORDS
-from tests.test_packing import packed as packing_fixture  # noqa: F401 (module fixture)
-from tests.test_train import VOCAB, make_config, make_packed, run
+from tests.helpers.packing_data import CONFIG, WORDS
+from tests.helpers.training import VOCAB, make_config, make_packed, run
 
 
 def test_packing_refuses_a_tokenizer_whose_ids_exceed_its_vocab_size(
-    packing_fixture: tuple[Path, object],  # noqa: F811
+    packed_mix: tuple[Path, object],
     tmp_path: Path,
 ) -> None:
-    tmp, _ = packing_fixture
+    tmp, _ = packed_mix
     shutil.copytree(tmp / "tok", tmp_path / "tok")
     tok_file = tmp_path / "tok" / "tokenizer.json"
     tok = load_tokenizer(str(tok_file))

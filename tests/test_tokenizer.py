@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import random
-from pathlib import Path
-
-import pyarrow as pa
 import pytest
 
 from pretrain import storage
@@ -17,31 +13,7 @@ from pretrain.tokenizer import (
     special_ids,
     train_tokenizer,
 )
-
-WORDS = "the model reads data and every token costs compute so we pack it tight".split()
-CJK = "数据模型训练语言文本中文日本語東京大学習"
-
-
-def _text(source: str, rng: random.Random) -> str:
-    if source == "web":
-        return " ".join(rng.choice(WORDS) for _ in range(rng.randint(30, 80))) + "."
-    if source == "code":
-        name = rng.choice(WORDS)
-        return f"def {name}(x):\n    if x:\n\treturn x  # {name}\n    return None\n"
-    return "".join(rng.choice(CJK) for _ in range(rng.randint(20, 60)))
-
-
-def write_train(path: Path, counts: dict[str, int], seed: int = 0) -> str:
-    rng = random.Random(seed)
-    rows = [
-        {"id": f"{source}-{n}", "text": _text(source, rng), "source": source, "epoch": 0}
-        for source, count in counts.items()
-        for n in range(count)
-    ]
-    uri = str(path / "train.parquet")
-    storage.write_table(pa.Table.from_pylist(rows), uri)
-    return uri
-
+from tests.helpers.corpora import write_train
 
 CONFIG = TokenizerConfig(vocab_size=400, min_frequency=2, seed=0)
 

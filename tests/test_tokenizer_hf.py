@@ -8,7 +8,7 @@ import pytest
 from pretrain import storage
 from pretrain.errors import ConfigError
 from pretrain.tokenizer import TokenizerConfig, is_cjk, load_tokenizer, train_tokenizer
-from tests.test_tokenizer import write_train
+from tests.helpers.corpora import write_train
 
 
 def _with_languages(tmp, counts) -> str:

@@ -22,7 +22,7 @@ from pretrain.train.parallel import build_model
 from pretrain.train.process import ProcessInfo
 from pretrain.train.recipes import get_train_recipe, sequences_for_tokens
 from pretrain.train.step import language_model_loss
-from tests.test_train import VOCAB, losses, make_config, make_packed, read_jsonl, run
+from tests.helpers.training import VOCAB, losses, make_config, make_packed, read_jsonl, run
 
 
 @pytest.fixture(scope="module")

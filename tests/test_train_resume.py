@@ -24,7 +24,7 @@ import torch
 from pretrain.checkpoint import dcp as ckpt
 from pretrain.train.export import export_checkpoint, load_export
 from resources.process_tree import alive, descendants
-from tests.test_train import REPO, TRAINER_ENV, make_config, make_packed, read_jsonl
+from tests.helpers.training import REPO, TRAINER_ENV, make_config, make_packed, read_jsonl
 
 FINAL_STEP = 30
 

@@ -21,7 +21,7 @@ from pretrain import storage
 from pretrain.checkpoint import dcp as ckpt
 from resources.process_tree import alive
 from tests.dagster_server import dagster_dev
-from tests.test_train import make_packed
+from tests.helpers.training import make_packed
 
 RUN_CONFIG = {
     "ops": {

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.dagster_server import dagster_dev
-from tests.test_definitions import EXPECTED_EDGES
+from tests.helpers.graph import EXPECTED_EDGES
 
 ROOT = Path(__file__).resolve().parents[1]
 QUERY = "{ assetNodes { assetKey { path } dependencyKeys { path } } }"

@@ -1,0 +1,21 @@
+"""Shared test helpers (moved from test_definitions.py); tests import these, never each other."""
+
+from __future__ import annotations
+
+EXPECTED_EDGES = {
+    "quality_classifier": {"raw_shards"},
+    "filtered_shards": {"raw_shards", "quality_classifier"},
+    "minhash_signatures": {"filtered_shards"},
+    "dedup_clusters": {"minhash_signatures"},
+    "deduped_shards": {"filtered_shards", "dedup_clusters"},
+    "data_mixture": {"deduped_shards", "confirmed_quarantine"},
+    "tokenizer": {"data_mixture"},
+    "packed_tokens": {"data_mixture", "tokenizer"},
+    "checkpoints": {"packed_tokens", "tokenizer", "scaling_plan"},
+    "eval_reports": {"checkpoints", "tokenizer"},
+    "eval_comparison": {"eval_reports"},
+    "hf_export": {"checkpoints", "tokenizer"},
+    # the loop closes through quarantine_sensor (a declared edge from training would be a cycle)
+    "quarantined_documents": set(),
+    "confirmed_quarantine": {"quarantined_documents"},
+}

@@ -1,0 +1,120 @@
+"""Shared test helpers (moved from test_discovery_backfill.py); tests import these, never each other."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+from dagster import (
+    AssetKey,
+    DagsterInstance,
+    SensorResult,
+    SkipReason,
+    build_sensor_context,
+)
+
+from pretrain import storage
+from pretrain.data.raw import RawFile
+from pretrain_assets.definitions import build_definitions
+from pretrain_assets.shards import plan_source, register_shards
+from resources.sources import ShardSource
+from resources.storage import ArtifactStore
+from sensors.shard_discovery import shard_discovery_sensor
+
+
+def raw(name: str) -> RawFile:
+    return RawFile(uri=f"/data/{name}.jsonl", source="web", kind="jsonl")
+
+
+def write_jsonl(folder: Path, name: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    with gzip.open(folder / f"{name}.jsonl.gz", "wt") as f:
+        f.write(json.dumps({"text": f"document {name}"}) + "\n")
+
+
+def run_discovery(instance: DagsterInstance, tmp_path: Path) -> None:
+    incoming = tmp_path / "incoming"
+    for name in ("a", "b", "c", "d"):
+        write_jsonl(incoming, name)
+    resources = {
+        "store": ArtifactStore(root=str(tmp_path / "artifacts")),
+        "shard_source": ShardSource(uri=str(incoming), source_name="web", files_per_shard=2),
+    }
+    result = shard_discovery_sensor(build_sensor_context(instance=instance, resources=resources))
+    assert isinstance(result, SensorResult)
+    (request,) = result.dynamic_partitions_requests
+    assert request.partitions_def_name == "shards"
+    assert list(request.partition_keys) == ["web-0000", "web-0001"]
+    assert [(r.run_key, r.partition_key) for r in result.run_requests] == [
+        ("ingest-web-0000", "web-0000"),
+        ("ingest-web-0001", "web-0001"),
+    ]
+    replay = shard_discovery_sensor(build_sensor_context(instance=instance, resources=resources))
+    assert isinstance(replay, SkipReason)  # manifests hold every file: nothing planned twice
+    write_jsonl(incoming, "e")
+    write_jsonl(incoming, "f")
+    later = shard_discovery_sensor(build_sensor_context(instance=instance, resources=resources))
+    assert list(later.dynamic_partitions_requests[0].partition_keys) == ["web-0002"]
+    off = shard_discovery_sensor(
+        build_sensor_context(
+            instance=instance, resources={**resources, "shard_source": ShardSource()}
+        )
+    )
+    assert isinstance(off, SkipReason) and "ShardSource.uri" in off.skip_message
+
+
+ASSETS = ["raw_shards", "quality_classifier", "filtered_shards", "minhash_signatures",
+          "dedup_clusters", "deduped_shards"]  # fmt: skip
+
+
+def run_data_stages(
+    root: str, endpoint: str | None, open_instance: Callable[[], DagsterInstance] | None = None
+) -> dict:
+    """Materialize the data stages under ``root`` in a fresh instance (ephemeral by default)."""
+    defs = build_definitions(artifact_root=root, s3_endpoint_url=endpoint)
+    manifests = plan_source("embedded", max_shards=2, max_files_per_source=12)
+    with (open_instance or DagsterInstance.ephemeral)() as instance:
+        keys = register_shards(instance, ArtifactStore(root=root), manifests)
+
+        def run(job: str, partition: str | None = None) -> None:
+            result = defs.resolve_job_def(job).execute_in_process(
+                instance=instance, partition_key=partition
+            )
+            assert result.success, (job, partition)
+
+        for key in keys:
+            run("ingest", key)
+        run("quality")
+        for key in keys:
+            run("shard_pipeline", key)
+        run("dedup")
+        for key in keys:
+            run("apply_dedup", key)
+        lineage = {
+            asset: sorted(instance.get_materialized_partitions(AssetKey(asset)))
+            or bool(instance.get_latest_materialization_event(AssetKey(asset)))
+            for asset in ASSETS
+        }
+    outcome = {}
+    for key in keys:
+        kept = storage.read_table(storage.join(root, "deduped_shards", key, "documents.parquet"))
+        dropped = pa.concat_tables(
+            [
+                storage.read_table(storage.join(root, stage, key, "rejects.parquet"))
+                for stage in ("filtered_shards", "deduped_shards")
+            ]
+        )
+        outcome[key] = (
+            sorted(kept.column("id").to_pylist()),
+            sorted(
+                zip(
+                    dropped.column("id").to_pylist(),
+                    dropped.column("reason").to_pylist(),
+                    strict=True,
+                )
+            ),
+        )
+    return {"keys": keys, "lineage": lineage, "outcome": outcome}
