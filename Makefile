@@ -1,6 +1,7 @@
 # pretrain: two commands on a fresh machine.
 #   make demo   create .venv, install pinned deps, materialize the whole asset graph
-#   make test   same install, then ruff + pytest
+#   make test   same install, then ruff + pytest (everything)
+#   make test-fast  ruff + the unit tier (-m "not slow": no torchrun, no servers), under 3 minutes
 #   make ui     the Dagster web UI on http://127.0.0.1:3000
 SHELL := /bin/bash
 VENV := .venv
@@ -9,7 +10,7 @@ STAMP := $(VENV)/.installed
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 PORT ?= 3000
 
-.PHONY: install home demo test lint ui clean
+.PHONY: install home demo test test-fast lint ui clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -35,6 +36,9 @@ lint: install
 
 test: lint home
 	$(VENV)/bin/pytest -q -rs
+
+test-fast: lint home
+	$(VENV)/bin/pytest -q -rs -m "not slow"
 
 ui: install home
 	$(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p $(PORT)

@@ -12,7 +12,6 @@ campaign's state.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +43,13 @@ query Ticks($selector: SensorSelector!) {
   }
 }
 """
+TICK_IDS = """
+query TickIds($selector: SensorSelector!) {
+  sensorOrError(sensorSelector: $selector) {
+    ... on Sensor { sensorState { ticks(limit: 20) { tickId status } } }
+  }
+}
+"""
 SELECTOR = {
     "repositoryLocationName": "pretrain_assets.definitions",
     "repositoryName": "__repository__",
@@ -51,6 +57,13 @@ SELECTOR = {
 }
 ACTIVE = {DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
           DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING}  # fmt: skip
+
+
+def tick_ids(client: DagsterGraphQLClient) -> set[str]:
+    """Ids of the loss-spike sensor's recent finished ticks."""
+    found = client._execute(TICK_IDS, {"selector": SELECTOR})["sensorOrError"]
+    ticks = found["sensorState"]["ticks"]
+    return {t["tickId"] for t in ticks if t["status"] in ("SKIPPED", "SUCCESS", "FAILURE")}
 
 
 def sensor_ticked(client: DagsterGraphQLClient) -> bool:
@@ -90,8 +103,14 @@ def test_rollback_survives_a_sensor_cursor_reset_under_the_daemon(tmp_path: Path
                 return len(runs) >= 2 and not any(r.status in ACTIVE for r in runs)
 
             wait_for("the campaign to settle", settled, timeout_s=400, poll_s=1.0)
-            # a few more sensor ticks (every 10 s) with nothing running: still nothing requested
-            time.sleep(25)
+            # two more completed sensor evaluations with nothing running: still nothing requested
+            seen = tick_ids(client)
+            wait_for(
+                "two more sensor ticks",
+                lambda: len(tick_ids(client) - seen) >= 2,
+                timeout_s=120,
+                poll_s=1.0,
+            )
             runs = train_runs()
             run_keys = [r.tags.get("dagster/run_key") for r in runs[1:]]
 
