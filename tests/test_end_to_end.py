@@ -24,6 +24,8 @@ from pretrain_assets.definitions import build_definitions
 from pretrain_assets.demo import parse_args, run_demo
 from sensors.backfill_schedule import shard_backfill_schedule
 
+pytestmark = pytest.mark.slow  # the whole graph through Dagster: minutes
+
 ROOT = Path(__file__).resolve().parents[1]
 MAX_FILES = 40
 STEPS = 30

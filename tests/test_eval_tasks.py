@@ -169,6 +169,7 @@ def test_without_tokenizer_tasks_are_reported_skipped(
     assert sorted(stats.tasks) == ["arc_easy", "blimp", "hellaswag"]
 
 
+@pytest.mark.slow  # scores 200 examples of three real tasks
 @pytest.mark.skipif(not SHARED_EVAL.is_dir(), reason="../shared/data/eval is absent")
 def test_random_model_scores_at_chance(tokenizer: tuple[Path, Tokenizer, str]) -> None:
     """No label leakage: an untrained model is within 3 binomial σ of chance (accuracy), and

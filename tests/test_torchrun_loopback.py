@@ -19,6 +19,8 @@ import pytest
 
 from resources.launcher import TorchrunLauncher
 
+pytestmark = pytest.mark.slow  # launches torchrun
+
 REPO = Path(__file__).resolve().parents[1]
 WORKER = """
 import json, os, sys

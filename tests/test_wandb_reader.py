@@ -152,6 +152,7 @@ def test_metrics_reader_follows_a_crash_resumed_branch(tmp_path: Path) -> None:
         metrics=SimpleNamespace(wandb_run_id=None),
         checkpoint=SimpleNamespace(run_root=str(run_root)),
         run=SimpleNamespace(branch="b00"),
+        is_remote=lambda: False,
     )
     assert run_id == TrainConfig.wandb_run_id(trainer_view)  # the trainer's own formula
     reader = WandbMetricsReader(run_root=str(run_root))
