@@ -1,7 +1,14 @@
-"""Dedup assets: ``minhash_signatures[shard]`` → ``dedup_clusters`` → ``deduped_shards[shard]``."""
+"""Dedup assets: ``minhash_signatures[shard]`` → ``dedup_pairs[band-slice]`` →
+``dedup_clusters`` → ``deduped_shards[shard]``.
+
+``dedup_pairs`` fans out over static band partitions (one run each, any executor: in
+process, multiprocess, or a Ray cluster); ``dedup_clusters`` only joins the verified pairs.
+"""
 
 from dagster import (
+    AllPartitionMapping,
     AssetCheckSpec,
+    AssetDep,
     AssetExecutionContext,
     Config,
     MaterializeResult,
@@ -10,12 +17,13 @@ from dagster import (
 
 from pretrain import storage, verify
 from pretrain.dedup.apply import apply_dedup
-from pretrain.dedup.clusters import cluster_duplicates
 from pretrain.dedup.config import DedupConfig, LineDedupConfig
 from pretrain.dedup.minhash import compute_signatures
+from pretrain.dedup.pairs import band_pairs, cluster_band_pairs
 from pretrain_assets.data_assets import filtered_shards
 from pretrain_assets.metadata import check_result, stage_metadata
-from pretrain_assets.partitions import shard_partitions
+from pretrain_assets.partitions import band_partitions, shard_partitions
+from pretrain_assets.step_resources import STEP_RESOURCES
 from resources.storage import ArtifactStore
 
 
@@ -57,6 +65,7 @@ def dedup_config(config: DedupAssetConfig) -> DedupConfig:
     group_name="dedup",
     code_version="minhash-v2",
     check_specs=[AssetCheckSpec("one_signature_per_document", asset="minhash_signatures")],
+    op_tags=STEP_RESOURCES["minhash_signatures"],
 )
 def minhash_signatures(
     context: AssetExecutionContext, config: DedupAssetConfig, store: ArtifactStore
@@ -73,24 +82,49 @@ def minhash_signatures(
     )
 
 
+def _signature_uris(context: AssetExecutionContext, store: ArtifactStore) -> list[str]:
+    shards = context.instance.get_dynamic_partitions(shard_partitions.name)
+    return [store.uri("minhash_signatures", s, "signatures.parquet") for s in shards]
+
+
 @asset(
-    deps=[minhash_signatures],
+    partitions_def=band_partitions,
+    deps=[AssetDep(minhash_signatures, partition_mapping=AllPartitionMapping())],
     group_name="dedup",
-    code_version="clusters-v2",
+    code_version="pairs-v1",
+    op_tags=STEP_RESOURCES["dedup_pairs"],
+)
+def dedup_pairs(
+    context: AssetExecutionContext, config: DedupAssetConfig, store: ArtifactStore
+) -> MaterializeResult:
+    """Verified duplicate pairs of one band x hash slice, read from every shard's buckets."""
+    key = context.partition_key
+    out = store.uri("dedup_pairs", key, "pairs.parquet")
+    library_config = dedup_config(config)
+    stats = band_pairs(
+        _signature_uris(context, store), store.uri("dedup_clusters"), out, key, library_config
+    )
+    return MaterializeResult(metadata=stage_metadata(stats, library_config, uri=out))
+
+
+@asset(
+    deps=[minhash_signatures, dedup_pairs],
+    group_name="dedup",
+    code_version="clusters-v3",
     check_specs=[AssetCheckSpec("duplicate_rate_in_range", asset="dedup_clusters")],
+    op_tags=STEP_RESOURCES["dedup_clusters"],
 )
 def dedup_clusters(
     context: AssetExecutionContext, config: DedupAssetConfig, store: ArtifactStore
 ) -> MaterializeResult:
-    """Global exact/URL/LSH clustering (incremental, per band partition); boilerplate lines."""
-    shards = context.instance.get_dynamic_partitions(shard_partitions.name)
-    signature_uris = [store.uri("minhash_signatures", s, "signatures.parquet") for s in shards]
+    """Union of every band partition's pairs, survivors (incremental), boilerplate lines."""
+    signature_uris = _signature_uris(context, store)
     out = store.uri("dedup_clusters")
     library_config = dedup_config(config)
-    stats = cluster_duplicates(signature_uris, out, library_config)
+    stats = cluster_band_pairs(signature_uris, store.uri("dedup_pairs"), out, library_config)
     outcome = verify.rate_in_range(stats.removed, stats.documents, 0.0, config.max_duplicate_rate)
     return MaterializeResult(
-        metadata=stage_metadata(stats, library_config, uri=out, shards=len(shards)),
+        metadata=stage_metadata(stats, library_config, uri=out, shards=len(signature_uris)),
         check_results=[check_result("duplicate_rate_in_range", outcome, warn=True)],
     )
 
@@ -104,6 +138,7 @@ def dedup_clusters(
         AssetCheckSpec("non_empty", asset="deduped_shards"),
         AssetCheckSpec("kept_plus_rejected_equals_input", asset="deduped_shards"),
     ],
+    op_tags=STEP_RESOURCES["deduped_shards"],
 )
 def deduped_shards(context: AssetExecutionContext, store: ArtifactStore) -> MaterializeResult:
     """One shard minus non-survivors and boilerplate lines (removals in rejects, with reason)."""

@@ -19,7 +19,12 @@ from jobs.training import train_job
 from pretrain import storage
 from pretrain_assets.corpus_assets import data_mixture, packed_tokens, tokenizer
 from pretrain_assets.data_assets import filtered_shards, raw_shards
-from pretrain_assets.dedup_assets import dedup_clusters, deduped_shards, minhash_signatures
+from pretrain_assets.dedup_assets import (
+    dedup_clusters,
+    dedup_pairs,
+    deduped_shards,
+    minhash_signatures,
+)
 from pretrain_assets.eval_assets import eval_comparison, hf_export
 from pretrain_assets.model_assets import checkpoint_healthy, checkpoints, eval_reports
 from pretrain_assets.plan_assets import scaling_plan
@@ -41,6 +46,7 @@ ASSETS = [
     quality_classifier,
     filtered_shards,
     minhash_signatures,
+    dedup_pairs,
     dedup_clusters,
     deduped_shards,
     data_mixture,

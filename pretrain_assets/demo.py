@@ -4,7 +4,8 @@
     .venv/bin/python -m pretrain_assets.demo --source /data/crawl --source-name web --steps 300
 
 Every stage runs as a Dagster job on the project instance (visible afterwards in
-``make ui``): ``ingest`` per shard, ``quality`` (the quality classifier), ``shard_pipeline`` per shard, ``dedup``, ``apply_dedup`` per shard,
+``make ui``): ``ingest`` per shard, ``quality`` (the quality classifier), ``shard_pipeline`` per shard,
+``band_pairs`` per band partition, ``dedup``, ``apply_dedup`` per shard,
 ``corpus``, ``train`` and ``evaluate`` for the final checkpoint. Prints a summary at the end.
 """
 
@@ -19,6 +20,7 @@ from dagster import DagsterInstance, Definitions
 
 from pretrain.train.checkpoint import checkpoint_key, list_checkpoints
 from pretrain_assets.definitions import build_definitions, default_artifact_root
+from pretrain_assets.partitions import band_partitions
 from pretrain_assets.shards import plan_source, register_shards
 from pretrain_assets.summary import format_summary
 from resources.storage import ArtifactStore
@@ -59,17 +61,19 @@ def execute(
     *,
     partition_key: str | None = None,
     run_config: dict | None = None,
+    quiet: bool = False,
 ) -> dict[str, dict[str, Any]]:
     """Run one job in process; return {asset_key: metadata} of its materializations."""
     started = time.monotonic()
-    quiet = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
+    loggers = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
     result = defs.resolve_job_def(job_name).execute_in_process(
-        instance=instance, partition_key=partition_key, run_config={**quiet, **(run_config or {})}
+        instance=instance, partition_key=partition_key, run_config={**loggers, **(run_config or {})}
     )
     if not result.success:
         raise SystemExit(f"job {job_name} ({partition_key}) failed; see `make ui`")
     where = f"[{partition_key}]" if partition_key else ""
-    print(f"  {job_name}{where}: ok in {time.monotonic() - started:.1f}s", flush=True)
+    if not quiet:
+        print(f"  {job_name}{where}: ok in {time.monotonic() - started:.1f}s", flush=True)
     out: dict[str, dict[str, Any]] = {}
     for event in result.get_asset_materialization_events():
         mat = event.step_materialization_data.materialization
@@ -104,6 +108,10 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     quality = execute(defs, "quality", instance)
     for key, results in zip(keys, per_shard, strict=True):
         results.update(execute(defs, "shard_pipeline", instance, partition_key=key))
+    band_keys, started = band_partitions.get_partition_keys(), time.monotonic()
+    for band_key in band_keys:
+        execute(defs, "band_pairs", instance, partition_key=band_key, quiet=True)
+    print(f"  band_pairs: {len(band_keys)} band partitions ok in {time.monotonic() - started:.1f}s")
     clusters = execute(defs, "dedup", instance)
     deduped = [execute(defs, "apply_dedup", instance, partition_key=key) for key in keys]
     corpus = execute(defs, "corpus", instance, run_config=configs["corpus"])

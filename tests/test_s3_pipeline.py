@@ -1,6 +1,7 @@
 """The data stages through Dagster on S3 (moto_server) give the same lineage as a local run.
 
-Runs ``ingest`` → ``quality`` → ``shard_pipeline`` → ``dedup`` → ``apply_dedup`` twice on the
+Runs ``ingest`` → ``quality`` → ``shard_pipeline`` → ``band_pairs`` → ``dedup`` →
+``apply_dedup`` twice on the
 same small embedded corpus — artifacts under a local folder, then under ``s3://campaign/run`` —
 and checks the artifacts are in the bucket and that both runs materialized the same assets
 and partitions and kept and rejected exactly the same documents for the same reasons.
@@ -15,12 +16,13 @@ from dagster import AssetKey, DagsterInstance
 
 from pretrain import storage
 from pretrain_assets.definitions import build_definitions
+from pretrain_assets.partitions import band_partitions
 from pretrain_assets.shards import plan_source, register_shards
 from resources.storage import ArtifactStore
 from tests.s3_server import moto_s3
 
 ASSETS = ["raw_shards", "quality_classifier", "filtered_shards", "minhash_signatures",
-          "dedup_clusters", "deduped_shards"]  # fmt: skip
+          "dedup_pairs", "dedup_clusters", "deduped_shards"]  # fmt: skip
 
 
 def run_data_stages(
@@ -43,6 +45,8 @@ def run_data_stages(
         run("quality")
         for key in keys:
             run("shard_pipeline", key)
+        for band_key in band_partitions.get_partition_keys():
+            run("band_pairs", band_key)
         run("dedup")
         for key in keys:
             run("apply_dedup", key)
@@ -91,4 +95,5 @@ def test_data_stages_on_s3_match_the_local_run(tmp_path: Path) -> None:
         ):
             assert f"s3://campaign/run/{path}" in in_bucket
     assert "s3://campaign/run/dedup_clusters/clusters.parquet" in in_bucket
+    assert "s3://campaign/run/dedup_pairs/b013-s000/pairs.parquet" in in_bucket
     assert "s3://campaign/run/quality_classifier/model.bin" in in_bucket
