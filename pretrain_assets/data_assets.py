@@ -31,7 +31,7 @@ from pretrain.filters.toxicity import ToxicityConfig
 from pretrain.filters.urls import UrlConfig
 from pretrain_assets.metadata import check_result, stage_metadata
 from pretrain_assets.partitions import shard_partitions
-from pretrain_assets.step_resources import STEP_RESOURCES
+from pretrain_assets.step_resources import STEP_RESOURCES, STEP_RETRY
 from resources.storage import ArtifactStore
 
 
@@ -48,6 +48,7 @@ class RawShardsConfig(Config):
         AssetCheckSpec("documents_plus_rejects_equal_records_read", asset="raw_shards"),
     ],
     op_tags=STEP_RESOURCES["raw_shards"],
+    retry_policy=STEP_RETRY,
 )
 def raw_shards(
     context: AssetExecutionContext, config: RawShardsConfig, store: ArtifactStore
@@ -112,6 +113,7 @@ def filter_config(config: FilterAssetConfig, quality_model_uri: str | None) -> F
         AssetCheckSpec("drop_rate_per_reason_within_bounds", asset="filtered_shards"),
     ],
     op_tags=STEP_RESOURCES["filtered_shards"],
+    retry_policy=STEP_RETRY,
 )
 def filtered_shards(
     context: AssetExecutionContext, config: FilterAssetConfig, store: ArtifactStore

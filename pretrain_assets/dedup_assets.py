@@ -23,7 +23,7 @@ from pretrain.dedup.pairs import band_pairs, cluster_band_pairs
 from pretrain_assets.data_assets import filtered_shards
 from pretrain_assets.metadata import check_result, stage_metadata
 from pretrain_assets.partitions import band_partitions, shard_partitions
-from pretrain_assets.step_resources import STEP_RESOURCES
+from pretrain_assets.step_resources import STEP_RESOURCES, STEP_RETRY
 from resources.storage import ArtifactStore
 
 
@@ -66,6 +66,7 @@ def dedup_config(config: DedupAssetConfig) -> DedupConfig:
     code_version="minhash-v2",
     check_specs=[AssetCheckSpec("one_signature_per_document", asset="minhash_signatures")],
     op_tags=STEP_RESOURCES["minhash_signatures"],
+    retry_policy=STEP_RETRY,
 )
 def minhash_signatures(
     context: AssetExecutionContext, config: DedupAssetConfig, store: ArtifactStore
@@ -93,6 +94,7 @@ def _signature_uris(context: AssetExecutionContext, store: ArtifactStore) -> lis
     group_name="dedup",
     code_version="pairs-v1",
     op_tags=STEP_RESOURCES["dedup_pairs"],
+    retry_policy=STEP_RETRY,
 )
 def dedup_pairs(
     context: AssetExecutionContext, config: DedupAssetConfig, store: ArtifactStore
@@ -113,6 +115,7 @@ def dedup_pairs(
     code_version="clusters-v3",
     check_specs=[AssetCheckSpec("duplicate_rate_in_range", asset="dedup_clusters")],
     op_tags=STEP_RESOURCES["dedup_clusters"],
+    retry_policy=STEP_RETRY,
 )
 def dedup_clusters(
     context: AssetExecutionContext, config: DedupAssetConfig, store: ArtifactStore
@@ -139,6 +142,7 @@ def dedup_clusters(
         AssetCheckSpec("kept_plus_rejected_equals_input", asset="deduped_shards"),
     ],
     op_tags=STEP_RESOURCES["deduped_shards"],
+    retry_policy=STEP_RETRY,
 )
 def deduped_shards(context: AssetExecutionContext, store: ArtifactStore) -> MaterializeResult:
     """One shard minus non-survivors and boilerplate lines (removals in rejects, with reason)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from dagster import Definitions
+from dagster import Definitions, ExecutorDefinition
 
 from jobs.asset_jobs import ASSET_JOBS
 from jobs.training import train_job
@@ -68,10 +68,16 @@ def build_definitions(
     artifact_root: str | None = None,
     s3_endpoint_url: str | None = None,
     nproc_per_node: int = 2,
+    executor: ExecutorDefinition | None = None,
 ) -> Definitions:
-    """Definitions with the given storage root; tests build their own with a temp root."""
+    """Definitions with the given storage root; tests build their own with a temp root.
+
+    ``executor`` replaces the default (multiprocess) one for every job, e.g. dagster-ray's
+    ``ray_executor`` (``jobs/ray_jobs.py``).
+    """
     root = artifact_root or default_artifact_root()
     return Definitions(
+        executor=executor,
         assets=ASSETS,
         asset_checks=[checkpoint_healthy],
         jobs=[*ASSET_JOBS, train_job],

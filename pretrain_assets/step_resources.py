@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 
+from dagster import Backoff, RetryPolicy
+
 RAY_CONFIG_TAG = "dagster-ray/config"
 MIB = 1 << 20
 
@@ -31,3 +33,7 @@ STEP_RESOURCES: dict[str, dict[str, str]] = {
     "dedup_clusters": step_tags(1, 1024),  # the union: grows with duplicates, not the corpus
     "deduped_shards": step_tags(1, 512),
 }
+
+# A step whose process or node died is retried; a step that fails for bad input fails again
+# with the same reason (the error of the last attempt is what the run shows).
+STEP_RETRY = RetryPolicy(max_retries=2, delay=1.0, backoff=Backoff.LINEAR)
