@@ -31,7 +31,7 @@ from pretrain.filters.toxicity import ToxicityConfig
 from pretrain.filters.urls import UrlConfig
 from pretrain_assets.metadata import check_result, stage_metadata
 from pretrain_assets.partitions import shard_partitions
-from pretrain_assets.step_resources import STEP_RESOURCES, STEP_RETRY
+from pretrain_assets.step_resources import STEP_RESOURCES, STEP_RETRY, bad_input_not_retried
 from resources.storage import ArtifactStore
 
 
@@ -50,6 +50,7 @@ class RawShardsConfig(Config):
     op_tags=STEP_RESOURCES["raw_shards"],
     retry_policy=STEP_RETRY,
 )
+@bad_input_not_retried
 def raw_shards(
     context: AssetExecutionContext, config: RawShardsConfig, store: ArtifactStore
 ) -> MaterializeResult:
@@ -115,6 +116,7 @@ def filter_config(config: FilterAssetConfig, quality_model_uri: str | None) -> F
     op_tags=STEP_RESOURCES["filtered_shards"],
     retry_policy=STEP_RETRY,
 )
+@bad_input_not_retried
 def filtered_shards(
     context: AssetExecutionContext, config: FilterAssetConfig, store: ArtifactStore
 ) -> MaterializeResult:

@@ -23,7 +23,7 @@ from pretrain.dedup.pairs import band_pairs, cluster_band_pairs
 from pretrain_assets.data_assets import filtered_shards
 from pretrain_assets.metadata import check_result, stage_metadata
 from pretrain_assets.partitions import band_partitions, shard_partitions
-from pretrain_assets.step_resources import STEP_RESOURCES, STEP_RETRY
+from pretrain_assets.step_resources import STEP_RESOURCES, STEP_RETRY, bad_input_not_retried
 from resources.storage import ArtifactStore
 
 
@@ -68,6 +68,7 @@ def dedup_config(config: DedupAssetConfig) -> DedupConfig:
     op_tags=STEP_RESOURCES["minhash_signatures"],
     retry_policy=STEP_RETRY,
 )
+@bad_input_not_retried
 def minhash_signatures(
     context: AssetExecutionContext, config: DedupAssetConfig, store: ArtifactStore
 ) -> MaterializeResult:
@@ -96,6 +97,7 @@ def _signature_uris(context: AssetExecutionContext, store: ArtifactStore) -> lis
     op_tags=STEP_RESOURCES["dedup_pairs"],
     retry_policy=STEP_RETRY,
 )
+@bad_input_not_retried
 def dedup_pairs(
     context: AssetExecutionContext, config: DedupAssetConfig, store: ArtifactStore
 ) -> MaterializeResult:
@@ -117,6 +119,7 @@ def dedup_pairs(
     op_tags=STEP_RESOURCES["dedup_clusters"],
     retry_policy=STEP_RETRY,
 )
+@bad_input_not_retried
 def dedup_clusters(
     context: AssetExecutionContext, config: DedupAssetConfig, store: ArtifactStore
 ) -> MaterializeResult:
@@ -144,6 +147,7 @@ def dedup_clusters(
     op_tags=STEP_RESOURCES["deduped_shards"],
     retry_policy=STEP_RETRY,
 )
+@bad_input_not_retried
 def deduped_shards(context: AssetExecutionContext, store: ArtifactStore) -> MaterializeResult:
     """One shard minus non-survivors and boilerplate lines (removals in rejects, with reason)."""
     shard = context.partition_key

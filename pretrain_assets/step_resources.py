@@ -11,9 +11,14 @@ measured peak RSS per step); raise them with ``max_partition_rows`` or the shard
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
+from typing import Any
 
-from dagster import Backoff, RetryPolicy
+from dagster import Backoff, Failure, RetryPolicy
+
+from pretrain.errors import ConfigError, DataError
 
 RAY_CONFIG_TAG = "dagster-ray/config"
 MIB = 1 << 20
@@ -34,6 +39,20 @@ STEP_RESOURCES: dict[str, dict[str, str]] = {
     "deduped_shards": step_tags(1, 512),
 }
 
-# A step whose process or node died is retried; a step that fails for bad input fails again
-# with the same reason (the error of the last attempt is what the run shows).
+# A step whose process or node died (or any unexpected error) is retried; bad input is not
+# (see ``bad_input_not_retried``): it would fail again for the same reason.
 STEP_RETRY = RetryPolicy(max_retries=2, delay=1.0, backoff=Backoff.LINEAR)
+
+
+def bad_input_not_retried(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """An asset body whose ``DataError``/``ConfigError`` fails the step at once, with its reason."""
+
+    @functools.wraps(fn)
+    def body(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (DataError, ConfigError) as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+            raise Failure(description=reason, allow_retries=False) from exc
+
+    return body

@@ -59,6 +59,8 @@ def node_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env["PYTHONPATH"] = str(ROOT)
     env["RAY_USAGE_STATS_ENABLED"] = "0"
     env["POLARS_MAX_THREADS"] = "1"
+    # a loaded 2-core machine can take longer than Ray's default 30 s to register a raylet
+    env["RAY_raylet_start_wait_time_s"] = "120"
     return {**env, **(extra or {})}
 
 
@@ -170,7 +172,7 @@ def ray_cluster(
     memory_mb: int = 3072,
     object_store_mb: int = 100,
     env_extra: dict[str, str] | None = None,
-    timeout_s: float = 90.0,
+    timeout_s: float = 180.0,
 ) -> Iterator[RayCluster]:
     """Start head + worker (see module docstring); stop both by PID on exit."""
     # Ray's unix socket paths must stay under 108 bytes: a short temp dir of our own
