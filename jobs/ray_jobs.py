@@ -17,9 +17,8 @@ and is retried by the asset's ``RetryPolicy``. Needs the ``ray`` extra
                     tags={"dagster/partition": "web-00000"})
 
 The nodes must run the same code and environment (the venv's ``bin`` on their PATH, the
-project on their PYTHONPATH, or the same container image on KubeRay): no ``runtime_env``
-packaging is used, so a step starts in about a second instead of waiting in "Runtime env is
-setting up" while Ray builds an environment for it.
+project on their PYTHONPATH, or the same container image on KubeRay): the runtime env holds
+only ``env_vars``, so Ray installs nothing per job (no ``pip``/``working_dir``/``uv``).
 """
 
 from __future__ import annotations

@@ -66,6 +66,30 @@ def _artifacts(root: Path) -> dict[str, bytes]:
     return out
 
 
+def _backfill(run, factory, partitions: list[str], width: int = 2) -> dict[str, tuple]:
+    """One run per partition, ``width`` at a time (daemon threads: a hung run cannot block
+    the interpreter's exit); returns {partition: (success, events)}."""
+    results: dict[str, tuple] = {}
+    pending = list(partitions)
+    lock = threading.Lock()
+
+    def worker() -> None:
+        while True:
+            with lock:
+                if not pending:
+                    return
+                key = pending.pop(0)
+            results[key] = run(factory, key)
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(width)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=600)
+    assert sorted(results) == sorted(partitions), "a run did not finish in 10 minutes"
+    return results
+
+
 def _failures(events) -> list[str]:
     return [str(e.message) + str(e.event_specific_data)[:2000] for e in events
             if e.is_step_failure or e.is_step_up_for_retry or e.is_run_failure]  # fmt: skip
@@ -122,31 +146,32 @@ def test_backfill_on_ray_matches_in_process_and_survives_a_lost_worker(
             assert not [e for e in events if e.is_step_up_for_retry]  # bad input: no retry
             assert run(ray_jobs.quality_on_ray)[0]
 
-            # both shards at once: one run's steps land on the worker, which is then killed
-            results: dict[str, tuple] = {}
-            threads = [
-                threading.Thread(
-                    target=lambda k=k: results.__setitem__(
-                        k, run(ray_jobs.shard_pipeline_on_ray, k)
-                    )
-                )
-                for k in keys
-            ]
-            for thread in threads:
-                thread.start()
-            deadline = time.monotonic() + 240
-            while not _on_worker(cluster) and time.monotonic() < deadline:
-                time.sleep(0.2)
-            assert _on_worker(cluster), "no step was scheduled on the worker node"
-            cluster.kill_worker()
-            for thread in threads:
-                thread.join(timeout=600)
-            assert {k: ok for k, (ok, _) in results.items()} == dict.fromkeys(keys, True)
+            # the shard backfill 2 runs at a time: with 1 CPU per node and 1 CPU per step, the
+            # second concurrent step runs on the worker, which is SIGKILLed while it does
+            killed = threading.Event()
+
+            def kill_worker_once() -> None:
+                deadline = time.monotonic() + 600
+                while not killed.is_set() and time.monotonic() < deadline:
+                    if _on_worker(cluster):
+                        cluster.kill_worker()
+                        killed.set()
+                    time.sleep(0.2)
+
+            watcher = threading.Thread(target=kill_worker_once, daemon=True)
+            watcher.start()
+            results = _backfill(run, ray_jobs.shard_pipeline_on_ray, keys)
+            assert killed.is_set(), "no step was scheduled on the worker node"
+            assert {k: ok for k, (ok, _) in results.items()} == dict.fromkeys(keys, True), {
+                k: _failures(events) for k, (_, events) in results.items()
+            }
             retries = [
                 e for _, events in results.values() for e in events if e.is_step_up_for_retry
             ]
             assert retries, "the step on the killed worker was not retried"
 
+            # dedup reads every registered shard: the operator drops the broken one first
+            instance.delete_dynamic_partition("shards", "missing-0000")
             for band in band_partitions.get_partition_keys():
                 ok, events = run(ray_jobs.band_pairs_on_ray, band)
                 assert ok, (band, _failures(events))
