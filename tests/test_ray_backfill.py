@@ -115,10 +115,12 @@ def test_backfill_on_ray_matches_in_process_and_survives_a_lost_worker(
     from jobs import ray_jobs
 
     manifests = plan_source("embedded", max_shards=2, max_files_per_source=12)
-    _in_process(tmp_path / "reference", manifests)
-    reference = _artifacts(tmp_path / "reference")
+    # artifacts record their input URIs (clusters' shard column, footers): same root for both
+    root, home = tmp_path / "artifacts", tmp_path / "home"
+    _in_process(root, manifests)
+    reference = _artifacts(root)
+    root.rename(tmp_path / "reference")
 
-    root, home = tmp_path / "ray", tmp_path / "home"
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     with ray_cluster(tmp_path, head_cpus=1, worker_cpus=1) as cluster:
