@@ -6,7 +6,8 @@ corpus (real text already on this machine), three ways, each from empty storage:
 
 - ``in_process``: one run per partition, ``execute_in_process`` (no subprocess at all);
 - ``multiprocess``: one run per partition through ``execute_job`` with the default
-  multiprocess executor (each step a fresh Python process), 2 runs at a time;
+  multiprocess executor (each step a fresh Python process), 2 runs at a time, each run in a
+  process of its own (``jobs/partition_runs.py``);
 - ``ray``: the same runs with dagster-ray's executor (each step a Ray job) on a head and a
   worker node with 1 CPU each (``tests/ray_cluster.py``), 2 runs at a time.
 
@@ -32,7 +33,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,8 +93,9 @@ def step_times(instance, run_id: str) -> list[float]:
 
 def run_stages(mode: str, tmp: Path, shards: int, env: dict[str, str], concurrency: int) -> dict:
     """Register the shards, run ingest → quality → shard_pipeline; return timings."""
-    from dagster import DagsterInstance, execute_job, reconstructable
+    from dagster import DagsterInstance
 
+    from jobs.partition_runs import run_partitions
     from pretrain_assets.definitions import build_definitions
     from pretrain_assets.shards import plan_source, register_shards
     from resources.storage import ArtifactStore
@@ -104,41 +105,35 @@ def run_stages(mode: str, tmp: Path, shards: int, env: dict[str, str], concurren
     home.mkdir(parents=True)
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     os.environ.update({**env, "DAGSTER_HOME": str(home), "PRETRAIN_ROOT": str(root)})
-    from jobs import ray_jobs
-
-    ray_jobs.ray_definitions.cache_clear()
-    local_definitions.cache_clear()
     factories = {
-        "multiprocess": (ingest_job, quality_job, shard_pipeline_job),
-        "ray": (ray_jobs.ingest_on_ray, ray_jobs.quality_on_ray, ray_jobs.shard_pipeline_on_ray),
-    }  # fmt: skip
+        "multiprocess": "bench.backfill_scale",  # this module's factories (default executor)
+        "ray": "jobs.ray_jobs",
+    }
+    stages = ("ingest", "quality", "shard_pipeline")
     manifests = plan_source("embedded", max_shards=shards)
     started = time.perf_counter()
     with DagsterInstance.get() as instance:
         keys = register_shards(instance, ArtifactStore(root=str(root)), manifests)
-        run_ids: list[str] = []
-
-        def run(stage: int, partition: str | None) -> None:
-            tags = {"dagster/partition": partition} if partition else {}
-            if mode == "in_process":
-                name = ("ingest", "quality", "shard_pipeline")[stage]
-                job = build_definitions(artifact_root=str(root)).resolve_job_def(name)
-                result = job.execute_in_process(instance=instance, partition_key=partition)
-                ok, run_id = result.success, result.run_id
-            else:
-                job = reconstructable(factories[mode][stage])
-                with execute_job(job, instance, tags=tags) as result:
-                    ok, run_id = result.success, result.run_id
-            if not ok:
-                raise SystemExit(f"{mode}: stage {stage} partition {partition} failed")
-            run_ids.append(run_id)
-
-        width = 1 if mode == "in_process" else concurrency
-        with ThreadPoolExecutor(width) as pool:
-            list(pool.map(lambda k: run(0, k), keys))
-            run(1, None)
-            list(pool.map(lambda k: run(2, k), keys))
-        wall = time.perf_counter() - started
+    run_ids: list[str] = []
+    width = 1 if mode == "in_process" else concurrency
+    for stage, partitions in zip(stages, (keys, [None], keys), strict=True):
+        if mode == "in_process":
+            job = build_definitions(artifact_root=str(root)).resolve_job_def(stage)
+            with DagsterInstance.get() as instance:
+                for partition in partitions:
+                    result = job.execute_in_process(instance=instance, partition_key=partition)
+                    if not result.success:
+                        raise SystemExit(f"{mode}: {stage} {partition} failed")
+                    run_ids.append(result.run_id)
+            continue
+        suffix = "_on_ray" if mode == "ray" else "_job"
+        outcomes = run_partitions(f"{factories[mode]}:{stage}{suffix}", partitions, width=width)
+        failed = {k: r["failures"] for k, r in outcomes.items() if not r["success"]}
+        if failed:
+            raise SystemExit(f"{mode}: {stage} failed: {failed}")
+        run_ids += [r["run_id"] for r in outcomes.values()]
+    wall = time.perf_counter() - started
+    with DagsterInstance.get() as instance:
         steps = [t for run_id in run_ids for t in step_times(instance, run_id)]
     overhead = (wall * width - sum(steps)) / len(steps)
     return {"wall_s": round(wall, 1), "steps": len(steps), "compute_s": round(sum(steps), 1),

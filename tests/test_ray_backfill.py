@@ -1,7 +1,8 @@
 """Backfills on a real two-node Ray cluster (head + worker, separate processes) via dagster-ray.
 
-One run per partition, launched through Dagster (``execute_job`` on a SQLite instance); every
-step is a Ray job (``jobs/ray_jobs.py``). The test checks, against an in-process run of the
+One run per partition, launched through Dagster (``execute_job`` on a SQLite instance, each
+run in a process of its own: ``jobs/partition_runs.py``); every step is a Ray job
+(``jobs/ray_jobs.py``). The test checks, against an in-process run of the
 same definitions on the same corpus:
 
 - ingest → quality → shard_pipeline per shard, ``band_pairs`` per band partition and the
@@ -19,8 +20,9 @@ import time
 from pathlib import Path
 
 import pytest
-from dagster import DagsterInstance, execute_job, reconstructable
+from dagster import DagsterInstance
 
+from jobs.partition_runs import run_partitions
 from pretrain import storage
 from pretrain_assets.definitions import build_definitions
 from pretrain_assets.partitions import band_partitions
@@ -34,7 +36,7 @@ pytestmark = [
     pytest.mark.timeout(900),
     pytest.mark.skipif(not ray_available(), reason="needs the ray extra: pip install -e '.[ray]'"),
 ]
-SHARD_FILES = ("documents.parquet", "rejects.parquet")
+RAY_JOBS = "jobs.ray_jobs"
 
 
 def _in_process(root: Path, manifests) -> None:
@@ -66,35 +68,6 @@ def _artifacts(root: Path) -> dict[str, bytes]:
     return out
 
 
-def _backfill(run, factory, partitions: list[str], width: int = 2) -> dict[str, tuple]:
-    """One run per partition, ``width`` at a time (daemon threads: a hung run cannot block
-    the interpreter's exit); returns {partition: (success, events)}."""
-    results: dict[str, tuple] = {}
-    pending = list(partitions)
-    lock = threading.Lock()
-
-    def worker() -> None:
-        while True:
-            with lock:
-                if not pending:
-                    return
-                key = pending.pop(0)
-            results[key] = run(factory, key)
-
-    threads = [threading.Thread(target=worker, daemon=True) for _ in range(width)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=600)
-    assert sorted(results) == sorted(partitions), "a run did not finish in 10 minutes"
-    return results
-
-
-def _failures(events) -> list[str]:
-    return [str(e.message) + str(e.event_specific_data)[:2000] for e in events
-            if e.is_step_failure or e.is_step_up_for_retry or e.is_run_failure]  # fmt: skip
-
-
 def _on_worker(cluster) -> bool:
     """True while a ``dagster api execute_step`` process runs under the worker node."""
     if cluster.worker is None:
@@ -112,8 +85,6 @@ def _on_worker(cluster) -> bool:
 def test_backfill_on_ray_matches_in_process_and_survives_a_lost_worker(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from jobs import ray_jobs
-
     manifests = plan_source("embedded", max_shards=2, max_files_per_source=12)
     # artifacts record their input URIs (clusters' shard column, footers): same root for both
     root, home = tmp_path / "artifacts", tmp_path / "home"
@@ -129,56 +100,45 @@ def test_backfill_on_ray_matches_in_process_and_survives_a_lost_worker(
                             "PYTHONPATH": cluster.env["PYTHONPATH"],
                             "POLARS_MAX_THREADS": "1"}.items():  # fmt: skip
             monkeypatch.setenv(name, value)
-        ray_jobs.ray_definitions.cache_clear()
         with DagsterInstance.get() as instance:
             keys = register_shards(instance, ArtifactStore(root=str(root)), manifests)
             instance.add_dynamic_partitions("shards", ["missing-0000"])  # no manifest written
 
-            def run(factory, partition: str | None = None):
-                tags = {"dagster/partition": partition} if partition else {}
-                with execute_job(reconstructable(factory), instance, tags=tags) as result:
-                    return result.success, result.all_events
+        ingested = run_partitions(f"{RAY_JOBS}:ingest_on_ray", [*keys, "missing-0000"])
+        assert [ingested[k]["success"] for k in keys] == [True, True], ingested
+        bad = ingested["missing-0000"]
+        assert bad["success"] is False and bad["retries"] == 0  # bad input: no retry
+        assert "missing-0000.json does not exist" in bad["failures"][0]
+        assert run_partitions(f"{RAY_JOBS}:quality_on_ray", [None])[None]["success"]
 
-            outcomes = {key: run(ray_jobs.ingest_on_ray, key) for key in [*keys, "missing-0000"]}
-            assert [outcomes[k][0] for k in keys] == [True, True]
-            assert outcomes["missing-0000"][0] is False
-            events = outcomes["missing-0000"][1]
-            (failure,) = [e.step_failure_data for e in events if e.is_step_failure]
-            assert "missing-0000.json does not exist" in failure.user_failure_data.description
-            assert not [e for e in events if e.is_step_up_for_retry]  # bad input: no retry
-            assert run(ray_jobs.quality_on_ray)[0]
+        # the shard backfill 2 runs at a time: with 1 CPU per node and 1 CPU per step, the
+        # second concurrent step runs on the worker, which is SIGKILLed while it does
+        killed = threading.Event()
 
-            # the shard backfill 2 runs at a time: with 1 CPU per node and 1 CPU per step, the
-            # second concurrent step runs on the worker, which is SIGKILLed while it does
-            killed = threading.Event()
+        def kill_worker_once() -> None:
+            deadline = time.monotonic() + 600
+            while not killed.is_set() and time.monotonic() < deadline:
+                if _on_worker(cluster):
+                    cluster.kill_worker()
+                    killed.set()
+                time.sleep(0.2)
 
-            def kill_worker_once() -> None:
-                deadline = time.monotonic() + 600
-                while not killed.is_set() and time.monotonic() < deadline:
-                    if _on_worker(cluster):
-                        cluster.kill_worker()
-                        killed.set()
-                    time.sleep(0.2)
+        watcher = threading.Thread(target=kill_worker_once, daemon=True)
+        watcher.start()
+        results = run_partitions(f"{RAY_JOBS}:shard_pipeline_on_ray", keys, width=2)
+        assert killed.is_set(), "no step was scheduled on the worker node"
+        assert all(results[k]["success"] for k in keys), results
+        assert sum(r["retries"] for r in results.values()) >= 1, results
 
-            watcher = threading.Thread(target=kill_worker_once, daemon=True)
-            watcher.start()
-            results = _backfill(run, ray_jobs.shard_pipeline_on_ray, keys)
-            assert killed.is_set(), "no step was scheduled on the worker node"
-            assert {k: ok for k, (ok, _) in results.items()} == dict.fromkeys(keys, True), {
-                k: _failures(events) for k, (_, events) in results.items()
-            }
-            retries = [
-                e for _, events in results.values() for e in events if e.is_step_up_for_retry
-            ]
-            assert retries, "the step on the killed worker was not retried"
-
-            # dedup reads every registered shard: the operator drops the broken one first
+        # dedup reads every registered shard: the operator drops the broken one first
+        with DagsterInstance.get() as instance:
             instance.delete_dynamic_partition("shards", "missing-0000")
-            for band in band_partitions.get_partition_keys():
-                ok, events = run(ray_jobs.band_pairs_on_ray, band)
-                assert ok, (band, _failures(events))
-            ok, events = run(ray_jobs.dedup_on_ray)
-            assert ok, _failures(events)
+        bands = run_partitions(
+            f"{RAY_JOBS}:band_pairs_on_ray", band_partitions.get_partition_keys()
+        )
+        assert [k for k, r in bands.items() if not r["success"]] == [], bands
+        clusters = run_partitions(f"{RAY_JOBS}:dedup_on_ray", [None])[None]
+        assert clusters["success"], clusters
 
     ours = _artifacts(root)
     assert sorted(ours) == sorted(reference)
