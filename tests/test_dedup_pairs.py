@@ -83,6 +83,11 @@ def test_band_partitions_give_the_single_op_bytes(
     assert one.removed_exact >= 1 and one.removed_url == 1 and one.removed_near >= 10
     for name in ("clusters.parquet", "boilerplate.parquet"):
         assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "fan" / name).read_bytes()
+    # a rerun of one partition writes the same bytes (no timings in the file)
+    first = Path(pairs_uri(str(tmp_path / "pairs"), "b005-s000")).read_bytes()
+    band_pairs(sigs, str(tmp_path / "unclustered"), pairs_uri(str(tmp_path / "again"), "b005-s000"),
+               "b005-s000", config)  # fmt: skip
+    assert Path(pairs_uri(str(tmp_path / "again"), "b005-s000")).read_bytes() == first
     assert (fanned.removed, fanned.verified_pairs, fanned.exact_pairs) == (
         one.removed, one.verified_pairs, one.exact_pairs
     )  # fmt: skip

@@ -118,7 +118,9 @@ def band_pairs(
         peak_partition_rows=peak, candidate_pairs=len(candidates), pairs=len(kept),
         peak_rss_mb=peak_rss_mb(), seconds=round(time.monotonic() - started, 3),
     )  # fmt: skip
-    meta = {"dedup.plan": plan_token(inputs, config), "dedup.stats": json.dumps(asdict(stats))}
+    # timings and RSS stay out of the file: a rerun of the same partition is byte-identical
+    counts = {k: v for k, v in asdict(stats).items() if k not in ("seconds", "peak_rss_mb")}
+    meta = {"dedup.plan": plan_token(inputs, config), "dedup.stats": json.dumps(counts)}
     storage.write_table(table.replace_schema_metadata(meta), output_uri, row_group_size=1 << 20)
     return stats
 
