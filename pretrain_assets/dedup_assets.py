@@ -19,7 +19,7 @@ from pretrain import storage, verify
 from pretrain.dedup.apply import apply_dedup
 from pretrain.dedup.config import DedupConfig, LineDedupConfig
 from pretrain.dedup.minhash import compute_signatures
-from pretrain.dedup.pairs import band_pairs, cluster_band_pairs
+from pretrain.dedup.pairs import band_pairs, check_pairs, cluster_band_pairs
 from pretrain_assets.data_assets import filtered_shards
 from pretrain_assets.metadata import check_result, stage_metadata
 from pretrain_assets.partitions import band_partitions, shard_partitions
@@ -94,6 +94,7 @@ def _signature_uris(context: AssetExecutionContext, store: ArtifactStore) -> lis
     deps=[AssetDep(minhash_signatures, partition_mapping=AllPartitionMapping())],
     group_name="dedup",
     code_version="pairs-v1",
+    check_specs=[AssetCheckSpec("pairs_ordered_inside_corpus", asset="dedup_pairs")],
     op_tags=STEP_RESOURCES["dedup_pairs"],
     retry_policy=STEP_RETRY,
 )
@@ -108,7 +109,13 @@ def dedup_pairs(
     stats = band_pairs(
         _signature_uris(context, store), store.uri("dedup_clusters"), out, key, library_config
     )
-    return MaterializeResult(metadata=stage_metadata(stats, library_config, uri=out))
+    documents = sum(
+        verify.count_rows(uri) for uri in _signature_uris(context, store)
+    )  # the node numbers span every shard's signature rows
+    return MaterializeResult(
+        metadata=stage_metadata(stats, library_config, uri=out),
+        check_results=[check_result("pairs_ordered_inside_corpus", check_pairs(out, documents))],
+    )
 
 
 @asset(

@@ -13,6 +13,7 @@ import json
 import random
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -21,7 +22,13 @@ from pretrain.data.schema import doc_id, documents_table
 from pretrain.dedup.clusters import cluster_duplicates
 from pretrain.dedup.config import DedupConfig
 from pretrain.dedup.minhash import compute_signatures
-from pretrain.dedup.pairs import band_pairs, band_partition_keys, cluster_band_pairs, pairs_uri
+from pretrain.dedup.pairs import (
+    band_pairs,
+    band_partition_keys,
+    check_pairs,
+    cluster_band_pairs,
+    pairs_uri,
+)
 from pretrain.errors import ConfigError, DataError
 
 WORDS = ("harbour tide lantern copper meadow violin orchard glacier pepper saddle thunder "
@@ -83,6 +90,13 @@ def test_band_partitions_give_the_single_op_bytes(
     assert one.removed_exact >= 1 and one.removed_url == 1 and one.removed_near >= 10
     for name in ("clusters.parquet", "boilerplate.parquet"):
         assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "fan" / name).read_bytes()
+    for key in band_partition_keys(config):
+        outcome = check_pairs(pairs_uri(str(tmp_path / "pairs"), key), 66)
+        assert outcome.passed, (key, outcome.description)
+    bad = tmp_path / "bad.parquet"
+    storage.write_table(pa.table({"a": [3, 5], "b": [2, 66]}), str(bad))
+    outcome = check_pairs(str(bad), 66)
+    assert not outcome.passed and "a < b: False; nodes in [0, 66): False" in outcome.description
     # a rerun of one partition writes the same bytes (no timings in the file)
     first = Path(pairs_uri(str(tmp_path / "pairs"), "b005-s000")).read_bytes()
     band_pairs(sigs, str(tmp_path / "unclustered"), pairs_uri(str(tmp_path / "again"), "b005-s000"),

@@ -43,6 +43,7 @@ from pretrain.dedup.config import DedupConfig
 from pretrain.dedup.minhash import EXACT_BAND, URL_BAND
 from pretrain.dedup.stats import ClusterStats
 from pretrain.errors import ConfigError, DataError
+from pretrain.verify import CheckOutcome
 
 PAIRS_FILE = "pairs.parquet"
 _KEY_BANDS = {"exact": EXACT_BAND, "url": URL_BAND}
@@ -189,6 +190,21 @@ def plan_token(inputs: ClusterInputs, config: DedupConfig) -> str:
         "slices": [config.hash_slices, sub_slices(inputs, config)],
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def check_pairs(uri: str, num_documents: int) -> CheckOutcome:
+    """Recomputed from the file: every pair ``a < b``, both nodes inside the corpus, no repeats."""
+    table = storage.read_table(uri)
+    a, b = table.column("a").to_numpy(), table.column("b").to_numpy()
+    ordered = bool(np.all(a < b))
+    inside = bool(len(a) == 0 or (a.min() >= 0 and b.max() < num_documents))
+    unique = len(np.unique(np.stack([a, b], axis=1), axis=0)) == len(a) if len(a) else True
+    return CheckOutcome(
+        ordered and inside and unique,
+        f"{len(a)} pairs; a < b: {ordered}; nodes in [0, {num_documents}): {inside}; "
+        f"no repeats: {unique}",
+        {"pairs": len(a), "documents": num_documents},
+    )
 
 
 def read_pairs_meta(uri: str) -> dict[str, str]:
