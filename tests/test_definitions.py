@@ -48,6 +48,7 @@ def test_every_asset_has_checks(tmp_path) -> None:
         "raw_shards",
         "filtered_shards",
         "minhash_signatures",
+        "dedup_pairs",
         "dedup_clusters",
         "deduped_shards",
         "data_mixture",
