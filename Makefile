@@ -1,12 +1,13 @@
 # pretrain: two commands on a fresh machine.
 #   make demo   create .venv, install pinned deps, materialize the whole asset graph
-#   make test   same install, then ruff + pytest (everything)
+#   make test   same install, then ruff + pytest (everything; installs the Ray extra)
 #   make test-fast  ruff + the unit tier (-m "not slow": no torchrun, no servers), under 3 minutes
 #   make ui     the Dagster web UI on http://127.0.0.1:3000
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+RAY_STAMP := $(VENV)/.installed-ray
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 PORT ?= 3000
 
@@ -22,6 +23,11 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# Ray + dagster-ray for the tests of the data stages on a Ray cluster (tests/test_ray_backfill.py)
+$(RAY_STAMP): $(STAMP)
+	$(PY) -m pip install -q -e '.[dev,ray]'
+	touch $(RAY_STAMP)
+
 home:
 	mkdir -p "$(DAGSTER_HOME)/.nux"
 	cp config/dagster.yaml "$(DAGSTER_HOME)/dagster.yaml"
@@ -34,7 +40,7 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-test: lint home
+test: lint home $(RAY_STAMP)
 	$(VENV)/bin/pytest -q -rs
 
 test-fast: lint home

@@ -51,7 +51,7 @@ def main() -> None:
             filtered.append(f"{out}/documents.parquet")
         results["prepare_s"] = round(time.perf_counter() - started, 1)
         for normalization in ("v2", "v1"):
-            # the demo's dedup settings (DedupAssetConfig): line dedup at 20 documents
+            # the demo's dedup settings (the DedupConfig defaults): line dedup at 20 documents
             config = DedupConfig(
                 normalization=normalization, lines=LineDedupConfig(min_documents=20)
             )

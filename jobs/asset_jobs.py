@@ -1,8 +1,9 @@
 """Asset jobs, one per stage boundary, so partitions run as separate runs.
 
 A per-shard stage (``ingest``, ``shard_pipeline``, ``apply_dedup``) runs once per shard
-partition; the global stages (``quality``, ``dedup``, ``corpus``) run once over all shards.
-Order: ``ingest`` per shard → ``quality`` → ``shard_pipeline`` per shard → ``dedup`` → ...
+partition, ``band_pairs`` (asset ``dedup_pairs``) once per band partition; the global
+stages (``quality``, ``dedup``, ``corpus``) run once over all shards. Order: ``ingest`` per shard → ``quality`` →
+``shard_pipeline`` per shard → ``band_pairs`` per band partition → ``dedup`` → ...
 """
 
 from dagster import AssetSelection, define_asset_job
@@ -22,10 +23,15 @@ shard_pipeline_job = define_asset_job(
     selection=AssetSelection.assets("filtered_shards", "minhash_signatures"),
     description="Filter and sign one shard group (needs its raw shard and the classifier).",
 )
+dedup_pairs_job = define_asset_job(
+    "band_pairs",
+    selection=AssetSelection.assets("dedup_pairs"),
+    description="Verified duplicate pairs of one band x hash slice (a backfill runs them all).",
+)
 dedup_clusters_job = define_asset_job(
     "dedup",
     selection=AssetSelection.assets("dedup_clusters"),
-    description="Global MinHash-LSH clustering over every shard's signatures.",
+    description="Union of every band partition's pairs: clusters, survivors, boilerplate.",
 )
 deduped_shards_job = define_asset_job(
     "apply_dedup",
@@ -70,6 +76,7 @@ ASSET_JOBS = [
     ingest_job,
     quality_job,
     shard_pipeline_job,
+    dedup_pairs_job,
     dedup_clusters_job,
     deduped_shards_job,
     corpus_job,

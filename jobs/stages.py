@@ -55,7 +55,12 @@ STAGES: dict[str, Stage] = {
         FilterConfig, (("shard_pipeline", "filtered_shards"),), exclude=("quality_model_uri",)
     ),
     "dedup": Stage(
-        DedupConfig, (("shard_pipeline", "minhash_signatures"), ("dedup", "dedup_clusters"))
+        DedupConfig,
+        (
+            ("shard_pipeline", "minhash_signatures"),
+            ("band_pairs", "dedup_pairs"),
+            ("dedup", "dedup_clusters"),
+        ),
     ),
     "mixture": Stage(MixtureConfig, (("corpus", "data_mixture"),)),
     "tokenizer": Stage(TokenizerConfig, (("corpus", "tokenizer"),)),

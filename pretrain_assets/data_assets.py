@@ -29,6 +29,7 @@ from pretrain.filters.funnel import (
 )
 from pretrain.filters.pipeline import FilterConfig, filter_shard
 from pretrain_assets.metadata import begin_output, check_result, finish_output, stage_metadata
+from pretrain_assets.step_resources import STEP_RESOURCES, STEP_RETRY, bad_input_not_retried
 from resources.storage import ArtifactStore
 
 RawShardsConfig = STAGES["raw"].config_class
@@ -42,7 +43,10 @@ RawShardsConfig = STAGES["raw"].config_class
         AssetCheckSpec("non_empty", asset="raw_shards"),
         AssetCheckSpec("documents_plus_rejects_equal_records_read", asset="raw_shards"),
     ],
+    op_tags=STEP_RESOURCES["raw_shards"],
+    retry_policy=STEP_RETRY,
 )
+@bad_input_not_retried
 def raw_shards(
     context: AssetExecutionContext, config: RawShardsConfig, store: ArtifactStore
 ) -> MaterializeResult:
@@ -81,7 +85,10 @@ FilterRunConfig = STAGES["filter"].config_class
         AssetCheckSpec("kept_plus_rejected_equals_input", asset="filtered_shards"),
         AssetCheckSpec("drop_rate_per_reason_within_bounds", asset="filtered_shards"),
     ],
+    op_tags=STEP_RESOURCES["filtered_shards"],
+    retry_policy=STEP_RETRY,
 )
+@bad_input_not_retried
 def filtered_shards(
     context: AssetExecutionContext, config: FilterRunConfig, store: ArtifactStore
 ) -> MaterializeResult:

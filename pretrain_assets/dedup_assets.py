@@ -1,22 +1,30 @@
-"""Dedup assets: ``minhash_signatures[shard]`` → ``dedup_clusters`` → ``deduped_shards[shard]``."""
+"""Dedup assets: ``minhash_signatures[shard]`` → ``dedup_pairs[band-slice]`` →
+``dedup_clusters`` → ``deduped_shards[shard]``.
+
+``dedup_pairs`` fans out over static band partitions (one run each, any executor: in
+process, multiprocess, or a Ray cluster); ``dedup_clusters`` only joins the verified pairs.
+"""
 
 from dagster import (
+    AllPartitionMapping,
     AssetCheckSpec,
+    AssetDep,
     AssetExecutionContext,
     MaterializeResult,
     asset,
 )
 
 from jobs.config import to_library
-from jobs.partitions import shard_partitions
+from jobs.partitions import band_partitions, shard_partitions
 from jobs.stages import STAGES
 from pretrain import storage, verify
 from pretrain.dedup.apply import apply_dedup
-from pretrain.dedup.clusters import cluster_duplicates
 from pretrain.dedup.config import DedupConfig
 from pretrain.dedup.minhash import compute_signatures
+from pretrain.dedup.pairs import band_pairs, check_pairs, cluster_band_pairs
 from pretrain_assets.data_assets import filtered_shards
 from pretrain_assets.metadata import begin_output, check_result, finish_output, stage_metadata
+from pretrain_assets.step_resources import STEP_RESOURCES, STEP_RETRY, bad_input_not_retried
 from resources.storage import ArtifactStore
 
 # one launch config for both stages: signatures and clusters must run with the same values
@@ -29,7 +37,10 @@ DedupRunConfig = STAGES["dedup"].config_class
     group_name="dedup",
     code_version="minhash-v2",
     check_specs=[AssetCheckSpec("one_signature_per_document", asset="minhash_signatures")],
+    op_tags=STEP_RESOURCES["minhash_signatures"],
+    retry_policy=STEP_RETRY,
 )
+@bad_input_not_retried
 def minhash_signatures(
     context: AssetExecutionContext, config: DedupRunConfig, store: ArtifactStore
 ) -> MaterializeResult:
@@ -50,23 +61,60 @@ def minhash_signatures(
     )
 
 
+def _signature_uris(context: AssetExecutionContext, store: ArtifactStore) -> list[str]:
+    shards = context.instance.get_dynamic_partitions(shard_partitions.name)
+    return [store.uri("minhash_signatures", s, "signatures.parquet") for s in shards]
+
+
 @asset(
-    deps=[minhash_signatures],
+    partitions_def=band_partitions,
+    deps=[AssetDep(minhash_signatures, partition_mapping=AllPartitionMapping())],
     group_name="dedup",
-    code_version="clusters-v2",
-    check_specs=[AssetCheckSpec("duplicate_rate_in_range", asset="dedup_clusters")],
+    code_version="pairs-v1",
+    check_specs=[AssetCheckSpec("pairs_ordered_inside_corpus", asset="dedup_pairs")],
+    op_tags=STEP_RESOURCES["dedup_pairs"],
+    retry_policy=STEP_RETRY,
 )
+@bad_input_not_retried
+def dedup_pairs(
+    context: AssetExecutionContext, config: DedupRunConfig, store: ArtifactStore
+) -> MaterializeResult:
+    """Verified duplicate pairs of one band x hash slice, read from every shard's buckets."""
+    key = context.partition_key
+    out = store.uri("dedup_pairs", key, "pairs.parquet")
+    library_config = to_library(config, DedupConfig)
+    stats = band_pairs(
+        _signature_uris(context, store), store.uri("dedup_clusters"), out, key, library_config
+    )
+    documents = sum(
+        verify.count_rows(uri) for uri in _signature_uris(context, store)
+    )  # the node numbers span every shard's signature rows
+    return MaterializeResult(
+        metadata=stage_metadata(stats, library_config, uri=out),
+        check_results=[check_result("pairs_ordered_inside_corpus", check_pairs(out, documents))],
+    )
+
+
+@asset(
+    deps=[minhash_signatures, dedup_pairs],
+    group_name="dedup",
+    code_version="clusters-v3",
+    check_specs=[AssetCheckSpec("duplicate_rate_in_range", asset="dedup_clusters")],
+    op_tags=STEP_RESOURCES["dedup_clusters"],
+    retry_policy=STEP_RETRY,
+)
+@bad_input_not_retried
 def dedup_clusters(
     context: AssetExecutionContext, config: DedupRunConfig, store: ArtifactStore
 ) -> MaterializeResult:
-    """Global exact/URL/LSH clustering (incremental, per band partition); boilerplate lines."""
+    """Union of every band partition's pairs, survivors (incremental), boilerplate lines."""
     shards = context.instance.get_dynamic_partitions(shard_partitions.name)
     signature_uris = [store.uri("minhash_signatures", s, "signatures.parquet") for s in shards]
     out = store.uri("dedup_clusters")
     library_config = to_library(config, DedupConfig)
     inputs = [store.uri("minhash_signatures", s) for s in shards]
     ident = begin_output(context, store, out, library_config, inputs)
-    stats = cluster_duplicates(signature_uris, out, library_config)
+    stats = cluster_band_pairs(signature_uris, store.uri("dedup_pairs"), out, library_config)
     outcome = verify.rate_in_range(
         stats.removed, stats.documents, 0.0, library_config.max_duplicate_rate
     )
@@ -86,7 +134,10 @@ def dedup_clusters(
         AssetCheckSpec("non_empty", asset="deduped_shards"),
         AssetCheckSpec("kept_plus_rejected_equals_input", asset="deduped_shards"),
     ],
+    op_tags=STEP_RESOURCES["deduped_shards"],
+    retry_policy=STEP_RETRY,
 )
+@bad_input_not_retried
 def deduped_shards(context: AssetExecutionContext, store: ArtifactStore) -> MaterializeResult:
     """One shard minus non-survivors and boilerplate lines (removals in rejects, with reason)."""
     shard = context.partition_key

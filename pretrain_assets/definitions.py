@@ -13,7 +13,7 @@ import json
 import os
 from pathlib import Path
 
-from dagster import Definitions
+from dagster import Definitions, ExecutorDefinition
 
 from jobs.asset_jobs import ASSET_JOBS
 from jobs.quarantine import quarantine_job, review_quarantine_job
@@ -22,7 +22,12 @@ from pretrain import storage
 from pretrain_assets.checkpoint_assets import checkpoint_healthy, checkpoints
 from pretrain_assets.corpus_assets import data_mixture, packed_tokens, tokenizer
 from pretrain_assets.data_assets import filtered_shards, raw_shards
-from pretrain_assets.dedup_assets import dedup_clusters, deduped_shards, minhash_signatures
+from pretrain_assets.dedup_assets import (
+    dedup_clusters,
+    dedup_pairs,
+    deduped_shards,
+    minhash_signatures,
+)
 from pretrain_assets.eval_assets import eval_comparison, eval_reports, hf_export
 from pretrain_assets.plan_assets import scaling_plan
 from pretrain_assets.quality_assets import quality_classifier
@@ -48,6 +53,7 @@ ASSETS = [
     quality_classifier,
     filtered_shards,
     minhash_signatures,
+    dedup_pairs,
     dedup_clusters,
     deduped_shards,
     data_mixture,
@@ -87,10 +93,16 @@ def build_definitions(
     artifact_root: str | None = None,
     s3_endpoint_url: str | None = None,
     nproc_per_node: int = 2,
+    executor: ExecutorDefinition | None = None,
 ) -> Definitions:
-    """Definitions with the given storage root; tests build their own with a temp root."""
+    """Definitions with the given storage root; tests build their own with a temp root.
+
+    ``executor`` replaces the default (multiprocess) one for every job, e.g. dagster-ray's
+    ``ray_executor`` (``jobs/ray_jobs.py``).
+    """
     root = artifact_root or default_artifact_root()
     return Definitions(
+        executor=executor,
         assets=ASSETS,
         asset_checks=[checkpoint_healthy],
         jobs=[*ASSET_JOBS, train_job, quarantine_job, review_quarantine_job],

@@ -11,7 +11,8 @@ with a warning and ``quality_score`` is heuristic); ``--languages en,de`` keeps 
 ``run_data`` (``pretrain data``) stops after the data stages with the ``mixture`` job.
 
 Every stage runs as a Dagster job on the project instance (visible afterwards in
-``make ui``): ``ingest`` per shard, ``quality`` (the quality classifier), ``shard_pipeline`` per shard, ``dedup``, ``apply_dedup`` per shard,
+``make ui``): ``ingest`` per shard, ``quality`` (the quality classifier), ``shard_pipeline`` per shard,
+``band_pairs`` per band partition, ``dedup``, ``apply_dedup`` per shard,
 ``corpus``, ``train`` and ``evaluate`` for the final checkpoint. Prints a summary at the end.
 """
 
@@ -25,6 +26,7 @@ from typing import Any
 
 from dagster import DagsterInstance, Definitions
 
+from jobs.partitions import band_partitions
 from jobs.stages import add_stage_options, run_configs, stage_settings
 from pretrain.checkpoint.dcp import checkpoint_key, list_checkpoints
 from pretrain_assets.definitions import build_definitions, default_artifact_root
@@ -66,20 +68,22 @@ def execute(
     *,
     partition_key: str | None = None,
     run_config: dict | None = None,
+    quiet: bool = False,
 ) -> dict[str, dict[str, Any]]:
     """Run one job in process; return {asset_key: metadata} of its materializations."""
     started = time.monotonic()
-    quiet = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
+    loggers = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
     result = defs.resolve_job_def(job_name).execute_in_process(
         instance=instance,
         partition_key=partition_key,
-        run_config={**quiet, **(run_config or {})},
+        run_config={**loggers, **(run_config or {})},
         tags=host_tags(),  # lets the next start mark this run failed if the demo is killed
     )
     if not result.success:
         raise SystemExit(f"job {job_name} ({partition_key}) failed; see `make ui`")
     where = f"[{partition_key}]" if partition_key else ""
-    print(f"  {job_name}{where}: ok in {time.monotonic() - started:.1f}s", flush=True)
+    if not quiet:
+        print(f"  {job_name}{where}: ok in {time.monotonic() - started:.1f}s", flush=True)
     out: dict[str, dict[str, Any]] = {}
     for event in result.get_asset_materialization_events():
         mat = event.step_materialization_data.materialization
@@ -127,6 +131,13 @@ def run_data_stages(
                 run_config=configs.get("shard_pipeline"),
             )  # fmt: skip
         )
+    band_keys, started = band_partitions.get_partition_keys(), time.monotonic()
+    for band_key in band_keys:
+        execute(
+            defs, "band_pairs", instance, partition_key=band_key,
+            run_config=configs.get("band_pairs"), quiet=True,
+        )  # fmt: skip
+    print(f"  band_pairs: {len(band_keys)} band partitions ok in {time.monotonic() - started:.1f}s")
     clusters = execute(defs, "dedup", instance, run_config=configs.get("dedup"))
     deduped = [execute(defs, "apply_dedup", instance, partition_key=key) for key in keys]
     return {"shards": per_shard, "quality": quality, "clusters": clusters, "deduped": deduped}

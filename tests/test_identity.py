@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from dagster import AssetKey, DagsterInstance
 
+from jobs.partitions import band_partitions
 from pretrain import identity, storage
 from pretrain.errors import DataError
 from pretrain_assets.definitions import build_definitions
@@ -78,6 +79,8 @@ def test_dagster_data_versions_and_stale_signatures_refused(tmp_path: Path) -> N
 
         assert run("ingest", key).success
         assert run("shard_pipeline", key, no_classifier).success
+        for band in band_partitions.get_partition_keys():
+            assert run("band_pairs", band).success
         assert run("dedup").success
         filtered = instance.get_latest_materialization_event(AssetKey("filtered_shards"))
         version = identity.read(store.uri("filtered_shards", key)).version

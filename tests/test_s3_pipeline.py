@@ -1,6 +1,7 @@
 """The data stages through Dagster on S3 (moto_server) give the same lineage as a local run.
 
-Runs ``ingest`` → ``quality`` → ``shard_pipeline`` → ``dedup`` → ``apply_dedup`` twice on the
+Runs ``ingest`` → ``quality`` → ``shard_pipeline`` → ``band_pairs`` → ``dedup`` →
+``apply_dedup`` twice on the
 same small embedded corpus — artifacts under a local folder, then under ``s3://campaign/run`` —
 and checks the artifacts are in the bucket and that both runs materialized the same assets
 and partitions and kept and rejected exactly the same documents for the same reasons.
@@ -33,4 +34,5 @@ def test_data_stages_on_s3_match_the_local_run(tmp_path: Path) -> None:
         ):
             assert f"s3://campaign/run/{path}" in in_bucket
     assert "s3://campaign/run/dedup_clusters/clusters.parquet" in in_bucket
+    assert "s3://campaign/run/dedup_pairs/b013-s000/pairs.parquet" in in_bucket
     assert "s3://campaign/run/quality_classifier/model.bin" in in_bucket

@@ -32,6 +32,7 @@ GROUPS = {
     },
     "dedup": {
         "minhash_signatures",
+        "dedup_pairs",
         "dedup_clusters",
         "deduped_shards",
         "filtered_shards",

@@ -75,23 +75,40 @@ def candidate_pairs(
     peak = 0
     for band in [*key_bands, *range(bands)]:
         for part in range(parts):
-            members = _partition_members(shards, band, part, parts, eligible)
-            peak = max(peak, members.height)
-            if band < 0:
-                pairs = _star_pairs(members)
-            else:
-                pairs = bucket_pairs(members, config.max_bucket_pairs)
-            if is_fresh is not None and len(pairs):
-                pairs = pairs[is_fresh(pairs[:, 0]) | is_fresh(pairs[:, 1])]
+            pairs, rows = partition_pairs(
+                shards, band, part, parts, config, eligible=eligible, is_fresh=is_fresh
+            )
+            peak = max(peak, rows)
             (exact if band < 0 else lsh).append(pairs)
-    exact_pairs = _unique_pairs(exact)
-    lsh_pairs = _unique_pairs(lsh)
+    exact_pairs = unique_pairs(exact)
+    lsh_pairs = unique_pairs(lsh)
     if len(exact_pairs) and len(lsh_pairs):
-        lsh_pairs = lsh_pairs[~_rows_in(lsh_pairs, exact_pairs)]
+        lsh_pairs = lsh_pairs[~rows_in(lsh_pairs, exact_pairs)]
     return Candidates(
         exact=exact_pairs, lsh=lsh_pairs, partitions=parts * (len(key_bands) + bands),
         peak_partition_rows=peak,
     )  # fmt: skip
+
+
+def partition_pairs(
+    shards: list[ShardInput],
+    band: int,
+    part: int,
+    parts: int,
+    config: DedupConfig,
+    *,
+    eligible: NodeMask | None = None,
+    is_fresh: NodeMask | None = None,
+) -> tuple[np.ndarray, int]:
+    """Pairs of one band partition (hash slice ``part`` of ``parts``) and its bucket rows.
+
+    A bucket never spans two slices, so the union over any slicing is the same set of pairs.
+    """
+    members = _partition_members(shards, band, part, parts, eligible)
+    pairs = _star_pairs(members) if band < 0 else bucket_pairs(members, config.max_bucket_pairs)
+    if is_fresh is not None and len(pairs):
+        pairs = pairs[is_fresh(pairs[:, 0]) | is_fresh(pairs[:, 1])]
+    return pairs, members.height
 
 
 def _partition_members(
@@ -139,12 +156,12 @@ def _star_pairs(members: pl.DataFrame) -> np.ndarray:
     return pairs.to_numpy().astype(np.int64).reshape(-1, 2)
 
 
-def _unique_pairs(parts: list[np.ndarray]) -> np.ndarray:
+def unique_pairs(parts: list[np.ndarray]) -> np.ndarray:
     pairs = np.concatenate(parts) if parts else np.empty((0, 2), np.int64)
     return np.unique(pairs.reshape(-1, 2), axis=0) if len(pairs) else pairs.reshape(0, 2)
 
 
-def _rows_in(pairs: np.ndarray, reference: np.ndarray) -> np.ndarray:
+def rows_in(pairs: np.ndarray, reference: np.ndarray) -> np.ndarray:
     """Boolean mask: which rows of ``pairs`` also appear in ``reference`` (both sorted)."""
 
     def key(p: np.ndarray) -> np.ndarray:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import resource
 import time
 from collections.abc import Iterator
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import polars as pl
@@ -43,6 +43,7 @@ from pretrain.dedup.config import DedupConfig
 from pretrain.dedup.incremental import (
     ROW_SCHEMA,
     Plan,
+    Prior,
     load_prior,
     plan_incremental,
     survivor_changes,
@@ -56,16 +57,66 @@ INFO_COLUMNS = ["id", "source", "quality_score", "exact_hash", "url_hash"]
 VERIFY_BATCH_ROWS = 1024  # texts shingled at once during Jaccard verification
 
 
+@dataclass(frozen=True)
+class ClusterInputs:
+    """Shards in node order, their fingerprints, and the incremental plan against the prior."""
+
+    shards: list[ShardInput]
+    fingerprints: dict[str, str]
+    prior: Prior | None
+    plan: Plan
+    prior_dir: str  # the clustering output folder the prior was read from
+
+    @classmethod
+    def open(
+        cls, signature_uris: list[str], output_dir_uri: str, config: DedupConfig
+    ) -> ClusterInputs:
+        shards, fingerprints = open_shards(signature_uris, config)
+        prior = load_prior(output_dir_uri, config)
+        plan = plan_incremental(shards, fingerprints, prior)
+        return cls(shards, fingerprints, prior, plan, output_dir_uri)
+
+    @property
+    def masks(self) -> Plan | None:
+        """The plan whose node masks restrict candidates (None on a first or full run)."""
+        return self.plan if self.prior else None
+
+
 def cluster_duplicates(
     signature_uris: list[str], output_dir_uri: str, config: DedupConfig
 ) -> ClusterStats:
-    """Cluster duplicates across all signature files; write the output folder (see above)."""
+    """Cluster duplicates across all signature files in one process (see above)."""
     started = time.monotonic()
-    shards, fingerprints = open_shards(signature_uris, config)
-    prior = load_prior(output_dir_uri, config)
-    plan = plan_incremental(shards, fingerprints, prior)
-    found, near, contained = find_pairs(shards, config, plan if prior else None)
-    edges = np.concatenate([found.exact, near]).reshape(-1, 2)
+    inputs = ClusterInputs.open(signature_uris, output_dir_uri, config)
+    found, near, contained = find_pairs(inputs.shards, config, inputs.masks)
+    return write_clusters(
+        inputs, found.exact, near, output_dir_uri, config, candidate_pairs=len(found.lsh),
+        partitions=found.partitions, peak_partition_rows=found.peak_partition_rows,
+        started=started, contained=contained,
+    )  # fmt: skip
+
+
+def write_clusters(
+    inputs: ClusterInputs,
+    exact: np.ndarray,
+    near: np.ndarray,
+    output_dir_uri: str,
+    config: DedupConfig,
+    *,
+    candidate_pairs: int,
+    partitions: int,
+    peak_partition_rows: int,
+    started: float,
+    contained: np.ndarray | None = None,
+) -> ClusterStats:
+    """Union of exact and verified near pairs, survivor choice, boilerplate; write the folder
+    (``contained``: containment rows, see :func:`find_pairs`, listed, never removed).
+
+    The components (and so the output) depend only on the set of pairs, not on their order.
+    """
+    contained = unique_containment(contained)
+    shards, plan, prior = inputs.shards, inputs.plan, inputs.prior
+    edges = np.concatenate([exact, near]).reshape(-1, 2)
     nodes, roots = _components(edges)
     info = _node_info(shards, nodes).with_columns(pl.Series("root", roots))
     new_rows = _assign_survivors(info, plan, incremental=prior is not None)
@@ -81,11 +132,11 @@ def cluster_duplicates(
         rows,
         documents=sum(s.num_rows for s in shards),
         repeated_ids=info.height - info["id"].n_unique(),
-        candidate_pairs=len(found.lsh),
+        candidate_pairs=candidate_pairs,
         verified_pairs=len(near),
-        exact_pairs=len(found.exact),
-        partitions=found.partitions,
-        peak_partition_rows=found.peak_partition_rows,
+        exact_pairs=len(exact),
+        partitions=partitions,
+        peak_partition_rows=peak_partition_rows,
         peak_rss_mb=peak_rss_mb(),
         committed_shards=len(plan.committed),
         fresh_shards=len(shards) - len(plan.committed) if prior else len(shards),
@@ -115,7 +166,7 @@ def cluster_duplicates(
         storage.join(output_dir_uri, "stats.json"),
     )
     storage.write_json(
-        {"shards": fingerprints, "params": config.decision_params()},
+        {"shards": inputs.fingerprints, "params": config.decision_params()},
         storage.join(output_dir_uri, "state.json"),
     )
     return stats
@@ -148,6 +199,18 @@ def repeated_copies(info: pl.DataFrame, shards: list[ShardInput]) -> pa.Table:
     return copies.select(REPEATED_SCHEMA.names).to_arrow().cast(REPEATED_SCHEMA)
 
 
+def unique_containment(contained: np.ndarray | None) -> np.ndarray:
+    """Containment rows once per (contained, container) pair, sorted (a pair can be a candidate
+    in several bands)."""
+    if contained is None or len(contained) == 0:
+        return np.empty((0, 3), np.float64)
+    order = np.lexsort((contained[:, 1], contained[:, 0]))
+    rows = contained[order]
+    keep = np.ones(len(rows), bool)
+    keep[1:] = np.any(rows[1:, :2] != rows[:-1, :2], axis=1)
+    return rows[keep]
+
+
 def find_pairs(
     shards: list[ShardInput], config: DedupConfig, plan: Plan | None = None
 ) -> tuple[Candidates, np.ndarray, np.ndarray]:
@@ -160,7 +223,7 @@ def find_pairs(
         eligible=plan.eligible if plan else None,
         is_fresh=plan.is_fresh if plan else None,
     )
-    near, contained = _verify(found.lsh, shards, config)
+    near, contained = verify_pairs(found.lsh, shards, config)
     return found, near, contained
 
 
@@ -241,7 +304,7 @@ def _node_info(shards: list[ShardInput], nodes: np.ndarray) -> pl.DataFrame:
     return pl.concat(frames).cast(schema).with_columns(node=pl.Series(nodes))  # type: ignore[arg-type]
 
 
-def _verify(
+def verify_pairs(
     pairs: np.ndarray, shards: list[ShardInput], config: DedupConfig
 ) -> tuple[np.ndarray, np.ndarray]:
     """LSH pairs that pass the check, in their order, and the containment rows (see

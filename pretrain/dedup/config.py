@@ -74,6 +74,9 @@ class DedupConfig:
     max_bucket_pairs: int = 100  # larger buckets pair every member with the first only
     url_dedup: bool = True  # same URL (fragment and trailing slash ignored) → duplicate
     max_partition_rows: int = 2_000_000  # bucket rows per band partition (bounds memory)
+    # Hash slices per band for ``dedup_pairs[band-slice]`` (partitions = bands x slices; each
+    # further splits its slice so that it holds at most ``max_partition_rows`` rows at once).
+    hash_slices: int = 1
     incremental: bool = True  # keep earlier survivors; only new/changed shards are decided
     lines: LineDedupConfig = field(default_factory=LineDedupConfig)
     max_duplicate_rate: float = 0.6  # asset-check bound: warn when more documents are removed
@@ -113,6 +116,11 @@ class DedupConfig:
             raise ConfigError(
                 f"max_partition_rows={self.max_partition_rows}: use at least 16 "
                 "(a few million keeps each band partition to ~100 MB)"
+            )
+        if not 1 <= self.hash_slices <= 256:
+            raise ConfigError(
+                f"hash_slices={self.hash_slices}: use 1..256 (partitions = bands x slices; keep "
+                "them under a few thousand, and let max_partition_rows bound each one's memory)"
             )
 
     @property

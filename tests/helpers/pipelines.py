@@ -16,6 +16,7 @@ from dagster import (
     build_sensor_context,
 )
 
+from jobs.partitions import band_partitions
 from pretrain import storage
 from pretrain.data.raw import RawFile
 from pretrain_assets.definitions import build_definitions
@@ -67,7 +68,7 @@ def run_discovery(instance: DagsterInstance, tmp_path: Path) -> None:
 
 
 ASSETS = ["raw_shards", "quality_classifier", "filtered_shards", "minhash_signatures",
-          "dedup_clusters", "deduped_shards"]  # fmt: skip
+          "dedup_pairs", "dedup_clusters", "deduped_shards"]  # fmt: skip
 
 
 def run_data_stages(
@@ -90,6 +91,8 @@ def run_data_stages(
         run("quality")
         for key in keys:
             run("shard_pipeline", key)
+        for band_key in band_partitions.get_partition_keys():
+            run("band_pairs", band_key)
         run("dedup")
         for key in keys:
             run("apply_dedup", key)

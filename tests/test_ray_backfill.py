@@ -1,0 +1,148 @@
+"""Backfills on a real two-node Ray cluster (head + worker, separate processes) via dagster-ray.
+
+One run per partition, launched through Dagster (``execute_job`` on a SQLite instance, each
+run in a process of its own: ``jobs/partition_runs.py``); every step is a Ray job
+(``jobs/ray_jobs.py``). The test checks, against an in-process run of the
+same definitions on the same corpus:
+
+- ingest → quality → shard_pipeline per shard, ``band_pairs`` per band partition and the
+  ``dedup`` union: every artifact is byte-identical;
+- a shard whose manifest is missing fails with that reason while the others complete;
+- the worker node SIGKILLed while a step runs on it: the step fails its health check, the
+  asset's RetryPolicy runs it again (on the head), the run succeeds, outputs are identical
+  and no temp file or half-written partition is visible.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from dagster import DagsterInstance
+
+from jobs.partition_runs import run_partitions
+from jobs.partitions import band_partitions
+from pretrain import storage
+from pretrain_assets.definitions import build_definitions
+from pretrain_assets.shards import plan_source, register_shards
+from resources.process_tree import descendants
+from resources.storage import ArtifactStore
+from tests.ray_cluster import ray_available, ray_cluster
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(900),
+    pytest.mark.skipif(not ray_available(), reason="needs the ray extra: pip install -e '.[ray]'"),
+]
+RAY_JOBS = "jobs.ray_jobs"
+
+
+def _in_process(root: Path, manifests) -> None:
+    defs = build_definitions(artifact_root=str(root))
+    with DagsterInstance.ephemeral() as instance:
+        keys = register_shards(instance, ArtifactStore(root=str(root)), manifests)
+
+        def run(job: str, partition: str | None = None) -> None:
+            result = defs.resolve_job_def(job).execute_in_process(
+                instance=instance, partition_key=partition
+            )
+            assert result.success, (job, partition)
+
+        for key in keys:
+            run("ingest", key)
+        run("quality")
+        for key in keys:
+            run("shard_pipeline", key)
+        for band in band_partitions.get_partition_keys():
+            run("band_pairs", band)
+        run("dedup")
+
+
+def _artifacts(root: Path) -> dict[str, bytes]:
+    """Every data artifact's bytes by relative path (stats files hold timings: skipped)."""
+    out = {}
+    for path in sorted(root.rglob("*.parquet")):
+        out[str(path.relative_to(root))] = path.read_bytes()
+    return out
+
+
+def _on_worker(cluster) -> bool:
+    """True while a ``dagster api execute_step`` process runs under the worker node."""
+    if cluster.worker is None:
+        return False
+    for pid in descendants(cluster.worker.pid):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"execute_step" in cmdline:
+            return True
+    return False
+
+
+def test_backfill_on_ray_matches_in_process_and_survives_a_lost_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    manifests = plan_source("embedded", max_shards=2, max_files_per_source=12)
+    # artifacts record their input URIs (clusters' shard column, footers): same root for both
+    root, home = tmp_path / "artifacts", tmp_path / "home"
+    _in_process(root, manifests)
+    reference = _artifacts(root)
+    root.rename(tmp_path / "reference")
+
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    with ray_cluster(tmp_path, head_cpus=1, worker_cpus=1) as cluster:
+        for name, value in {"DAGSTER_HOME": str(home), "PRETRAIN_ROOT": str(root),
+                            "RAY_JOBS_ADDRESS": cluster.dashboard_url,
+                            "PYTHONPATH": cluster.env["PYTHONPATH"],
+                            "POLARS_MAX_THREADS": "1"}.items():  # fmt: skip
+            monkeypatch.setenv(name, value)
+        with DagsterInstance.get() as instance:
+            keys = register_shards(instance, ArtifactStore(root=str(root)), manifests)
+            instance.add_dynamic_partitions("shards", ["missing-0000"])  # no manifest written
+
+        ingested = run_partitions(f"{RAY_JOBS}:ingest_on_ray", [*keys, "missing-0000"])
+        assert [ingested[k]["success"] for k in keys] == [True, True], ingested
+        bad = ingested["missing-0000"]
+        assert bad["success"] is False and bad["retries"] == 0  # bad input: no retry
+        assert "missing-0000.json does not exist" in bad["failures"][0]
+        assert run_partitions(f"{RAY_JOBS}:quality_on_ray", [None])[None]["success"]
+
+        # the shard backfill 2 runs at a time: with 1 CPU per node and 1 CPU per step, the
+        # second concurrent step runs on the worker, which is SIGKILLed while it does
+        killed = threading.Event()
+
+        def kill_worker_once() -> None:
+            deadline = time.monotonic() + 600
+            while not killed.is_set() and time.monotonic() < deadline:
+                if _on_worker(cluster):
+                    cluster.kill_worker()
+                    killed.set()
+                time.sleep(0.2)
+
+        watcher = threading.Thread(target=kill_worker_once, daemon=True)
+        watcher.start()
+        results = run_partitions(f"{RAY_JOBS}:shard_pipeline_on_ray", keys, width=2)
+        assert killed.is_set(), "no step was scheduled on the worker node"
+        assert all(results[k]["success"] for k in keys), results
+        assert sum(r["retries"] for r in results.values()) >= 1, results
+
+        # dedup reads every registered shard: the operator drops the broken one first
+        with DagsterInstance.get() as instance:
+            instance.delete_dynamic_partition("shards", "missing-0000")
+        bands = run_partitions(
+            f"{RAY_JOBS}:band_pairs_on_ray", band_partitions.get_partition_keys()
+        )
+        assert [k for k, r in bands.items() if not r["success"]] == [], bands
+        clusters = run_partitions(f"{RAY_JOBS}:dedup_on_ray", [None])[None]
+        assert clusters["success"], clusters
+
+    ours = _artifacts(root)
+    assert sorted(ours) == sorted(reference)
+    assert [p for p in ours if ours[p] != reference[p]] == []
+    leftovers = [p for p in root.rglob("*") if p.name.endswith(".tmp")]
+    assert leftovers == []
+    assert storage.exists(str(root / "dedup_clusters" / "clusters.parquet"))
