@@ -60,6 +60,7 @@ def make_poisoned_packed(root: Path, poison_steps: list[int], num_train: int = 1
             "seq_index": pa.array(range(num_train), pa.int64()),
             "doc_id": doc_ids,
             "source": ["poison" if i in bad else "web" for i in range(num_train)],
+            "source_id": pa.nulls(num_train, pa.string()),  # no input ids in this fixture
             "epoch": pa.array([0] * num_train, pa.int32()),
             "token_start": pa.array([0] * num_train, pa.int32()),
             "token_end": pa.array([SEQ_LEN] * num_train, pa.int32()),
@@ -235,13 +236,17 @@ class Campaign:
 
 
 def train_config(
-    *, max_steps: int, checkpoint_every: int = 10, healthy_every: int | None = None
+    *,
+    max_steps: int,
+    checkpoint_every: int = 10,
+    healthy_every: int | None = None,
+    branch: str | None = None,
 ) -> dict[str, Any]:
     """The ``train_model`` launch config (the job's nested TrainRunConfig) of these tests."""
     checkpoint = {"every_steps": checkpoint_every}
     if healthy_every is not None:
         checkpoint["healthy_every_steps"] = healthy_every
-    run = {"max_steps": max_steps, "resume": "none"}
+    run = {"max_steps": max_steps, "resume": "none", **({"branch": branch} if branch else {})}
     return {"run": run, "checkpoint": checkpoint, "data": dict(BATCH)}
 
 
