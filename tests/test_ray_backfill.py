@@ -29,6 +29,7 @@ from pretrain_assets.definitions import build_definitions
 from pretrain_assets.shards import plan_source, register_shards
 from resources.process_tree import descendants
 from resources.storage import ArtifactStore
+from tests.helpers.pipelines import materialize_data_stages
 from tests.ray_cluster import ray_available, ray_cluster
 
 pytestmark = [
@@ -43,21 +44,7 @@ def _in_process(root: Path, manifests) -> None:
     defs = build_definitions(artifact_root=str(root))
     with DagsterInstance.ephemeral() as instance:
         keys = register_shards(instance, ArtifactStore(root=str(root)), manifests)
-
-        def run(job: str, partition: str | None = None) -> None:
-            result = defs.resolve_job_def(job).execute_in_process(
-                instance=instance, partition_key=partition
-            )
-            assert result.success, (job, partition)
-
-        for key in keys:
-            run("ingest", key)
-        run("quality")
-        for key in keys:
-            run("shard_pipeline", key)
-        for band in band_partitions.get_partition_keys():
-            run("band_pairs", band)
-        run("dedup")
+        materialize_data_stages(defs, instance, keys)
 
 
 def _artifacts(root: Path) -> dict[str, bytes]:

@@ -6,6 +6,7 @@ import gzip
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 from dagster import (
@@ -71,6 +72,25 @@ ASSETS = ["raw_shards", "quality_classifier", "filtered_shards", "minhash_signat
           "dedup_pairs", "dedup_clusters", "deduped_shards"]  # fmt: skip
 
 
+def materialize_data_stages(defs: Any, instance: DagsterInstance, keys: list[str]) -> None:
+    """ingest → quality → shard_pipeline → band_pairs → dedup, in process, each run checked."""
+
+    def run(job: str, partition: str | None = None) -> None:
+        result = defs.resolve_job_def(job).execute_in_process(
+            instance=instance, partition_key=partition
+        )
+        assert result.success, (job, partition)
+
+    for key in keys:
+        run("ingest", key)
+    run("quality")
+    for key in keys:
+        run("shard_pipeline", key)
+    for band_key in band_partitions.get_partition_keys():
+        run("band_pairs", band_key)
+    run("dedup")
+
+
 def run_data_stages(
     root: str, endpoint: str | None, open_instance: Callable[[], DagsterInstance] | None = None
 ) -> dict:
@@ -79,23 +99,12 @@ def run_data_stages(
     manifests = plan_source("embedded", max_shards=2, max_files_per_source=12)
     with (open_instance or DagsterInstance.ephemeral)() as instance:
         keys = register_shards(instance, ArtifactStore(root=root), manifests)
-
-        def run(job: str, partition: str | None = None) -> None:
-            result = defs.resolve_job_def(job).execute_in_process(
-                instance=instance, partition_key=partition
+        materialize_data_stages(defs, instance, keys)
+        for key in keys:
+            result = defs.resolve_job_def("apply_dedup").execute_in_process(
+                instance=instance, partition_key=key
             )
-            assert result.success, (job, partition)
-
-        for key in keys:
-            run("ingest", key)
-        run("quality")
-        for key in keys:
-            run("shard_pipeline", key)
-        for band_key in band_partitions.get_partition_keys():
-            run("band_pairs", band_key)
-        run("dedup")
-        for key in keys:
-            run("apply_dedup", key)
+            assert result.success, ("apply_dedup", key)
         lineage = {
             asset: sorted(instance.get_materialized_partitions(AssetKey(asset)))
             or bool(instance.get_latest_materialization_event(AssetKey(asset)))
