@@ -13,6 +13,7 @@ import pytest
 import yaml
 from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
 
+from jobs.partitions import band_partitions
 from tests.helpers.pipelines import ASSETS, run_data_stages, run_discovery
 from tests.postgres_server import find_postgres_bin, postgres_server
 
@@ -53,7 +54,9 @@ def test_data_stages_and_discovery_on_a_postgres_instance(tmp_path: Path) -> Non
         with DagsterInstance.from_config(str(home)) as reader:
             runs = reader.get_run_records(RunsFilter(statuses=[DagsterRunStatus.SUCCESS]))
             # ingest, shard_pipeline and apply_dedup per shard; quality and dedup once
-            assert len(runs) == 3 * len(result["keys"]) + 2
+            # ingest, shard_pipeline, apply_dedup per shard; quality, dedup; band_pairs per band
+            bands = len(band_partitions.get_partition_keys())
+            assert len(runs) == 3 * len(result["keys"]) + 2 + bands
             assert sorted(reader.get_dynamic_partitions("shards")) == sorted(result["keys"])
             for asset in ASSETS:
                 assert reader.get_latest_materialization_event(AssetKey(asset)) is not None

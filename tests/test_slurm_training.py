@@ -65,11 +65,11 @@ def test_train_job_through_slurm_finishes_and_reports_checkpoints(
     artifacts = tmp_path / "artifacts"
     make_packed(artifacts / "packed_tokens", num_train=64)
     with instance_for_test() as instance:
-        result = run_train(instance, artifacts, slurm.launcher())
+        result = run_train(instance, artifacts, slurm.launcher(), max_steps=24)
         assert result.success, result.all_events[-1]
         summary = result.output_for_node("train_model")
-        assert summary["event"] == "finished" and summary["step"] == 12
-        keys = ["b00-s000000004", "b00-s000000008", "b00-s000000012"]
+        assert summary["event"] == "finished" and summary["step"] == 24
+        keys = [f"b00-s{step:09d}" for step in (4, 8, 12, 16, 20, 24)]
         assert summary["checkpoints"] == keys
         assert instance.get_dynamic_partitions("checkpoints") == keys
         assert instance.get_materialized_partitions(AssetKey("checkpoints")) == set(keys)
@@ -78,14 +78,14 @@ def test_train_job_through_slurm_finishes_and_reports_checkpoints(
         materializations = instance.all_logs(
             result.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION
         )
-        last_dir = artifacts / "runs" / "b00" / "step-00000012"
+        last_dir = artifacts / "runs" / "b00" / "step-00000024"
         assert materializations[0].timestamp < last_dir.stat().st_mtime
         messages = [e.user_message for e in instance.all_logs(result.run_id)]
         [submitted] = [m for m in messages if m.startswith("submitted Slurm job")]
     job_id = submitted.split()[3]
     log = (artifacts / "runs" / "b00" / f"pretrain-{result.run_id[:8]}-{job_id}.log").read_text()
-    assert "0: step 12/12" in log  # srun --label: the one task (node 0) of the job
-    assert ckpt.read_meta(ckpt.latest_checkpoint(artifacts / "runs", "b00"))["step"] == 12
+    assert "0: step 24/24" in log  # srun --label: the one task (node 0) of the job
+    assert ckpt.read_meta(ckpt.latest_checkpoint(artifacts / "runs", "b00"))["step"] == 24
     assert job_id not in slurm.queue()
 
 

@@ -24,7 +24,7 @@ from pretrain.train.optim import build_optimizer
 from pretrain.train.parallel import build_model
 from pretrain.train.process import ProcessInfo
 
-SHARED_EVAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "eval"
+SHARED_EVAL = Path(__file__).resolve().parents[3] / "shared" / "data" / "eval"
 
 
 TEXT = (

@@ -24,7 +24,7 @@ from pretrain.train.loop import TrainResult, train
 from pretrain.train.metrics import MetricsLogger
 from pretrain.train.process import ProcessInfo
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 SEQ_LEN, VOCAB = 33, 64
