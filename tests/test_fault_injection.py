@@ -185,7 +185,8 @@ def test_injected_nan_rolls_back_and_lowers_the_lr(
     assert config["lr_scale"] == pytest.approx(0.8) and config["skip_windows"] == [[25, 26]]
     # b00 went NaN at 25 and stayed NaN; b01 trained 16..40 at 0.8× the LR, all finite
     b00_rows = {r.step: r for r in metric_rows(campaign.history("b00")[0])}
-    assert np.isnan(b00_rows[25].loss) and np.isnan(b00_rows[26].loss)
+    after = [r for s, r in b00_rows.items() if s >= 25]  # the run may be stopped right at 25
+    assert after and all(np.isnan(r.loss) for r in after)
     b01_rows = {r.step: r for r in metric_rows(campaign.history("b01")[0])}
     assert sorted(b01_rows) == list(range(16, 41)) and b01_rows[25].skipped
     assert all(r.finite and r.loss is not None for s, r in b01_rows.items() if s != 25)
