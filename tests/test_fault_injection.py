@@ -156,7 +156,7 @@ def test_poisoned_range_is_rolled_back_skipped_and_named(
     clean = Campaign(instance, clean_art, POLICY)
     clean.launch(train_config(max_steps=80, branch="c00"))
     clean.drive()
-    [clean_rows] = clean.history("c00")
+    clean_rows = clean.history("c00")[-1]  # its last start (a sensor may have resumed it)
     recovered, reference = final_loss(b01_rows), final_loss(clean_rows)
     assert abs(recovered - reference) <= 0.3 * reference + 0.02, (recovered, reference)
 
