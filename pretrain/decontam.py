@@ -19,7 +19,7 @@ Evaluation files are read by format, picked from the file name:
 Usage::
 
     from pretrain.decontam import DecontamConfig, EvalNgrams
-    ngrams = EvalNgrams.load(DecontamConfig(eval_files=("../shared/data/eval/hellaswag_val_10042.jsonl.gz",)))
+    ngrams = EvalNgrams.load(DecontamConfig())   # the task files `pretrain evals fetch` put in the cache
     ngrams.matches("... a document ...")     # names of the eval sets it overlaps, e.g. ["hellaswag_val_10042"]
     ngrams.report()                          # items, n-grams, too-short items, missing files per set
 
@@ -48,7 +48,6 @@ import numpy as np
 
 from pretrain.errors import ConfigError, DataError
 
-SHARED_EVAL_DIR = "../shared/data/eval"  # the development copy (tests); users get the cache
 DEFAULT_EVAL_FILES = (  # bare names: read from the eval task cache (see eval_dir)
     "hellaswag_val_10042.jsonl.gz",
     "arc_easy_dev_570.jsonl.gz",

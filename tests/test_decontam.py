@@ -13,7 +13,6 @@ from pretrain import storage
 from pretrain.data.schema import doc_id, documents_table
 from pretrain.decontam import (
     DEFAULT_EVAL_FILES,
-    SHARED_EVAL_DIR,
     DecontamConfig,
     EvalNgrams,
     _WordHasher,
@@ -24,7 +23,8 @@ from pretrain.decontam import (
 from pretrain.errors import DataError
 from pretrain.mixture import MixtureConfig, build_mixture
 
-SHARED = [Path(SHARED_EVAL_DIR) / name for name in DEFAULT_EVAL_FILES]
+SHARED_EVAL_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "eval"
+SHARED = [SHARED_EVAL_DIR / name for name in DEFAULT_EVAL_FILES]
 needs_shared = pytest.mark.skipif(
     not all(p.is_file() for p in SHARED), reason="../shared/data/eval not present"
 )

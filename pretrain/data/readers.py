@@ -5,7 +5,7 @@ feeds and its kind). :func:`iter_records` streams one dict per record; bad input
 skipped silently, it comes out as a *reject record* carrying a stable ``reason``::
 
     from pretrain.data.readers import RawFile, iter_records, is_reject
-    raw = RawFile(uri="../shared/data/web/warc/dolma_sample-0000.warc.gz", source="web", kind="warc")
+    raw = RawFile(uri="crawl/CC-MAIN-0000.warc.gz", source="web", kind="warc")
     for record in iter_records(raw):
         if isreject(record):
             print(record["reason"], record["detail"])  # e.g. non_html, undecodable

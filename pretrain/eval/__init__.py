@@ -3,7 +3,7 @@ source, zero-shot multiple-choice tasks (HellaSwag, ARC-Easy, BLiMP), sampled ge
 the cross-checkpoint comparison.
 
     from pretrain.eval import EvalConfig, default_tasks, evaluate_checkpoint
-    config = EvalConfig(tasks=default_tasks("../shared/data/eval", max_examples=200))
+    config = EvalConfig(tasks=default_tasks(max_examples=200)  # the task cache (pretrain evals fetch))
     stats = evaluate_checkpoint("runs/b00/step-00000040", "artifacts/packed_tokens",
                                 "artifacts/eval_reports/b00-s000000040", config,
                                 tokenizer_uri="artifacts/tokenizer")
@@ -16,7 +16,7 @@ or from a shell::
 
     python -m pretrain.eval --checkpoint runs/b00/step-00000040 \\
         --packed artifacts/packed_tokens --tokenizer artifacts/tokenizer \\
-        --task-dir ../shared/data/eval --out artifacts/eval_reports/b00-s000000040
+        --out artifacts/eval_reports/b00-s000000040
 
 Importing this package does not import torch (evaluation loads it when it runs).
 """

@@ -2,7 +2,7 @@
 
     python -m pretrain.eval --checkpoint runs/b00/step-00000040 \\
         --packed artifacts/packed_tokens --out artifacts/eval_reports/b00-s000000040 \\
-        [--tokenizer artifacts/tokenizer] [--task-dir ../shared/data/eval] \\
+        [--tokenizer artifacts/tokenizer] [--task-dir DIR] \\
         [--max-examples-per-task 200] [--max-sequences-per-source 256] [--batch-size 8] \\
         [--device cpu|cuda|auto] [--no-generations]
 

@@ -1,6 +1,6 @@
 """Evaluate one checkpoint: held-out loss per source, zero-shot tasks, sampled generations.
 
-    config = EvalConfig(tasks=default_tasks("../shared/data/eval", max_examples=200))
+    config = EvalConfig(tasks=default_tasks(max_examples=200)  # the task cache (pretrain evals fetch))
     stats = evaluate_checkpoint(checkpoint_dir, packed_dir, output_dir_uri, config,
                                 tokenizer_uri="art/tokenizer")
 

@@ -10,7 +10,7 @@ lineage, ``report.md`` tables a person reads::
 
     | task      | examples | acc    | acc_norm | ± stderr | chance |
     | blimp     |      200 | 0.6150 |   0.5900 |   0.0345 | 0.5000 |
-    | hellaswag | skipped: ../shared/data/eval/hellaswag_val_10042.jsonl.gz not found |
+    | hellaswag | skipped: ~/.cache/pretrain/eval/hellaswag_val_10042.jsonl.gz not found |
 
 ``tasks`` maps a task name to ``{"status": "ok", "acc": ...}`` or ``{"status": "skipped",
 "reason": ...}``: a task whose file is absent is reported as skipped, never dropped.

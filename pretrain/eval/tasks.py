@@ -1,7 +1,7 @@
 """Zero-shot multiple-choice tasks, read from their public files in the lm-evaluation-harness style.
 
     from pretrain.eval.tasks import default_tasks, load_task
-    specs = default_tasks("../shared/data/eval", max_examples=200)
+    specs = default_tasks(max_examples=200)  # the task cache
     examples = load_task(specs[0], seed=0)      # None when the file is absent (reported skipped)
     examples[0].context, examples[0].choices, examples[0].gold
 

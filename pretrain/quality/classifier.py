@@ -14,7 +14,7 @@ deterministic (one fastText thread, fixed seed)::
     stats = train_quality_classifier(
         [".pretrain/artifacts/raw_shards/web-0000/documents.parquet"],
         ".pretrain/artifacts/quality_classifier",
-        QualityClassifierConfig(reference_uris=("../shared/data/books/nltk_gutenberg_selections_2008.jsonl.gz",)),
+        QualityClassifierConfig(reference_uris=("/data/books.jsonl.gz",)),
     )
     stats.heldout_accuracy  # e.g. 0.97
     model = QualityModel.load(".pretrain/artifacts/quality_classifier")
