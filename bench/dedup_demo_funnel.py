@@ -26,7 +26,8 @@ from pretrain.data.raw import build_raw_shard, plan_shards  # noqa: E402
 from pretrain.dedup.clusters import cluster_duplicates  # noqa: E402
 from pretrain.dedup.config import DedupConfig, LineDedupConfig  # noqa: E402
 from pretrain.dedup.minhash import compute_signatures  # noqa: E402
-from pretrain.filters.pipeline import FilterConfig, filter_shard  # noqa: E402
+from pretrain.filters.config import FilterConfig  # noqa: E402
+from pretrain.filters.pipeline import filter_shard  # noqa: E402
 
 KEYS = ("documents", "removed", "removed_exact", "removed_url", "removed_near",
         "containment_pairs", "verified_pairs", "boilerplate_units", "seconds")  # fmt: skip

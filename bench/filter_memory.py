@@ -42,7 +42,8 @@ if stage == "raw":
     stats = build_raw_shard(ShardManifest(key="bench-0000", files=(raw,)), out)
     print(stats.documents, stats.num_rejected, peak_mib())
 else:
-    from pretrain.filters.pipeline import FilterConfig, filter_shard
+    from pretrain.filters.config import FilterConfig
+    from pretrain.filters.pipeline import filter_shard
     stats = filter_shard(src, out, FilterConfig(batch_size=batch_size))
     print(stats.documents_in, stats.kept, peak_mib())
 """

@@ -21,7 +21,7 @@ from jobs.config import config_class
 from pretrain.data.config import RawShardConfig
 from pretrain.dedup.config import DedupConfig
 from pretrain.eval.evaluate import EvalConfig
-from pretrain.filters.pipeline import FilterConfig
+from pretrain.filters.config import FilterConfig
 from pretrain.hf_export import HfExportConfig
 from pretrain.mixture.config import MixtureConfig
 from pretrain.packing.config import PackingConfig

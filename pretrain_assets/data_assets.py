@@ -20,6 +20,7 @@ from jobs.stages import STAGES
 from pretrain import storage, verify
 from pretrain.data.config import RawShardConfig
 from pretrain.data.raw import ShardManifest, build_raw_shard
+from pretrain.filters.config import FilterConfig
 from pretrain.filters.funnel import (
     aggregate,
     drop_rates_within,
@@ -27,7 +28,7 @@ from pretrain.filters.funnel import (
     funnel_reconciles,
     stats_from_json,
 )
-from pretrain.filters.pipeline import FilterConfig, filter_shard
+from pretrain.filters.pipeline import filter_shard
 from pretrain_assets.metadata import begin_output, check_result, finish_output, stage_metadata
 from pretrain_assets.step_resources import STEP_RESOURCES, STEP_RETRY, bad_input_not_retried
 from resources.storage import ArtifactStore

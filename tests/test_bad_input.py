@@ -20,8 +20,9 @@ from pretrain.data.raw import ShardManifest, build_raw_shard
 from pretrain.data.readers import RawFile, is_reject, iter_records
 from pretrain.data.schema import doc_id, documents_table
 from pretrain.errors import DataError
+from pretrain.filters.config import FilterConfig
 from pretrain.filters.funnel import funnel_reconciles
-from pretrain.filters.pipeline import FilterConfig, filter_shard
+from pretrain.filters.pipeline import filter_shard
 
 SENTENCE = "The committee met on Tuesday to review the budget and to plan the next year. "
 

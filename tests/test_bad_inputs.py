@@ -28,8 +28,9 @@ import zstandard
 
 from pretrain.data.raw import build_raw_shard, list_source_files, plan_shards
 from pretrain.data.readers import RawFile, iter_records
+from pretrain.filters.config import FilterConfig
 from pretrain.filters.funnel import funnel_reconciles
-from pretrain.filters.pipeline import FilterConfig, filter_shard
+from pretrain.filters.pipeline import filter_shard
 from pretrain.tmpfiles import current_umask
 
 SENTENCE = "The committee met on Tuesday to review the budget and to plan the next year. "

@@ -9,8 +9,9 @@ import pyarrow.parquet as pq
 
 from pretrain import storage
 from pretrain.data.schema import doc_id, documents_table
+from pretrain.filters.config import FilterConfig
 from pretrain.filters.langid import LangIdConfig
-from pretrain.filters.pipeline import FilterConfig, filter_shard
+from pretrain.filters.pipeline import filter_shard
 from tests.helpers.corpora import ENGLISH, FRENCH
 
 THREAD = "\n\n".join(

@@ -11,10 +11,11 @@ import pytest
 from pretrain import storage
 from pretrain.data.schema import DOCUMENT_SCHEMA, REJECT_SCHEMA, doc_id, documents_table
 from pretrain.errors import ConfigError
+from pretrain.filters.config import FilterConfig
 from pretrain.filters.heuristics import HeuristicConfig, HeuristicFilter, quality_score
 from pretrain.filters.langid import LangIdConfig, LanguageFilter, predict
 from pretrain.filters.normalize import normalize_text
-from pretrain.filters.pipeline import FilterConfig, filter_shard
+from pretrain.filters.pipeline import filter_shard
 from tests.helpers.corpora import ENGLISH, FRENCH
 
 SPAM = "Click here to win a free phone today!\n" * 30 + "Limited offer, act now."

@@ -14,9 +14,10 @@ from pretrain import storage
 from pretrain.data.schema import documents_table
 from pretrain.errors import ConfigError
 from pretrain.filters.c4_fineweb import C4Config, C4Filter
+from pretrain.filters.config import FilterConfig
 from pretrain.filters.funnel import funnel_reconciles
 from pretrain.filters.heuristics import HeuristicConfig
-from pretrain.filters.pipeline import FilterConfig, filter_shard
+from pretrain.filters.pipeline import filter_shard
 from pretrain.filters.profiles import SourceProfile, default_profiles
 from pretrain.filters.text import weighted_length
 from pretrain.filters.unwrap import UnwrapConfig, mark_paragraphs, paragraphs, wrap_width

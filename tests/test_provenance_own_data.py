@@ -20,7 +20,8 @@ import pyarrow.parquet as pq
 from pretrain import storage
 from pretrain.data.raw import ShardManifest, build_raw_shard
 from pretrain.data.readers import RawFile, iter_records
-from pretrain.filters.pipeline import FilterConfig, filter_shard
+from pretrain.filters.config import FilterConfig
+from pretrain.filters.pipeline import filter_shard
 from pretrain.quality.classifier import (
     QualityClassifierConfig,
     skipped_reason,

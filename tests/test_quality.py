@@ -12,7 +12,8 @@ import pytest
 from pretrain import storage
 from pretrain.data.schema import doc_id, documents_table
 from pretrain.errors import ConfigError
-from pretrain.filters.pipeline import FilterConfig, filter_shard
+from pretrain.filters.config import FilterConfig
+from pretrain.filters.pipeline import filter_shard
 from pretrain.quality.classifier import (
     QualityClassifierConfig,
     QualityModel,

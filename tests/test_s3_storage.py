@@ -9,7 +9,8 @@ import pytest
 
 from pretrain import storage
 from pretrain.data.raw import build_raw_shard, list_source_files, plan_shards
-from pretrain.filters.pipeline import FilterConfig, filter_shard
+from pretrain.filters.config import FilterConfig
+from pretrain.filters.pipeline import filter_shard
 from pretrain.verify import count_rows
 from tests.s3_server import moto_s3
 

@@ -35,7 +35,8 @@ with its reason and detail; ``documents in = kept + Σ dropped`` (documents and 
 characters) is enforced before ``stats.json`` is written. An unexpected error names the input
 and the row offset::
 
-    from pretrain.filters.pipeline import FilterConfig, filter_shard
+    from pretrain.filters.config import FilterConfig
+    from pretrain.filters.pipeline import filter_shard
     from pretrain.filters.langid import LangIdConfig
     stats = filter_shard(
         ".pretrain/artifacts/raw_shards/embedded-0000/documents.parquet",
@@ -48,131 +49,35 @@ and the row offset::
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict
 
 import pyarrow as pa
 
 from pretrain import storage
 from pretrain.data.schema import DOCUMENT_SCHEMA, REJECT_SCHEMA, doc_id
-from pretrain.errors import ConfigError, DataError
+from pretrain.errors import DataError
 from pretrain.filters.base import Filter, Rejection, is_code
-from pretrain.filters.c4_fineweb import C4Config, C4Filter, FineWebConfig, FineWebFilter
+from pretrain.filters.c4_fineweb import C4Filter, FineWebFilter
+from pretrain.filters.config import FilterConfig
 from pretrain.filters.encoding import binary_fraction, fix_mojibake
 from pretrain.filters.funnel import FilterStats
 from pretrain.filters.gopher import (
     GopherQuality,
-    GopherQualityConfig,
     GopherRepetition,
-    GopherRepetitionConfig,
 )
-from pretrain.filters.heuristics import HeuristicConfig, HeuristicFilter, quality_score
-from pretrain.filters.langid import LangIdConfig, LanguageFilter
-from pretrain.filters.normalize import NormalizeConfig, normalize_text
-from pretrain.filters.pii import PiiConfig, mask_pii
-from pretrain.filters.profiles import (
-    LONG_DOCUMENT_POLICIES,
-    SourceProfile,
-    apply_profile,
-    default_profiles,
-    long_documents_pass,
-)
+from pretrain.filters.heuristics import HeuristicFilter, quality_score
+from pretrain.filters.langid import LanguageFilter
+from pretrain.filters.normalize import normalize_text
+from pretrain.filters.pii import mask_pii
 from pretrain.filters.text import weighted_length
-from pretrain.filters.toxicity import ToxicityConfig, ToxicityFilter
-from pretrain.filters.unwrap import UnwrapConfig, mark_paragraphs, split_at_paragraphs
-from pretrain.filters.urls import UrlConfig, UrlFilter
+from pretrain.filters.toxicity import ToxicityFilter
+from pretrain.filters.unwrap import mark_paragraphs, split_at_paragraphs
+from pretrain.filters.urls import UrlFilter
 
 STAGE = "filter"
-__all__ = ["FilterConfig", "FilterStats", "filter_shard"]
+__all__ = ["FilterStats", "filter_shard"]
 _PRE_REASONS = ("empty", "too_long", "binary_content", "too_short")
 EXCESSIVE_LINE_REMOVAL = "excessive_line_removal"
-
-
-@dataclass(frozen=True, kw_only=True)
-class FilterConfig:
-    """Every block's config; a block set to ``None`` is switched off."""
-
-    normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
-    langid: LangIdConfig = field(default_factory=LangIdConfig)
-    heuristics: HeuristicConfig = field(default_factory=HeuristicConfig)  # length + code rules
-    urls: UrlConfig | None = field(default_factory=UrlConfig)
-    gopher_repetition: GopherRepetitionConfig | None = field(default_factory=GopherRepetitionConfig)
-    gopher_quality: GopherQualityConfig | None = field(default_factory=GopherQualityConfig)
-    c4: C4Config | None = field(default_factory=C4Config)
-    fineweb: FineWebConfig | None = field(default_factory=FineWebConfig)
-    toxicity: ToxicityConfig | None = field(default_factory=ToxicityConfig)
-    pii: PiiConfig | None = field(default_factory=PiiConfig)
-    quality_model_uri: str | None = None  # a quality_classifier folder; None: heuristic score
-    min_quality_score: float | None = None  # drop prose under this classifier score
-    keep_top_fraction: float | None = None  # or: keep this top share of the web pool
-    repair_mojibake: bool = True
-    max_binary_fraction: float = 0.1  # control chars + U+FFFD over chars
-    code_sources: tuple[str, ...] = ("code",)
-    batch_size: int = 2048
-    unwrap: UnwrapConfig | None = field(default_factory=UnwrapConfig)  # None: physical lines
-    max_removed_fraction: float = 0.30  # line rules removing more → excessive_line_removal
-    long_documents: str = "reject"  # over heuristics.max_chars: "reject", "keep" or "split"
-    chunk_chars: int = 100_000  # chunk size for "split" (cut at paragraph boundaries)
-    profiles: dict[str, SourceProfile] = field(default_factory=default_profiles)
-    use_quality_classifier: bool = True  # False: the heuristic score even with a model
-    max_drop_rate_per_reason: float = 0.5  # asset-check bound: warn above this share of input
-
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.max_removed_fraction <= 1.0:
-            raise ConfigError(
-                f"max_removed_fraction={self.max_removed_fraction}: use a fraction in [0, 1]"
-            )
-        if self.long_documents not in LONG_DOCUMENT_POLICIES:
-            raise ConfigError(
-                f"long_documents={self.long_documents!r}: use one of {LONG_DOCUMENT_POLICIES}"
-            )
-        if self.chunk_chars < 1000:
-            raise ConfigError(f"chunk_chars={self.chunk_chars}: use at least 1000")
-        bad = {
-            k: type(v).__name__
-            for k, v in self.profiles.items()
-            if not isinstance(v, SourceProfile)
-        }
-        if bad:
-            raise ConfigError(f"profiles {bad}: each value must be a SourceProfile")
-        for part in (self.normalize, self.langid, self.heuristics):
-            if part.code_sources != self.code_sources:
-                raise ConfigError(
-                    f"{type(part).__name__}.code_sources={part.code_sources} differs from "
-                    f"FilterConfig.code_sources={self.code_sources}: set them to the same tuple"
-                )
-        if self.batch_size < 1:
-            raise ConfigError(f"batch_size={self.batch_size}: use a positive number")
-        if not 0.0 < self.max_binary_fraction <= 1.0:
-            raise ConfigError(f"max_binary_fraction={self.max_binary_fraction}: use (0, 1]")
-        if self.min_quality_score is not None and self.keep_top_fraction is not None:
-            raise ConfigError("set min_quality_score or keep_top_fraction, not both")
-        if (
-            self.min_quality_score is not None or self.keep_top_fraction is not None
-        ) and self.quality_model_uri is None:
-            raise ConfigError(
-                "a quality threshold needs quality_model_uri (the quality_classifier folder)"
-            )
-
-    @classmethod
-    def for_code_sources(cls, code_sources: tuple[str, ...], **kwargs: object) -> FilterConfig:
-        """Default components, all treating ``code_sources`` as code."""
-        return cls(
-            normalize=NormalizeConfig(code_sources=code_sources),
-            langid=LangIdConfig(code_sources=code_sources),
-            heuristics=HeuristicConfig(code_sources=code_sources),
-            code_sources=code_sources,
-            **kwargs,  # type: ignore[arg-type]
-        )
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-    def for_source(self, source: str) -> FilterConfig:
-        """This config with ``source``'s profile applied (no profile: itself)."""
-        profile = self.profiles.get(source)
-        if profile is None:
-            return long_documents_pass(replace(self, profiles={}))
-        return apply_profile(self, profile)
 
 
 class _SourceRules:

@@ -1,12 +1,12 @@
 """Per-source filter profiles: what each mixture source (web, news, books, code, ...) gets.
 
 A profile is data, not code: :class:`SourceProfile` overrides a few settings of the base
-:class:`pretrain.filters.pipeline.FilterConfig` for the documents of one source. Every field
+:class:`pretrain.filters.config.FilterConfig` for the documents of one source. Every field
 left at ``None`` inherits the base value; every rule family is on unless its flag is
 ``False`` (a family the base config switched off stays off). ``FilterConfig.profiles`` maps
 source name → profile; sources without one get the base config::
 
-    from pretrain.filters.pipeline import FilterConfig
+    from pretrain.filters.config import FilterConfig
     from pretrain.filters.profiles import SourceProfile, default_profiles
     config = FilterConfig(profiles={
         **default_profiles(),
@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 from pretrain.errors import ConfigError
 
 if TYPE_CHECKING:
-    from pretrain.filters.pipeline import FilterConfig
+    from pretrain.filters.config import FilterConfig
 
 ANY_LANGUAGE = "*"
 LONG_DOCUMENT_POLICIES = ("reject", "keep", "split")
