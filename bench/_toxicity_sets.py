@@ -5,6 +5,8 @@ Toxic sets are *documents*, not sentences, because the filter judges whole docum
 - ``stormfront_threads``: consecutive posts of one Stormfront subforum (sentences of a post
   joined, posts separated by blank lines), 10 posts a thread: every thread of the forum,
   including the many threads without a sentence its annotators labelled hate.
+- ``stormfront_threads_30_posts``: the same with 30 posts a thread (a forum page or more: the
+  share of toxic sentences of a longer thread varies less).
 - ``stormfront_hate_threads``: the same, from posts with at least one ``hate`` sentence.
 - ``twitter_threads``: 10 consecutive Davidson et al. tweets (mostly offensive, as sampled).
 
@@ -43,7 +45,7 @@ def split_of(key: str) -> str:
     return "heldout" if int(hashlib.sha1(key.encode()).hexdigest()[:8], 16) % 5 == 0 else "dev"
 
 
-def stormfront_threads(*, hate_only: bool) -> list[dict]:
+def stormfront_threads(*, hate_only: bool, posts: int = 10) -> list[dict]:
     posts: dict[tuple[str, str], list[dict]] = {}
     for row in _read(TOXICITY / "stormfront_hate_speech_10944.jsonl.gz"):
         posts.setdefault((row["subforum_id"], row["post_id"]), []).append(row)
@@ -56,8 +58,8 @@ def stormfront_threads(*, hate_only: bool) -> list[dict]:
         by_subforum.setdefault(subforum, []).append((post_id, text))
     threads = []
     for subforum, items in sorted(by_subforum.items()):
-        for start in range(0, len(items), 10):
-            chunk = items[start : start + 10]
+        for start in range(0, len(items), posts):
+            chunk = items[start : start + posts]
             key = f"stormfront:{subforum}:{chunk[0][0]}"
             threads.append({"id": key, "text": "\n\n".join(t for _, t in chunk)})
     return threads
@@ -107,6 +109,7 @@ def toxicity_sets() -> dict[str, tuple[bool, list[dict]]]:
     """name -> (is_toxic, documents)."""
     return {
         "stormfront_threads": (True, stormfront_threads(hate_only=False)),
+        "stormfront_threads_30_posts": (True, stormfront_threads(hate_only=False, posts=30)),
         "stormfront_hate_threads": (True, stormfront_threads(hate_only=True)),
         "twitter_threads": (True, twitter_threads()),
         "clean_web": (False, clean_web()),

@@ -1,6 +1,6 @@
-"""Cleaning quality, toxicity and PII part: ours vs the old defaults vs plain baselines.
+"""Cleaning quality on labelled real data: toxicity, PII, text kept, languages — ours vs baselines.
 
-    .venv/bin/python bench/cleaning_quality.py [--pii-per-type 300]
+    .venv/bin/python bench/cleaning_quality.py [--pii-per-type 300] [--news 10788] [--cjk 2000]
 
 Toxicity (sets in ``bench/_toxicity_sets.py``, from ``../shared/data``; language from LID-176
 as in the filter stage): share of documents flagged — recall on toxic forum threads (Stormfront
@@ -19,7 +19,13 @@ and the share of checksum decoys masked, for ``ours`` (``mask_pii``), ``old`` (t
 version of commit ``447f740``) and ``naive`` (one loose regex per type). A value counts as
 masked only when none of its tokens is left in the text.
 
-Ends with one JSON line. Filter throughput vs datatrove: ``bench/filter_vs_datatrove.py``.
+Text kept and languages (``bench/cleaning_text_kept.py``, run from here): the share of
+characters kept of hard-wrapped Reuters stories and Gutenberg books, and the share of short
+CJK texts that get a language, for the old pipeline vs the new defaults with and without
+source profiles.
+
+Ends with one JSON line holding all of it and which targets are met. Filter throughput vs
+datatrove: ``bench/filter_vs_datatrove.py``.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from _pii_generator import planted_documents  # noqa: E402
 from _toxicity_sets import DATA, split_of, toxicity_sets  # noqa: E402
+from cleaning_text_kept import text_kept_report  # noqa: E402
 
 from pretrain.filters.langid import predict  # noqa: E402
 from pretrain.filters.pii import PiiConfig, mask_pii  # noqa: E402
@@ -172,6 +179,8 @@ def _all_reuters() -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pii-per-type", type=int, default=300)
+    parser.add_argument("--news", type=int, default=10788, help="Reuters stories for text kept")
+    parser.add_argument("--cjk", type=int, default=2000, help="short Chinese reviews")
     args = parser.parse_args()
     if not (DATA / "toxicity").exists():
         raise SystemExit(f"{DATA} is missing: this benchmark needs ../shared/data")
@@ -199,6 +208,8 @@ def main() -> None:
         f"ours masks {pii['ours_phones_masked_in_reuters']} 'phone numbers' in "
         f"{pii['reuters_documents']} Reuters stories (none has one: all false positives)"
     )
+    print("\ntext kept and languages: old pipeline vs new defaults (without / with profiles)")
+    kept = text_kept_report(args.news, args.cjk)
     held = {name: e["heldout"]["ours"] for name, e in tox.items() if isinstance(e, dict)}
     recall_types = [k for k in kinds if not k.endswith("_decoy")]
     targets = {
@@ -213,17 +224,21 @@ def main() -> None:
         "toxicity_recall_hate_threads_ge_0.80": held["stormfront_hate_threads"] >= 0.80,
         "toxicity_recall_twitter_threads_ge_0.80": held["twitter_threads"] >= 0.80,
         "toxicity_recall_all_stormfront_threads_ge_0.80": held["stormfront_threads"] >= 0.80,
+        "toxicity_recall_30_post_stormfront_threads_ge_0.80": (
+            held["stormfront_threads_30_posts"] >= 0.80
+        ),
         "pii_recall_ge_0.98_every_type": all(pii["ours"][k] >= 0.98 for k in recall_types),
         "pii_decoys_masked_le_0.02": all(
             pii["ours"][k] <= 0.02 for k in kinds if k.endswith("_decoy")
         ),
+        "hard_wrapped_news_chars_kept_ge_0.95": kept["new_news_char_share_kept"] >= 0.95,
+        "books_chars_kept_ge_0.95": kept["new_books_char_share_kept"] >= 0.95,
     }
     print("\ntargets:", json.dumps(targets))
     print(
         json.dumps(
             {
                 "bench": "cleaning_quality",
-                "part": "toxicity_pii",
                 "toxicity_heldout": {
                     name: {m: e["heldout"][m] for m in methods}
                     for name, e in tox.items()
@@ -232,6 +247,7 @@ def main() -> None:
                 "toxicity_docs_per_s": tox["docs_per_s"],
                 "pii": {m: pii[m] for m in ("ours", "old", "naive") if m in pii},
                 "phones_masked_in_reuters": pii["ours_phones_masked_in_reuters"],
+                "text_kept": kept,
                 "targets_met": targets,
             }
         )

@@ -2,6 +2,8 @@
 
     .venv/bin/python bench/cleaning_text_kept.py [--news 10788] [--cjk 2000]
 
+Also run by ``bench/cleaning_quality.py`` (its one JSON line holds these numbers too).
+
 Inputs (real data, ``../shared/data``): every Reuters-21578 story (hard-wrapped at ~65
 characters, paragraphs marked by indentation; source ``news``), the 13 Project Gutenberg
 books (wrapped at ~70, blank-line paragraphs; source ``books``), and short CJK texts: the
@@ -41,8 +43,9 @@ import pyarrow.parquet as pq
 from pretrain import storage
 from pretrain.data.schema import doc_id, documents_table
 from pretrain.filters.c4_fineweb import C4Config
+from pretrain.filters.config import FilterConfig
 from pretrain.filters.heuristics import HeuristicConfig
-from pretrain.filters.pipeline import FilterConfig, filter_shard
+from pretrain.filters.pipeline import filter_shard
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 NEWS = DATA / "web" / "news" / "reuters21578_apte_nltk_10788docs.jsonl.gz"
@@ -147,12 +150,13 @@ def run(name: str, config: FilterConfig, inputs: dict[str, list[dict]], tmp: Pat
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--news", type=int, default=10788)
-    parser.add_argument("--cjk", type=int, default=2000)
-    args = parser.parse_args()
-    inputs = load_inputs(args.news, args.cjk)
+KEYS = ("news_char_share_kept", "news_rejected_rate", "books_char_share_kept",
+        "books_kept_docs", "cjk_labelled_share")  # fmt: skip
+
+
+def text_kept_report(num_news: int = 10788, num_cjk: int = 2000) -> dict:
+    """Every configuration's measurements, printed as a table; returns the summary dict."""
+    inputs = load_inputs(num_news, num_cjk)
     print(f"inputs: {len(inputs['news'])} news, {len(inputs['books'])} books, "
           f"{len(inputs['cjk'])} short CJK texts")  # fmt: skip
     results = {}
@@ -160,15 +164,21 @@ def main() -> None:
         for name, config in configs().items():
             results[name] = run(name, config, inputs, Path(tmp))
             print(f"{name}: {json.dumps(results[name])}", flush=True)
-    keys = ("news_char_share_kept", "news_rejected_rate", "books_char_share_kept",
-            "books_kept_docs", "cjk_labelled_share")  # fmt: skip
     print(f"\n| metric | {' | '.join(results)} |\n|---|{'---:|' * len(results)}")
-    for key in keys:
+    for key in KEYS:
         print(f"| {key} | {' | '.join(str(r[key]) for r in results.values())} |")
-    summary = {"bench": "cleaning_text_kept", "target_char_share_kept": 0.95}
+    summary: dict = {"target_char_share_kept": 0.95}
     for name, r in results.items():
-        summary.update({f"{name}_{k}": r[k] for k in (*keys, "news_kept_docs", "wall_s")})
-    print(json.dumps(summary))
+        summary.update({f"{name}_{k}": r[k] for k in (*KEYS, "news_kept_docs", "wall_s")})
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--news", type=int, default=10788)
+    parser.add_argument("--cjk", type=int, default=2000)
+    args = parser.parse_args()
+    print(json.dumps({"bench": "cleaning_text_kept", **text_kept_report(args.news, args.cjk)}))
 
 
 if __name__ == "__main__":

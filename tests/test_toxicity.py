@@ -95,6 +95,22 @@ def test_model_only_for_its_languages_and_word_lists_per_language(tmp_path: Path
     assert words_only.check(_doc(INSULTS * 2)) is None  # no listed word: needs the model
 
 
+def test_a_sentence_naming_a_group_is_flagged_from_the_identity_threshold() -> None:
+    attack = "The Jews control the media and the banks. They are destroying our race. "
+    low = sentence_probabilities(attack.split(". ")[:2])
+    assert all(0.08 <= p < 0.5 for p in low)  # no insult: the profanity model alone misses it
+    rule = ToxicityFilter()
+    doc = _doc(CALM + attack)
+    assert rule.check(doc)[0] == "toxic_content"  # 2 of 12 sentences name a group, hostile
+    assert doc["toxicity_score"] == pytest.approx(2 / 12)
+    plain = ToxicityFilter(ToxicityConfig(identity_threshold=None))
+    assert plain.check(_doc(CALM + attack)) is None
+    # "white" and "black" alone are everyday words: the White House, a black market.
+    news = "The White House said the black market for fuel grew. Officials met on Monday. "
+    assert rule.score_batch([_doc(CALM + news)]) == [0.0]
+    assert rule.check(_doc(attack, language="de")) is None  # the English rule stays English
+
+
 def test_unsegmented_languages_match_substrings() -> None:
     rule = ToxicityFilter()
     doc = _doc("你这个傻逼。他妈的真烦。今天天气很好。", language="zh")
@@ -115,5 +131,7 @@ def test_config_validation() -> None:
         ToxicityConfig(model="perspective")
     with pytest.raises(ConfigError, match="max_toxic_share"):
         ToxicityConfig(max_toxic_share=0.0)
+    with pytest.raises(ConfigError, match="identity_threshold"):
+        ToxicityConfig(identity_threshold=1.5)
     with pytest.raises(ConfigError, match="tuple"):
         ToxicityConfig(model_languages="en")  # type: ignore[arg-type]

@@ -67,3 +67,28 @@ DEFAULT_WORD_LISTS: dict[str, tuple[str, ...]] = {
     "zh": ("操你妈", "傻逼", "他妈的", "妈的", "婊子", "贱人", "狗日的", "王八蛋"),
     "ja": ("死ね", "クソ野郎", "ちんこ", "まんこ"),
 }  # fmt: skip
+
+# Mentions of groups of people by race, religion, ethnicity or origin (English). A sentence that
+# names a group is flagged from a much lower model probability (``identity_threshold``): hate
+# against a group is mostly said without insults ("the Jews control ...", "blacks are ..."),
+# which a profanity model scores 0.1-0.4. Words with an innocent everyday reading ("white",
+# "black", "race" alone: the White House, a black market, an arms race) only count in phrases.
+IDENTITY_TERMS: dict[str, tuple[str, ...]] = {
+    "en": (
+        "whites", "blacks", "jews", "jewish", "jewry", "zionist", "zionists", "negro",
+        "negroes", "negroid", "non-white", "non-whites", "nonwhite", "nonwhites", "muslim",
+        "muslims", "islam", "islamic", "islamist", "islamists", "immigrant", "immigrants",
+        "immigration", "aryan", "aryans", "racial", "racist", "racists", "racism", "mulatto",
+        "mulattos", "asians", "hispanics", "mexicans", "africans", "arabs", "gypsies",
+        "ethnic", "ethnicity", "ethnically", "multicultural", "multiculturalism", "diversity",
+        "mixed race", "mixed-race", "race mixing", "race-mixing", "white race", "white people",
+        "white man", "white men", "white women", "white nation", "white nations",
+        "white nationalist", "white nationalists", "white europeans", "white children",
+        "white kids", "white girl", "white girls", "white boy", "white boys", "white folk",
+        "white folks", "white countries", "white society", "white culture", "black people",
+        "black men", "black man", "black women", "black woman", "black kids", "black guy",
+        "black guys", "black male", "black males", "black thug", "black thugs",
+        "black community", "our race", "our people", "our folk", "our kind", "other race",
+        "other races", "another race", "the white race", "the black race", "the jewish race",
+    ),
+}  # fmt: skip

@@ -11,18 +11,22 @@ novel, so the decision is made on the *share of toxic sentences*:
    ``model_languages``: the model is English and scores other languages at random), or when it
    contains a word of the document language's list (built-in lists of our own in
    :mod:`.toxic_words`, or a JSON file ``{"en": [...], "*": [...]}``).
+   A sentence that names a group of people (race, religion, ethnicity, origin:
+   :data:`.toxic_words.IDENTITY_TERMS`) is flagged from the lower ``identity_threshold``:
+   hate against a group is mostly said without insults, and the profanity model gives "the
+   Jews control the media" or "blacks are ..." only 0.1-0.4 (an identity attack, in the
+   Perspective API's words).
 3. ``toxicity_score`` = flagged sentences / sentences, set on every document that is scored
    (kept and rejected). A document is dropped ``toxic_content`` when its score is ≥
    ``max_toxic_share`` and at least ``min_toxic_sentences`` sentences are flagged (all of them
    if it has fewer).
 
 ``bench/cleaning_quality.py`` measures recall on toxic forum threads and false positives on
-clean web pages, violent news and Gutenberg books; the defaults (0.5, 0.06) were chosen on its
-``dev`` split and are reported on the held-out split. Books decided them: the model gives
+clean web pages, violent news and Gutenberg books; the defaults (0.5, 0.08 with a group named,
+0.06) were chosen on its ``dev`` split and are reported on the held-out split. Books decided them: the model gives
 "idiot", "hell", "Moby Dick" or Shakespeare's "hoe" ≥ 0.4, so novels and plays reach 1-7% of
 flagged sentences at 0.4 (4 of 13 books dropped at 0.4/0.05) and at most 3.9% at 0.5. Known
-weakness: implicit hate without insults (most Stormfront threads) stays under the share, and
-some news sentences about rape, murder or race score ≥ 0.5; raise ``sentence_threshold`` or
+weakness: implicit hate that names no group stays under the share, and some news sentences about rape, murder or race score ≥ 0.5; raise ``sentence_threshold`` or
 ``max_toxic_share`` for news or book sources::
 
     from pretrain.filters.toxicity import ToxicityConfig, ToxicityFilter
@@ -46,7 +50,7 @@ from pretrain import storage
 from pretrain.errors import ConfigError
 from pretrain.filters.base import Document, Filter, Rejection
 from pretrain.filters.text import is_unsegmented
-from pretrain.filters.toxic_words import DEFAULT_WORD_LISTS
+from pretrain.filters.toxic_words import DEFAULT_WORD_LISTS, IDENTITY_TERMS
 
 MODELS = ("profanity_check",)
 # A break after terminal punctuation, at a blank line, or at a line break that does not go on
@@ -63,6 +67,8 @@ class ToxicityConfig:
     model: str | None = "profanity_check"  # sentence model; None: word lists only
     model_languages: tuple[str, ...] = ("en",)  # languages the model is trained for
     sentence_threshold: float = 0.5  # model probability from which a sentence is flagged
+    # ... and from which a sentence naming a group of people is (None: no identity rule)
+    identity_threshold: float | None = 0.08
     max_toxic_share: float = 0.06  # drop at flagged sentences / sentences ≥ this
     min_toxic_sentences: int = 2  # fewer flagged sentences never drop a longer document
 
@@ -71,9 +77,9 @@ class ToxicityConfig:
             raise ConfigError(f"model={self.model!r}: choose one of {MODELS} or None")
         if isinstance(self.model_languages, str):
             raise ConfigError(f"model_languages={self.model_languages!r}: use a tuple ('en',)")
-        for name in ("sentence_threshold", "max_toxic_share"):
+        for name in ("sentence_threshold", "max_toxic_share", "identity_threshold"):
             value = getattr(self, name)
-            if not 0.0 < value <= 1.0:
+            if value is not None and not 0.0 < value <= 1.0:
                 raise ConfigError(f"{name}={value}: use a share in (0, 1]")
         if self.min_toxic_sentences < 1:
             raise ConfigError(f"min_toxic_sentences={self.min_toxic_sentences}: use at least 1")
@@ -152,6 +158,11 @@ class ToxicityFilter(Filter):
         }
         if all(_WORD.fullmatch(w) for w in everywhere):
             self._token_sets[None] = everywhere
+        self._identity = (
+            {lang: self._compile(frozenset(terms), False) for lang, terms in IDENTITY_TERMS.items()}
+            if self.config.identity_threshold is not None
+            else {}
+        )
         if self.config.model is not None:
             _profanity_check_model()  # fail at construction, not in the middle of a shard
 
@@ -172,10 +183,18 @@ class ToxicityFilter(Filter):
             return pattern.findall(text)
         return [t for t in _WORD.findall(text.lower()) if t in words]
 
+    def _threshold(self, sentence: str, groups: regex.Pattern[str] | None) -> float:
+        """The model probability from which ``sentence`` is flagged."""
+        identity = self.config.identity_threshold
+        if groups is not None and identity is not None and groups.search(sentence) is not None:
+            return min(identity, self.config.sentence_threshold)
+        return self.config.sentence_threshold
+
     def score_batch(self, docs: list[Document]) -> list[float]:
         """Score every document (one model call for the batch); sets ``toxicity_score``."""
         model_rows: list[tuple[int, int]] = []  # (document, sentence) pairs the model scores
         model_texts: list[str] = []
+        model_thresholds: list[float] = []  # lower for a sentence that names a group
         flags: list[list[bool]] = []
         hits: list[list[str]] = []
         for i, doc in enumerate(docs):
@@ -193,13 +212,17 @@ class ToxicityFilter(Filter):
             else:
                 flags.append([False] * len(sentences))
             if use_model:
+                groups = self._identity.get(language)
+                if groups is not None and groups.search(text) is None:
+                    groups = None  # no group named anywhere: skip the per-sentence search
                 for j, sentence in enumerate(sentences):
                     if not flags[i][j]:
                         model_rows.append((i, j))
                         model_texts.append(sentence)
+                        model_thresholds.append(self._threshold(sentence, groups))
         word_flagged = [sum(f) for f in flags]
-        threshold = self.config.sentence_threshold
-        for (i, j), p in zip(model_rows, sentence_probabilities(model_texts), strict=True):
+        probabilities = sentence_probabilities(model_texts)
+        for (i, j), p, threshold in zip(model_rows, probabilities, model_thresholds, strict=True):
             flags[i][j] = p >= threshold
         scores = []
         for doc, doc_flags, found, n_words in zip(docs, flags, hits, word_flagged, strict=True):
