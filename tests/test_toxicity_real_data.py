@@ -1,0 +1,64 @@
+"""Toxicity against human labels on real text (``../shared/data``; skipped without it).
+
+A regression guard, not the benchmark (``bench/cleaning_quality.py`` measures the held-out
+numbers): Stormfront posts with a sentence its annotators labelled ``hate``, grouped ten to
+a thread, must mostly be flagged; Reuters crime and war stories and English web pages must
+mostly pass. Language comes from LID-176 as in the filter stage.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from pretrain.filters.langid import predict
+from pretrain.filters.toxicity import ToxicityConfig, ToxicityFilter
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+STORMFRONT = DATA / "toxicity" / "stormfront_hate_speech_10944.jsonl.gz"
+REUTERS = DATA / "web" / "news" / "reuters21578_apte_nltk_10788docs.jsonl.gz"
+WEB = DATA / "web" / "cc_dolma_CC-MAIN-20190717121559-20190717143559-00140.jsonl.gz"
+VIOLENT = re.compile(r"\b(?:killed|murder\w*|shot|bomb\w*|attack\w*|police|dead)\b", re.I)
+pytestmark = pytest.mark.skipif(not STORMFRONT.exists(), reason=f"{DATA} not present")
+
+
+def _read(path: Path) -> list[dict]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def _hate_threads() -> list[dict]:
+    posts: dict[str, list[dict]] = {}
+    for row in _read(STORMFRONT):
+        posts.setdefault(row["post_id"], []).append(row)
+    texts = [
+        " ".join(r["text"] for r in sorted(rows, key=lambda r: r["sentence_no"]))
+        for _, rows in sorted(posts.items())
+        if any(r["label"] == "hate" for r in rows)
+    ]
+    return [{"text": "\n\n".join(texts[i : i + 10])} for i in range(0, len(texts), 10)]
+
+
+def _flagged_share(docs: list[dict], rule: ToxicityFilter) -> float:
+    for doc, (language, prob) in zip(docs, predict([d["text"] for d in docs]), strict=True):
+        doc["language"] = language if prob >= 0.65 else None
+    rule.score_batch(docs)
+    return sum(rule.check(d) is not None for d in docs) / len(docs)
+
+
+def test_threads_with_labelled_hate_are_flagged_and_news_and_web_pass() -> None:
+    rule = ToxicityFilter(ToxicityConfig())
+    hate = _hate_threads()
+    recall = _flagged_share(hate, rule)
+    assert len(hate) > 100 and recall >= 0.85, recall
+    news = [{"text": r["text"]} for r in _read(REUTERS) if len(VIOLENT.findall(r["text"])) >= 2]
+    assert len(news) > 50 and _flagged_share(news, rule) <= 0.02
+    web = [{"text": r["text"]} for r in _read(WEB) if (r.get("text") or "").strip()]
+    assert _flagged_share(web, rule) <= 0.02
+    # Without the identity rule the same model misses much more of the implicit hate.
+    plain = _flagged_share(_hate_threads(), ToxicityFilter(ToxicityConfig(identity_threshold=None)))
+    assert plain < recall - 0.03, (plain, recall)
