@@ -45,7 +45,7 @@ def split_of(key: str) -> str:
     return "heldout" if int(hashlib.sha1(key.encode()).hexdigest()[:8], 16) % 5 == 0 else "dev"
 
 
-def stormfront_threads(*, hate_only: bool, posts: int = 10) -> list[dict]:
+def stormfront_threads(*, hate_only: bool, per_thread: int = 10) -> list[dict]:
     posts: dict[tuple[str, str], list[dict]] = {}
     for row in _read(TOXICITY / "stormfront_hate_speech_10944.jsonl.gz"):
         posts.setdefault((row["subforum_id"], row["post_id"]), []).append(row)
@@ -58,8 +58,8 @@ def stormfront_threads(*, hate_only: bool, posts: int = 10) -> list[dict]:
         by_subforum.setdefault(subforum, []).append((post_id, text))
     threads = []
     for subforum, items in sorted(by_subforum.items()):
-        for start in range(0, len(items), posts):
-            chunk = items[start : start + posts]
+        for start in range(0, len(items), per_thread):
+            chunk = items[start : start + per_thread]
             key = f"stormfront:{subforum}:{chunk[0][0]}"
             threads.append({"id": key, "text": "\n\n".join(t for _, t in chunk)})
     return threads
@@ -109,7 +109,7 @@ def toxicity_sets() -> dict[str, tuple[bool, list[dict]]]:
     """name -> (is_toxic, documents)."""
     return {
         "stormfront_threads": (True, stormfront_threads(hate_only=False)),
-        "stormfront_threads_30_posts": (True, stormfront_threads(hate_only=False, posts=30)),
+        "stormfront_threads_30_posts": (True, stormfront_threads(hate_only=False, per_thread=30)),
         "stormfront_hate_threads": (True, stormfront_threads(hate_only=True)),
         "twitter_threads": (True, twitter_threads()),
         "clean_web": (False, clean_web()),

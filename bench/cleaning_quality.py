@@ -187,13 +187,13 @@ def main() -> None:
     tox = toxicity_report()
     print("toxicity: share of documents flagged (dev / heldout)")
     methods = [m for m in ("ours", "old_default", "plain_20_words") if m in tox["clean_web"]["dev"]]
-    print(f"{'set':26}{'kind':8}{'n(heldout)':>11}" + "".join(f"{m:>24}" for m in methods))
+    print(f"{'set':30}{'kind':8}{'n(heldout)':>11}" + "".join(f"{m:>24}" for m in methods))
     for name, entry in tox.items():
         if not isinstance(entry, dict):
             continue
         cells = "".join(f"{entry['dev'][m]:>11.3f} / {entry['heldout'][m]:<10.3f}" for m in methods)
         kind = "recall" if entry["toxic"] else "FP"
-        print(f"{name:26}{kind:8}{entry['heldout']['n']:>11}{cells}")
+        print(f"{name:30}{kind:8}{entry['heldout']['n']:>11}{cells}")
     print(f"ours scores {tox['docs_per_s']} documents/s (model + word lists, 1 process)")
     pii = pii_report(args.pii_per_type)
     print("\nPII: share of planted values masked (decoys: share wrongly masked)")

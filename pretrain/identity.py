@@ -20,6 +20,13 @@ Two guarantees follow:
   was made with another config or code version, it is moved whole to
   ``<archive_root>/<version>/`` first (new input data with the same settings is an update, as in
   incremental dedup, and replaces it in place).
+A cheaper, per-file identity serves inputs that are plain files rather than stage outputs
+(:func:`file_identity`: size + sha256 of the last 64 KiB; for Parquet that tail is the footer,
+which changes whenever the rows do). Dedup records it for each shard its signatures were made
+from and refuses signatures whose documents changed since::
+
+    recorded = {documents_uri: identity.file_identity(documents_uri)}   # stored with the output
+    identity.check_inputs(recorded, output="minhash_signatures[web-0003]")  # DataError if stale
 """
 
 from __future__ import annotations
@@ -163,3 +170,43 @@ def adopt(dir_uri: str, stage: str) -> Identity:
     ident = dataclasses.replace(ident, version=hashlib.sha256(payload).hexdigest()[:16])
     write(dir_uri, ident)
     return ident
+
+
+# File identity: inputs that are plain files (dedup's documents.parquet per shard).
+TAIL_BYTES = 64 * 1024  # for Parquet: the footer
+
+
+def file_identity(uri: str) -> str:
+    """``<size>:<sha256 of the last 64 KiB>`` of ``uri`` (local or ``s3://``)."""
+    fs, path = storage.filesystem(uri)
+    try:
+        with fs.open_input_file(path) as f:
+            size = f.size()
+            f.seek(max(0, size - TAIL_BYTES))
+            tail = f.read()
+    except FileNotFoundError as exc:
+        raise DataError(f"{uri} does not exist: materialize it first") from exc
+    return f"{size}:{hashlib.sha256(tail).hexdigest()}"
+
+
+def stale_inputs(recorded: dict[str, str]) -> list[str]:
+    """The input URIs whose identity now differs from ``recorded`` (or that are gone)."""
+    stale = []
+    for uri, identity in sorted(recorded.items()):
+        try:
+            current = file_identity(uri)
+        except DataError:
+            current = "absent"
+        if current != identity:
+            stale.append(uri)
+    return stale
+
+
+def check_inputs(recorded: dict[str, str], *, output: str, rebuild: str = "") -> None:
+    """Raise DataError naming ``output`` and every input that changed after it was built."""
+    stale = stale_inputs(recorded)
+    if stale:
+        raise DataError(
+            f"{output} is stale: it was computed from an earlier version of "
+            f"{', '.join(stale)}; {rebuild or 're-materialize it from the current inputs'}"
+        )

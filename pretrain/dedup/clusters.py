@@ -51,7 +51,7 @@ from pretrain.dedup.incremental import (
 from pretrain.dedup.shingles import ShingleBatch, batch_shingles, intersections
 from pretrain.dedup.stats import ClusterStats, source_rates
 from pretrain.errors import DataError
-from pretrain.lineage import stale_inputs
+from pretrain.identity import stale_inputs
 
 INFO_COLUMNS = ["id", "source", "quality_score", "exact_hash", "url_hash"]
 VERIFY_BATCH_ROWS = 1024  # texts shingled at once during Jaccard verification

@@ -44,7 +44,7 @@ from pretrain.dedup import lines
 from pretrain.dedup.config import DedupConfig
 from pretrain.dedup.shingles import batch_shingles, text_hashes
 from pretrain.errors import DataError
-from pretrain.lineage import file_identity
+from pretrain.identity import file_identity
 
 MAX_HASH = np.uint32(0xFFFFFFFF)
 SHINGLES_PER_CHUNK = 1 << 12  # (4096 x num_perm) uint32 stays in cache: 2.5x faster than 1<<17
@@ -280,6 +280,6 @@ def _signature_table(
     fingerprint.update(matrix.tobytes())
     metadata = {f"dedup.{k}": v for k, v in config.signature_params().items()}
     metadata["dedup.documents_uri"] = input_uri
-    metadata["dedup.documents_identity"] = file_identity(input_uri)  # see pretrain.lineage
+    metadata["dedup.documents_identity"] = file_identity(input_uri)  # see pretrain.identity
     metadata["dedup.fingerprint"] = fingerprint.hexdigest()
     return table.replace_schema_metadata(metadata)

@@ -13,7 +13,7 @@ from pretrain.dedup.clusters import cluster_duplicates
 from pretrain.dedup.config import DedupConfig
 from pretrain.dedup.minhash import compute_signatures
 from pretrain.errors import DataError
-from pretrain.lineage import check_inputs, file_identity, stale_inputs
+from pretrain.identity import check_inputs, file_identity, stale_inputs
 
 WORDS = "river castle engine orchard glacier lantern meadow harbor violin compass".split()
 
