@@ -7,6 +7,8 @@ Toxic sets are *documents*, not sentences, because the filter judges whole docum
   including the many threads without a sentence its annotators labelled hate.
 - ``stormfront_threads_30_posts``: the same with 30 posts a thread (a forum page or more: the
   share of toxic sentences of a longer thread varies less).
+- ``stormfront_forum_pages``: the 10-post threads with the short lines a scraped forum page
+  puts around each post (user name, post count, "Quote", "Reply"), which must not dilute them.
 - ``stormfront_hate_threads``: the same, from posts with at least one ``hate`` sentence.
 - ``twitter_threads``: 10 consecutive Davidson et al. tweets (mostly offensive, as sampled).
 
@@ -45,7 +47,9 @@ def split_of(key: str) -> str:
     return "heldout" if int(hashlib.sha1(key.encode()).hexdigest()[:8], 16) % 5 == 0 else "dev"
 
 
-def stormfront_threads(*, hate_only: bool, per_thread: int = 10) -> list[dict]:
+def stormfront_threads(
+    *, hate_only: bool, per_thread: int = 10, page_lines: bool = False
+) -> list[dict]:
     posts: dict[tuple[str, str], list[dict]] = {}
     for row in _read(TOXICITY / "stormfront_hate_speech_10944.jsonl.gz"):
         posts.setdefault((row["subforum_id"], row["post_id"]), []).append(row)
@@ -55,6 +59,8 @@ def stormfront_threads(*, hate_only: bool, per_thread: int = 10) -> list[dict]:
             continue
         rows.sort(key=lambda r: r["sentence_no"])
         text = " ".join(r["text"] for r in rows)
+        if page_lines:  # what a scraped forum page puts around each post
+            text = f"user{rows[0]['user_id']}\nPosts: {int(post_id) % 4000:,}\nQuote\n{text}\nReply"
         by_subforum.setdefault(subforum, []).append((post_id, text))
     threads = []
     for subforum, items in sorted(by_subforum.items()):
@@ -110,6 +116,7 @@ def toxicity_sets() -> dict[str, tuple[bool, list[dict]]]:
     return {
         "stormfront_threads": (True, stormfront_threads(hate_only=False)),
         "stormfront_threads_30_posts": (True, stormfront_threads(hate_only=False, per_thread=30)),
+        "stormfront_forum_pages": (True, stormfront_threads(hate_only=False, page_lines=True)),
         "stormfront_hate_threads": (True, stormfront_threads(hate_only=True)),
         "twitter_threads": (True, twitter_threads()),
         "clean_web": (False, clean_web()),

@@ -8,6 +8,8 @@ threads, those with a labelled hate sentence, Twitter threads), false positives 
 pages and violent Reuters news — for
 
 - ``ours``: ``ToxicityFilter(ToxicityConfig())`` (sentence model + word lists, share rule);
+- ``no_identity_rule`` / ``every_line_counts``: ours with the identity rule off, or with
+  every line counted in the share (``min_sentence_words=1``);
 - ``old_default``: the word-list-only filter this replaced (loaded from git, commit ``447f740``);
 - ``plain_20_words``: any of 20 common English profanities in the text.
 
@@ -84,6 +86,10 @@ def toxicity_report() -> dict:
     old = old_module("pretrain/filters/toxicity.py", "old_toxicity")
     old_rule = old.ToxicityFilter() if old else None
     ours = ToxicityFilter(ToxicityConfig())
+    ablations = {  # ours with one of its rules switched off
+        "no_identity_rule": ToxicityFilter(ToxicityConfig(identity_threshold=None)),
+        "every_line_counts": ToxicityFilter(ToxicityConfig(min_sentence_words=1)),
+    }
     words = re.compile(r"\w+")
     report: dict = {}
     seconds, scored = 0.0, 0
@@ -94,6 +100,9 @@ def toxicity_report() -> dict:
         ours.score_batch(docs)
         flagged = {"ours": [ours.check(d) is not None for d in docs]}
         seconds, scored = seconds + time.perf_counter() - start, scored + len(docs)
+        for method, rule in ablations.items():
+            rule.score_batch(docs)
+            flagged[method] = [rule.check(d) is not None for d in docs]
         if old_rule is not None:
             flagged["old_default"] = [old_rule.check(d) is not None for d in docs]
         flagged["plain_20_words"] = [
@@ -186,7 +195,7 @@ def main() -> None:
         raise SystemExit(f"{DATA} is missing: this benchmark needs ../shared/data")
     tox = toxicity_report()
     print("toxicity: share of documents flagged (dev / heldout)")
-    methods = [m for m in ("ours", "old_default", "plain_20_words") if m in tox["clean_web"]["dev"]]
+    methods = [m for m in tox["clean_web"]["dev"] if m != "n"]
     print(f"{'set':30}{'kind':8}{'n(heldout)':>11}" + "".join(f"{m:>24}" for m in methods))
     for name, entry in tox.items():
         if not isinstance(entry, dict):

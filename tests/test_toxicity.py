@@ -111,6 +111,16 @@ def test_a_sentence_naming_a_group_is_flagged_from_the_identity_threshold() -> N
     assert rule.check(_doc(attack, language="de")) is None  # the English rule stays English
 
 
+def test_boilerplate_lines_of_a_forum_page_do_not_dilute_the_share() -> None:
+    boilerplate = "\n".join(["Quote", "Posts: 1,234", "Mar 2007"] * 14)
+    page = _doc(CALM + "\n" + boilerplate + "\n" + INSULTS)
+    rule = ToxicityFilter()
+    assert rule.check(page)[0] == "toxic_content"
+    assert page["toxicity_score"] == pytest.approx(2 / 12)  # the 42 short lines are not counted
+    every_line = ToxicityFilter(ToxicityConfig(min_sentence_words=1))
+    assert every_line.check(_doc(page["text"])) is None  # 2 of 54: diluted under 0.06
+
+
 def test_unsegmented_languages_match_substrings() -> None:
     rule = ToxicityFilter()
     doc = _doc("你这个傻逼。他妈的真烦。今天天气很好。", language="zh")
@@ -131,6 +141,8 @@ def test_config_validation() -> None:
         ToxicityConfig(model="perspective")
     with pytest.raises(ConfigError, match="max_toxic_share"):
         ToxicityConfig(max_toxic_share=0.0)
+    with pytest.raises(ConfigError, match="min_sentence_words"):
+        ToxicityConfig(min_sentence_words=0)
     with pytest.raises(ConfigError, match="identity_threshold"):
         ToxicityConfig(identity_threshold=1.5)
     with pytest.raises(ConfigError, match="tuple"):

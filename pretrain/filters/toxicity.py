@@ -16,17 +16,20 @@ novel, so the decision is made on the *share of toxic sentences*:
    hate against a group is mostly said without insults, and the profanity model gives "the
    Jews control the media" or "blacks are ..." only 0.1-0.4 (an identity attack, in the
    Perspective API's words).
-3. ``toxicity_score`` = flagged sentences / sentences, set on every document that is scored
+3. ``toxicity_score`` = flagged sentences / sentences (lines under ``min_sentence_words``
+   words count only when flagged), set on every document that is scored
    (kept and rejected). A document is dropped ``toxic_content`` when its score is ≥
    ``max_toxic_share`` and at least ``min_toxic_sentences`` sentences are flagged (all of them
    if it has fewer).
 
 ``bench/cleaning_quality.py`` measures recall on toxic forum threads and false positives on
 clean web pages, violent news and Gutenberg books; the defaults (0.5, 0.08 with a group named,
-0.06) were chosen on its ``dev`` split and are reported on the held-out split. Books decided them: the model gives
+0.06) were chosen on its ``dev`` split and are reported on the held-out split. Books decided
+them: the model gives
 "idiot", "hell", "Moby Dick" or Shakespeare's "hoe" ≥ 0.4, so novels and plays reach 1-7% of
 flagged sentences at 0.4 (4 of 13 books dropped at 0.4/0.05) and at most 3.9% at 0.5. Known
-weakness: implicit hate that names no group stays under the share, and some news sentences about rape, murder or race score ≥ 0.5; raise ``sentence_threshold`` or
+weakness: implicit hate that names no group stays under the share, and some news sentences
+about rape, murder or race score ≥ 0.5; raise ``sentence_threshold`` or
 ``max_toxic_share`` for news or book sources::
 
     from pretrain.filters.toxicity import ToxicityConfig, ToxicityFilter
@@ -71,6 +74,9 @@ class ToxicityConfig:
     identity_threshold: float | None = 0.08
     max_toxic_share: float = 0.06  # drop at flagged sentences / sentences ≥ this
     min_toxic_sentences: int = 2  # fewer flagged sentences never drop a longer document
+    # Shorter lines (menus, dates, user names, "Reply with quote") count only when flagged,
+    # so a scraped forum page's boilerplate does not dilute the share of its posts.
+    min_sentence_words: int = 3
 
     def __post_init__(self) -> None:
         if self.model is not None and self.model not in MODELS:
@@ -81,6 +87,8 @@ class ToxicityConfig:
             value = getattr(self, name)
             if value is not None and not 0.0 < value <= 1.0:
                 raise ConfigError(f"{name}={value}: use a share in (0, 1]")
+        if self.min_sentence_words < 1:
+            raise ConfigError(f"min_sentence_words={self.min_sentence_words}: use at least 1")
         if self.min_toxic_sentences < 1:
             raise ConfigError(f"min_toxic_sentences={self.min_toxic_sentences}: use at least 1")
 
@@ -229,6 +237,7 @@ class ToxicityFilter(Filter):
         model_texts: list[str] = []
         model_thresholds: list[float] = []  # lower for a sentence that names a group
         flags: list[list[bool]] = []
+        short: list[list[bool]] = []  # sentences under min_sentence_words: counted if flagged
         hits: list[list[str]] = []
         for i, doc in enumerate(docs):
             text, language = doc.get("text") or "", doc.get("language")
@@ -241,8 +250,13 @@ class ToxicityFilter(Filter):
             hits.append(found)
             if not found and not use_model:
                 flags.append([])  # nothing can be flagged: score 0 without splitting
+                short.append([])
                 continue
             sentences = split_sentences(text)
+            if is_unsegmented(language):  # no spaces between words: every sentence counts
+                short.append([False] * len(sentences))
+            else:
+                short.append([len(s.split()) < self.config.min_sentence_words for s in sentences])
             if found:
                 flags.append([pattern.search(s) is not None for s in sentences])  # type: ignore[union-attr]
             else:
@@ -260,11 +274,13 @@ class ToxicityFilter(Filter):
         for (i, j), p, threshold in zip(model_rows, probabilities, model_thresholds, strict=True):
             flags[i][j] = p >= threshold
         scores = []
-        for doc, doc_flags, found, n_words in zip(docs, flags, hits, word_flagged, strict=True):
+        rows = zip(docs, flags, short, hits, word_flagged, strict=True)
+        for doc, doc_flags, doc_short, found, n_words in rows:
             flagged = sum(doc_flags)
-            score = flagged / len(doc_flags) if doc_flags else 0.0
+            counted = sum(f or not s for f, s in zip(doc_flags, doc_short, strict=True))
+            score = flagged / counted if counted else 0.0
             doc["toxicity_score"] = score
-            doc["_toxicity"] = (doc.get("text"), flagged, len(doc_flags), n_words, found)
+            doc["_toxicity"] = (doc.get("text"), flagged, counted, n_words, found)
             scores.append(score)
         return scores
 
