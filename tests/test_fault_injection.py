@@ -10,6 +10,9 @@ Each test plays a fault against the recovery loop end to end and checks what the
 4. two spikes inside the escalation window → the campaign stops and alerts (no endless loop);
 5. duplicate ticks and a restarted sensor → no duplicate resume run (in tests 1 and 3).
 
+Every fault plays twice: through local ``torchrun`` and as a Slurm job (``sbatch`` → ``srun
+torchrun``) on the tests' one-node cluster (the ``slurm`` fixture; skipped where Slurm cannot run).
+
 The sensors are evaluated by ticks (``build_sensor_context`` / ``build_run_status_sensor_context``
 with the real instance and the trainer's real offline W&B files). :class:`Campaign` plays the
 daemon and the training op around them: it records each launch as a ``train`` run in the
