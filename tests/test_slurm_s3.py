@@ -140,7 +140,7 @@ def test_packed_tokens_staged_from_s3_once_and_only_when_committed(
 def train_run_config(max_steps: int, scratch: Path, resume: str) -> dict[str, Any]:
     config = {
         "run": {"max_steps": max_steps, "resume": resume},
-        "optim": {"schedule_steps": 40},  # one LR schedule across both launches
+        "optim": {"schedule_steps": 56},  # one LR schedule across both launches
         "checkpoint": {"every_steps": 4, "keep_last": 2, "staging_dir": str(scratch)},
         "data": {"micro_batch_size": 4, "global_batch_sequences": 8},
         "metrics": {"wandb_mode": "disabled"},
@@ -159,7 +159,7 @@ def test_train_job_through_slurm_with_only_an_s3_artifact_root(
     with moto_s3("campaign") as endpoint:
         upload = tmp_path / "upload"  # made elsewhere, uploaded, removed
         tokenizer, _ = train_tiny_tokenizer(upload / "tokenizer")
-        packed = make_packed(upload / "packed_tokens", num_train=320)
+        packed = make_packed(upload / "packed_tokens", num_train=448)
         tokenizer_json = (tokenizer / "tokenizer.json").read_bytes()
         index = json.loads((packed / "index.json").read_text())
         index |= {"tokenizer_sha256": hashlib.sha256(tokenizer_json).hexdigest(), "vocab_size": 300}
@@ -171,10 +171,12 @@ def test_train_job_through_slurm_with_only_an_s3_artifact_root(
                         aws_secret_access_key="testing", region_name="us-east-1")  # fmt: skip
         resources = {
             "store": store,
-            "launcher": slurm.launcher(pipes_s3_bucket="campaign", pipes_s3_prefix="pipes", s3=s3),
+            "launcher": slurm.launcher(
+                pipes_s3_bucket="campaign", pipes_s3_prefix="pipes", pipes_s3_interval_s=0, s3=s3
+            ),
         }
         # the op sizes the model from index.json alone: no token shard comes to Dagster's host
-        op_config = train_run_config(32, scratch, "none")["ops"]["train_model"]["config"]
+        op_config = train_run_config(48, scratch, "none")["ops"]["train_model"]["config"]
         resolved = resolve_train_config(TrainRunConfig(**op_config), store)
         assert (resolved.model.vocab_size, resolved.model.max_seq_len) == (300, 33)
         assert not cache.exists()
@@ -182,7 +184,7 @@ def test_train_job_through_slurm_with_only_an_s3_artifact_root(
         with instance_for_test() as instance:
             started = time.monotonic()
             first = train_job.execute_in_process(
-                run_config=train_run_config(32, scratch, "none"),
+                run_config=train_run_config(48, scratch, "none"),
                 resources=resources,
                 instance=instance,
                 raise_on_error=False,
@@ -190,25 +192,26 @@ def test_train_job_through_slurm_with_only_an_s3_artifact_root(
             first_s = time.monotonic() - started
             assert first.success, first.all_events[-1]
             summary = first.output_for_node("train_model")
-            keys = [f"b00-s{step:09d}" for step in range(4, 33, 4)]
-            assert summary["event"] == "finished" and summary["step"] == 32
+            keys = [f"b00-s{step:09d}" for step in range(4, 49, 4)]
+            assert summary["event"] == "finished" and summary["step"] == 48
             assert summary["checkpoints"] == keys
             assert instance.get_dynamic_partitions("checkpoints") == keys
             # materialized while the job ran: the first partition was logged before the job
-            # committed its last checkpoint (Pipes over S3 polls every 2 s on both sides)
+            # committed its last checkpoint (Pipes over S3 delivers in ~1-5 s at interval 0)
             materialized = instance.all_logs(
                 first.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION
             )
-            [last_commit] = [
-                e["time"]
+            commits = {
+                e["step"]: e["time"]
                 for e in read_jsonl(scratch / "b00" / "events.jsonl")
-                if e["event"] == "checkpoint" and e["step"] == 32
-            ]
-            assert materialized[0].timestamp < last_commit
+                if e["event"] == "checkpoint"
+            }
+            assert materialized[0].timestamp < commits[48]
+            delivered_s = materialized[0].timestamp - commits[4]
 
             started = time.monotonic()
             second = train_job.execute_in_process(
-                run_config=train_run_config(40, scratch, "latest"),
+                run_config=train_run_config(56, scratch, "latest"),
                 resources=resources,
                 instance=instance,
                 raise_on_error=False,
@@ -216,23 +219,23 @@ def test_train_job_through_slurm_with_only_an_s3_artifact_root(
             second_s = time.monotonic() - started
             assert second.success, second.all_events[-1]
             resumed = second.output_for_node("train_model")
-            assert resumed["step"] == 40
-            assert resumed["checkpoints"] == ["b00-s000000036", "b00-s000000040"]
+            assert resumed["step"] == 56
+            assert resumed["checkpoints"] == ["b00-s000000052", "b00-s000000056"]
             assert instance.get_materialized_partitions(AssetKey("checkpoints")) == {
-                *keys, "b00-s000000036", "b00-s000000040"
+                *keys, "b00-s000000052", "b00-s000000056"
             }  # fmt: skip
 
             started = time.monotonic()
             exported = materialize([hf_export], instance=instance, resources={"store": store},
-                                   partition_key="b00-s000000040")  # fmt: skip
+                                   partition_key="b00-s000000056")  # fmt: skip
             export_s = time.monotonic() - started
             assert exported.success
 
         runs = f"{root}/runs"
         # checkpoints committed to S3 (keep_last=2 pruned the older ones there)
         assert ckpt.list_checkpoints(runs, "b00") == [
-            f"{runs}/b00/step-00000036",
-            f"{runs}/b00/step-00000040",
+            f"{runs}/b00/step-00000052",
+            f"{runs}/b00/step-00000056",
         ]
         # each launch's config is on S3, naming only s3:// artifacts; the batch script hands
         # the job that URI (no local artifact path reaches the node)
@@ -244,24 +247,27 @@ def test_train_job_through_slurm_with_only_an_s3_artifact_root(
             script = (scratch / "b00" / f"pretrain-{run.run_id[:8]}.sbatch").read_text()
             assert f"--config {config_uri}" in script
         export = json.loads(
-            storage.read_bytes(f"{root}/hf_export/b00-s000000040/pretrain_export.json")
+            storage.read_bytes(f"{root}/hf_export/b00-s000000056/pretrain_export.json")
         )
-        assert export["step"] == 40 and export["source_checkpoint"] == f"{runs}/b00/step-00000040"
-        assert storage.is_committed(f"{root}/hf_export/b00-s000000040")
+        assert export["step"] == 56 and export["source_checkpoint"] == f"{runs}/b00/step-00000056"
+        assert storage.is_committed(f"{root}/hf_export/b00-s000000056")
 
-    # the second launch continued from step 32 on S3: every step once, none repeated
+    # the second launch continued from step 48 on S3: every step once, none repeated
     events = read_jsonl(scratch / "b00" / "events.jsonl")
     starts = [e for e in events if e["event"] == "started"]
-    assert [e["start_step"] for e in starts] == [0, 32]
-    assert starts[1]["resumed_from"] == f"{runs}/b00/step-00000032"
+    assert [e["start_step"] for e in starts] == [0, 48]
+    assert starts[1]["resumed_from"] == f"{runs}/b00/step-00000048"
     steps = [r["step"] for r in read_jsonl(scratch / "b00" / "metrics.jsonl") if "loss" in r]
-    assert steps == list(range(1, 41))
+    assert steps == list(range(1, 57))
     # no checkpoint was written locally: no artifact folder, nothing left staged (the resume's
-    # verified download of step 32 is the only local copy), no Pipes message file
+    # verified download of step 48 is the only local copy), no Pipes message file
     local = [p.relative_to(tmp_path) for p in tmp_path.rglob("*")]
     assert not [p for p in local if p.name.startswith("step-") and ".downloads" not in p.parts]
     assert [p for p in local if p.name.startswith("step-")] == [
-        Path("scratch/.downloads/b00/step-00000032")
+        Path("scratch/.downloads/b00/step-00000048")
     ]
     assert not list(tmp_path.rglob("*.pipes.jsonl"))
-    print(f"first launch {first_s:.1f} s, resume {second_s:.1f} s, hf_export {export_s:.1f} s")
+    print(
+        f"first launch {first_s:.1f} s, resume {second_s:.1f} s, hf_export {export_s:.1f} s; "
+        f"checkpoint event → partition {delivered_s:.1f} s"
+    )
