@@ -151,8 +151,9 @@ def train_run_config(max_steps: int, scratch: Path, resume: str) -> dict[str, An
 def test_train_job_through_slurm_with_only_an_s3_artifact_root(
     slurm: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # this machine plays Dagster's host and the node: the node's local scratch holds only its
-    # token cache and checkpoint staging (gone after each upload); nothing else is local
+    # this machine plays Dagster's host and the node. Local: the node's token cache and its
+    # checkpoint staging (emptied by each upload), which is also the op's folder for the batch
+    # script and the job log; every artifact lives under s3://campaign/artifacts
     scratch, cache = tmp_path / "scratch", tmp_path / "node-cache"
     monkeypatch.setenv("PRETRAIN_CACHE_DIR", str(cache))
     root = "s3://campaign/artifacts"
@@ -262,7 +263,9 @@ def test_train_job_through_slurm_with_only_an_s3_artifact_root(
     # no checkpoint was written locally: no artifact folder, nothing left staged (the resume's
     # verified download of step 48 is the only local copy), no Pipes message file
     local = [p.relative_to(tmp_path) for p in tmp_path.rglob("*")]
-    assert not [p for p in local if p.name.startswith("step-") and ".downloads" not in p.parts]
+    assert {p.parts[:4] for p in local if p.suffix == ".distcp"} == {
+        ("scratch", ".downloads", "b00", "step-00000048")
+    }
     assert [p for p in local if p.name.startswith("step-")] == [
         Path("scratch/.downloads/b00/step-00000048")
     ]
