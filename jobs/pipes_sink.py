@@ -24,23 +24,23 @@ from dagster_pipes import (
     open_dagster_pipes,
 )
 
-S3_MESSAGE_INTERVAL_S = 2.0  # one PUT per chunk of messages; checkpoints arrive within seconds
-
 
 def open_pipes() -> PipesContext:
-    """Open Pipes with the S3 loader/writer when the launcher's parameters name a bucket."""
+    """Open Pipes with the S3 loader/writer when the launcher's parameters name a bucket; the
+    writer uploads a chunk of messages as often as the op reads them (the params' ``interval``,
+    ``pipes_s3_interval_s`` of the launcher)."""
     params = PipesEnvVarParamsLoader()
-    if (
-        "bucket" not in params.load_context_params()
-        and "bucket" not in params.load_messages_params()
-    ):
+    messages = params.load_messages_params()
+    if "bucket" not in params.load_context_params() and "bucket" not in messages:
         return open_dagster_pipes()
     import boto3
 
     client = boto3.client("s3")
+    # a reader that does not send its interval (not our launchers'): dagster-pipes' default
+    interval = {"interval": float(messages["interval"])} if "interval" in messages else {}
     return open_dagster_pipes(
         context_loader=PipesS3ContextLoader(client),
-        message_writer=PipesS3MessageWriter(client, interval=S3_MESSAGE_INTERVAL_S),
+        message_writer=PipesS3MessageWriter(client, **interval),
     )
 
 

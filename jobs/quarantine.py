@@ -19,10 +19,10 @@ config: confirm, release or extend, who and why).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from dagster import AssetSelection, DagsterInstance, DagsterRun, RunsFilter, define_asset_job
 
+from pretrain import storage
 from pretrain.checkpoint import dcp as ckpt
 from pretrain.errors import ConfigError
 from pretrain.quarantine import SkipRecord
@@ -61,13 +61,13 @@ def skip_record(
     """What the quarantine of decision ``key`` reads: the stopped run's packed data and batch
     plan, the checkpoint rolled back to, and a checkpoint of the spiking branch past the window
     (when it wrote one before it was stopped)."""
-    config_path = Path(run_root) / decision.branch / f"run-{run.run_id}.json"
-    if not config_path.is_file():
+    config_path = storage.join(run_root, decision.branch, f"run-{run.run_id}.json")
+    if not storage.exists(config_path):
         raise ConfigError(
             f"decision {key}: no trainer config {config_path}; the quarantine needs the packed "
             "data and batch plan the stopped run used (written by the training op)"
         )
-    config = json.loads(config_path.read_text())
+    config = json.loads(storage.read_bytes(config_path))
     assert decision.skip_window and decision.checkpoint_path and decision.spike_step is not None
     after = [
         str(p)

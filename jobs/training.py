@@ -7,8 +7,9 @@ Launch it from the UI (Jobs → train → Launchpad) or in Python::
                                                        "run": {"max_steps": 200}}}}},
         instance=instance)
 
-The op writes the resolved trainer config to ``runs/<branch>/run-<run_id>.json`` and runs the
-same command a user would run by hand. Each committed checkpoint arrives as a Pipes custom
+The op writes the resolved trainer config to ``<run root>/<branch>/run-<run_id>.json`` (an
+``s3://`` URI when the artifact root is on S3: the nodes then need no filesystem shared with
+Dagster) and runs the same command a user would run by hand. Each committed checkpoint arrives as a Pipes custom
 message and becomes a ``checkpoints[<branch>-s<step>]`` materialization immediately, while
 training continues. Retries are off: crash-resume belongs to one sensor, not to Dagster's
 retry machinery (a retried run would race the sensor's resume run).
@@ -79,8 +80,13 @@ def train_model(
     """Run the trainer through the launcher (local torchrun, Slurm, Kubernetes); report every
     committed checkpoint as an asset partition."""
     train_config = resolve_train_config(config, store)
-    branch_dir = train_config.branch_dir()  # local (the staging folder of an s3:// run root)
-    config_path = str(branch_dir / f"run-{context.run_id}.json")
+    # the launcher's own files (batch script, job log): local, the staging folder of an s3://
+    # run root. The trainer's config sits next to the branch's checkpoints, in the run root:
+    # s3:// when remote, so the nodes read it, as everything else, from S3 alone
+    branch_dir = train_config.branch_dir()
+    config_path = storage.join(
+        train_config.checkpoint.run_root, train_config.run.branch, f"run-{context.run_id}.json"
+    )
     storage.write_bytes(train_config.to_json().encode(), config_path)
     summary: dict[str, Any] = {"checkpoints": []}
 

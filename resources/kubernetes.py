@@ -33,6 +33,7 @@ from dagster_aws.s3 import S3Resource
 
 from resources.launching import (
     PIPES_EVENT_SINK,
+    PIPES_S3_INTERVAL_S,
     LaunchResult,
     MessageDrain,
     OnMessage,
@@ -60,6 +61,7 @@ class KubernetesLauncher(ConfigurableResource):
     # account or a Secret, never from the manifest); S3 settings for the op's side
     pipes_s3_bucket: str | None = None
     pipes_s3_prefix: str = "pipes"
+    pipes_s3_interval_s: float = PIPES_S3_INTERVAL_S  # see resources/launching.py
     s3: S3Resource | None = None
 
     def render_manifest(self, *, name: str, config_path: str, pipes_env: dict[str, str]) -> str:
@@ -132,6 +134,7 @@ class KubernetesLauncher(ConfigurableResource):
             run_id=context.run_id,
             s3_bucket=self.pipes_s3_bucket,
             s3_prefix=self.pipes_s3_prefix,
+            s3_interval_s=self.pipes_s3_interval_s,
             s3=self.s3,
         )
         with pipes_session(context, injector, reader) as session:

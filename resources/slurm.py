@@ -38,6 +38,7 @@ from dagster_aws.s3 import S3Resource
 from resources.launching import (
     CPU_ALLOCATOR_ENV,
     PIPES_EVENT_SINK,
+    PIPES_S3_INTERVAL_S,
     LaunchResult,
     MessageDrain,
     OnMessage,
@@ -86,6 +87,7 @@ class SlurmLauncher(ConfigurableResource):
     # job's processes get as AWS_* variables (endpoint, credentials) when set
     pipes_s3_bucket: str | None = None
     pipes_s3_prefix: str = "pipes"
+    pipes_s3_interval_s: float = PIPES_S3_INTERVAL_S  # see resources/launching.py
     s3: S3Resource | None = None
 
     def workers_per_node(self) -> int:
@@ -163,6 +165,7 @@ class SlurmLauncher(ConfigurableResource):
             run_id=context.run_id,
             s3_bucket=self.pipes_s3_bucket,
             s3_prefix=self.pipes_s3_prefix,
+            s3_interval_s=self.pipes_s3_interval_s,
             s3=self.s3,
         )
         with pipes_session(context, injector, reader) as session:

@@ -10,6 +10,9 @@ Each test plays a fault against the recovery loop end to end and checks what the
 4. two spikes inside the escalation window → the campaign stops and alerts (no endless loop);
 5. duplicate ticks and a restarted sensor → no duplicate resume run (in tests 1 and 3).
 
+Every fault plays twice: through local ``torchrun`` and as a Slurm job (``sbatch`` → ``srun
+torchrun``) on the tests' one-node cluster (the ``slurm`` fixture; skipped where Slurm cannot run).
+
 The sensors are evaluated by ticks (``build_sensor_context`` / ``build_run_status_sensor_context``
 with the real instance and the trainer's real offline W&B files). :class:`Campaign` plays the
 daemon and the training op around them: it records each launch as a ``train`` run in the
@@ -83,11 +86,11 @@ def slurm_launcher(request: pytest.FixtureRequest) -> SlurmLauncher | None:
 
 
 def test_poisoned_range_is_rolled_back_skipped_and_named(
-    tmp_path: Path, instance: DagsterInstance
+    tmp_path: Path, instance: DagsterInstance, slurm_launcher: SlurmLauncher | None
 ) -> None:
     artifacts = tmp_path / "artifacts"
     poisoned = make_poisoned_packed(artifacts / "packed_tokens", [41, 42])
-    campaign = Campaign(instance, artifacts, POLICY)
+    campaign = Campaign(instance, artifacts, POLICY, slurm=slurm_launcher)
     campaign.duplicate_ticks = True
     first = campaign.launch(train_config(max_steps=80))
     campaign.drive()
@@ -153,7 +156,7 @@ def test_poisoned_range_is_rolled_back_skipped_and_named(
     # the final loss is within tolerance of a clean run on unpoisoned data
     clean_art = tmp_path / "clean"
     make_packed(clean_art / "packed_tokens", num_train=1200)
-    clean = Campaign(instance, clean_art, POLICY)
+    clean = Campaign(instance, clean_art, POLICY, slurm=slurm_launcher)
     clean.launch(train_config(max_steps=80, branch="c00"))
     clean.drive()
     clean_rows = clean.history("c00")[-1]  # its last start (a sensor may have resumed it)
@@ -258,11 +261,12 @@ def test_kill9_auto_resumes_once_without_repeating_or_missing_steps(
 
 
 def test_second_spike_in_window_stops_the_campaign(
-    tmp_path: Path, instance: DagsterInstance
+    tmp_path: Path, instance: DagsterInstance, slurm_launcher: SlurmLauncher | None
 ) -> None:
     artifacts = tmp_path / "artifacts"
     make_poisoned_packed(artifacts / "packed_tokens", [31, 46])
-    campaign = Campaign(instance, artifacts, {**POLICY, "max_rollbacks_in_window": 1})
+    policy = {**POLICY, "max_rollbacks_in_window": 1}
+    campaign = Campaign(instance, artifacts, policy, slurm=slurm_launcher)
     campaign.launch(train_config(max_steps=80))
     campaign.drive()
     for _ in range(3):  # later ticks stay idle: no endless loop

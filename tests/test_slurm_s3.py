@@ -4,22 +4,37 @@ The op side opens Pipes through dagster-aws (``PipesS3ContextInjector`` +
 ``PipesS3MessageReader``, S3 settings from ``dagster_aws.s3.S3Resource``); the Slurm job gets
 an ``s3://`` run config, ``s3://`` packed tokens and the credentials the launcher passes as
 ``AWS_*`` variables (the op's own environment has none). The trainer stages the packed tokens
-into a node-local cache and reports checkpoints back through S3. Checkpoints themselves stay in
-a local run root here: committing them to ``s3://`` is the checkpoint-storage issue's part.
+into a node-local cache and reports checkpoints back through S3.
+
+End to end, the real ``train`` job with an ``s3://`` artifact root and nothing else: the op
+sizes the model from ``index.json`` alone, writes the run config to S3, the job trains from S3
+tokens and commits its checkpoints to ``s3://`` while ``checkpoints[...]`` partitions appear;
+a second launch resumes from the last committed step on S3, and ``hf_export`` reads it there.
 
     pytest -q tests/test_slurm_s3.py
 """
 
+import hashlib
+import json
+import shutil
+import time
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
-from dagster import OpExecutionContext, job, op
+from dagster import AssetKey, DagsterEventType, OpExecutionContext, job, materialize, op
+from dagster._core.test_utils import instance_for_test
 from dagster_aws.s3 import S3Resource
 
+from jobs.train_config import TrainRunConfig, resolve_train_config
+from jobs.training import train_job
 from pretrain import storage
-from tests.helpers.training import make_config, make_packed
+from pretrain.checkpoint import dcp as ckpt
+from pretrain_assets.eval_assets import hf_export
+from resources.storage import ArtifactStore
+from tests.helpers.eval_models import train_tiny_tokenizer
+from tests.helpers.training import make_config, make_packed, read_jsonl
 from tests.s3_server import moto_s3
 from tests.slurm_cluster import SlurmCluster
 
@@ -120,3 +135,142 @@ def test_packed_tokens_staged_from_s3_once_and_only_when_committed(
             stage_packed_dir("s3://campaign/unfinished")
     assert stage_packed_dir(str(local)) == str(local)  # a local directory is used in place
     assert [p.name for p in (tmp_path / "cache").iterdir()] == [staged.name]  # no partial copy
+
+
+def train_run_config(max_steps: int, scratch: Path, resume: str) -> dict[str, Any]:
+    config = {
+        "run": {"max_steps": max_steps, "resume": resume},
+        "optim": {"schedule_steps": 56},  # one LR schedule across both launches
+        "checkpoint": {"every_steps": 4, "keep_last": 2, "staging_dir": str(scratch)},
+        "data": {"micro_batch_size": 4, "global_batch_sequences": 8},
+        "metrics": {"wandb_mode": "disabled"},
+    }
+    return {"ops": {"train_model": {"config": config}}}
+
+
+def test_train_job_through_slurm_with_only_an_s3_artifact_root(
+    slurm: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # this machine plays Dagster's host and the node. Local: the node's token cache and its
+    # checkpoint staging (emptied by each upload), which is also the op's folder for the batch
+    # script and the job log; every artifact lives under s3://campaign/artifacts
+    scratch, cache = tmp_path / "scratch", tmp_path / "node-cache"
+    monkeypatch.setenv("PRETRAIN_CACHE_DIR", str(cache))
+    root = "s3://campaign/artifacts"
+    with moto_s3("campaign") as endpoint:
+        upload = tmp_path / "upload"  # made elsewhere, uploaded, removed
+        tokenizer, _ = train_tiny_tokenizer(upload / "tokenizer")
+        packed = make_packed(upload / "packed_tokens", num_train=448)
+        tokenizer_json = (tokenizer / "tokenizer.json").read_bytes()
+        index = json.loads((packed / "index.json").read_text())
+        index |= {"tokenizer_sha256": hashlib.sha256(tokenizer_json).hexdigest(), "vocab_size": 300}
+        (packed / "index.json").write_text(json.dumps(index))
+        upload_dir(upload, root)
+        shutil.rmtree(upload)
+        store = ArtifactStore(root=root, s3_endpoint_url=endpoint)
+        s3 = S3Resource(endpoint_url=endpoint, aws_access_key_id="testing",
+                        aws_secret_access_key="testing", region_name="us-east-1")  # fmt: skip
+        resources = {
+            "store": store,
+            "launcher": slurm.launcher(
+                pipes_s3_bucket="campaign", pipes_s3_prefix="pipes", pipes_s3_interval_s=0, s3=s3
+            ),
+        }
+        # the op sizes the model from index.json alone: no token shard comes to Dagster's host
+        op_config = train_run_config(48, scratch, "none")["ops"]["train_model"]["config"]
+        resolved = resolve_train_config(TrainRunConfig(**op_config), store)
+        assert (resolved.model.vocab_size, resolved.model.max_seq_len) == (300, 33)
+        assert not cache.exists()
+
+        with instance_for_test() as instance:
+            started = time.monotonic()
+            first = train_job.execute_in_process(
+                run_config=train_run_config(48, scratch, "none"),
+                resources=resources,
+                instance=instance,
+                raise_on_error=False,
+            )
+            first_s = time.monotonic() - started
+            assert first.success, first.all_events[-1]
+            summary = first.output_for_node("train_model")
+            keys = [f"b00-s{step:09d}" for step in range(4, 49, 4)]
+            assert summary["event"] == "finished" and summary["step"] == 48
+            assert summary["checkpoints"] == keys
+            assert instance.get_dynamic_partitions("checkpoints") == keys
+            # materialized while the job ran: the first partition was logged before the job
+            # committed its last checkpoint (Pipes over S3 delivers in ~1-5 s at interval 0)
+            materialized = instance.all_logs(
+                first.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION
+            )
+            commits = {
+                e["step"]: e["time"]
+                for e in read_jsonl(scratch / "b00" / "events.jsonl")
+                if e["event"] == "checkpoint"
+            }
+            assert materialized[0].timestamp < commits[48]
+            delivered_s = materialized[0].timestamp - commits[4]
+
+            started = time.monotonic()
+            second = train_job.execute_in_process(
+                run_config=train_run_config(56, scratch, "latest"),
+                resources=resources,
+                instance=instance,
+                raise_on_error=False,
+            )
+            second_s = time.monotonic() - started
+            assert second.success, second.all_events[-1]
+            resumed = second.output_for_node("train_model")
+            assert resumed["step"] == 56
+            assert resumed["checkpoints"] == ["b00-s000000052", "b00-s000000056"]
+            assert instance.get_materialized_partitions(AssetKey("checkpoints")) == {
+                *keys, "b00-s000000052", "b00-s000000056"
+            }  # fmt: skip
+
+            started = time.monotonic()
+            exported = materialize([hf_export], instance=instance, resources={"store": store},
+                                   partition_key="b00-s000000056")  # fmt: skip
+            export_s = time.monotonic() - started
+            assert exported.success
+
+        runs = f"{root}/runs"
+        # checkpoints committed to S3 (keep_last=2 pruned the older ones there)
+        assert ckpt.list_checkpoints(runs, "b00") == [
+            f"{runs}/b00/step-00000052",
+            f"{runs}/b00/step-00000056",
+        ]
+        # each launch's config is on S3, naming only s3:// artifacts; the batch script hands
+        # the job that URI (no local artifact path reaches the node)
+        for run in (first, second):
+            config_uri = f"{runs}/b00/run-{run.run_id}.json"
+            config = json.loads(storage.read_bytes(config_uri))
+            assert config["data"]["packed_dir"] == f"{root}/packed_tokens"
+            assert config["checkpoint"]["run_root"] == runs
+            script = (scratch / "b00" / f"pretrain-{run.run_id[:8]}.sbatch").read_text()
+            assert f"--config {config_uri}" in script
+        export = json.loads(
+            storage.read_bytes(f"{root}/hf_export/b00-s000000056/pretrain_export.json")
+        )
+        assert export["step"] == 56 and export["source_checkpoint"] == f"{runs}/b00/step-00000056"
+        assert storage.is_committed(f"{root}/hf_export/b00-s000000056")
+
+    # the second launch continued from step 48 on S3: every step once, none repeated
+    events = read_jsonl(scratch / "b00" / "events.jsonl")
+    starts = [e for e in events if e["event"] == "started"]
+    assert [e["start_step"] for e in starts] == [0, 48]
+    assert starts[1]["resumed_from"] == f"{runs}/b00/step-00000048"
+    steps = [r["step"] for r in read_jsonl(scratch / "b00" / "metrics.jsonl") if "loss" in r]
+    assert steps == list(range(1, 57))
+    # no checkpoint was written locally: no artifact folder, nothing left staged (the resume's
+    # verified download of step 48 is the only local copy), no Pipes message file
+    local = [p.relative_to(tmp_path) for p in tmp_path.rglob("*")]
+    assert {p.parts[:4] for p in local if p.suffix == ".distcp"} == {
+        ("scratch", ".downloads", "b00", "step-00000048")
+    }
+    assert [p for p in local if p.name.startswith("step-")] == [
+        Path("scratch/.downloads/b00/step-00000048")
+    ]
+    assert not list(tmp_path.rglob("*.pipes.jsonl"))
+    print(
+        f"first launch {first_s:.1f} s, resume {second_s:.1f} s, hf_export {export_s:.1f} s; "
+        f"checkpoint event → partition {delivered_s:.1f} s"
+    )

@@ -155,6 +155,9 @@ def test_metrics_reader_follows_a_crash_resumed_branch(tmp_path: Path) -> None:
         is_remote=lambda: False,
     )
     assert run_id == TrainConfig.wandb_run_id(trainer_view)  # the trainer's own formula
+    on_s3 = SimpleNamespace(**{**vars(trainer_view), "is_remote": lambda: True})
+    on_s3.checkpoint = SimpleNamespace(run_root="s3://campaign/artifacts/runs")
+    assert TrainConfig.wandb_run_id(on_s3) == wandb_run_id("s3://campaign/artifacts/runs", "b00")
     reader = WandbMetricsReader(run_root=str(run_root))
     run = start_offline_run(run_root, run_id)
     for step in (1, 2, 3):

@@ -105,14 +105,14 @@ def describe_skip(decision: Decision, config_path: str | Path, max_ids: int = 10
     launched by the training op) the record says so — the rollback itself does not depend on it."""
     if decision.skip_window is None:
         return decision
-    path = Path(config_path)
-    if not path.is_file():
+    path = str(config_path)  # a local path or s3:// (an S3 run root)
+    if not storage.exists(path):
         documents = {
             "steps": list(decision.skip_window),
             "unavailable": f"no trainer config {path}",
         }
         return dataclasses.replace(decision, documents=documents)
-    config = json.loads(path.read_text())
+    config = json.loads(storage.read_bytes(path))
     if "data" not in config or "packed_dir" not in config["data"]:
         raise ConfigError(f"{path} is not a resolved trainer config (no data.packed_dir)")
     packed_dir = config["data"]["packed_dir"]

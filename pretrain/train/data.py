@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -75,6 +75,37 @@ class PackedIndex:
                 f"{self.root}: no '{split}' split in index.json (has {sorted(self.splits)})"
             )
         return self.splits[split]
+
+
+class PackedShape(NamedTuple):
+    """What sizes a model for a packed directory: its context and its vocabulary."""
+
+    seq_len: int
+    vocab_size: int
+
+
+def packed_shape(packed_dir: str) -> PackedShape:
+    """``seq_len`` and ``vocab_size`` of a committed packed directory, from its ``index.json``
+    read in place: a recipe sizes the model on the orchestrator's machine without copying
+    ``s3://`` token shards there (the trainer stages and validates the whole directory)."""
+    if not storage.is_committed(packed_dir):
+        raise DataError(
+            f"{packed_dir} has no {storage.COMMITTED} marker: packing did not finish; rerun "
+            "packed_tokens"
+        )
+    where = storage.join(packed_dir, "index.json")
+    try:
+        index = json.loads(storage.read_bytes(where))
+        if index.get("format") != SUPPORTED_FORMAT:
+            raise DataError(f"{where}: format {index.get('format')!r}, expected {SUPPORTED_FORMAT}")
+        shape = PackedShape(seq_len=int(index["seq_len"]), vocab_size=int(index["vocab_size"]))
+    except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise DataError(
+            f"{where} is missing or violates the packed-token contract: {exc!r}"
+        ) from exc
+    if shape.seq_len < 2:
+        raise DataError(f"{where}: seq_len={shape.seq_len}; need >= 2 (input + shifted target)")
+    return shape
 
 
 def read_packed_index(packed_dir: str) -> PackedIndex:

@@ -31,7 +31,7 @@ from pretrain.train.config import (
     TrainConfig,
     build_section,
 )
-from pretrain.train.data import read_packed_index
+from pretrain.train.data import packed_shape
 
 
 def _recipe(
@@ -50,7 +50,7 @@ def _recipe(
     deterministic: bool,
     wandb_mode: str,
 ) -> TrainConfig:
-    index = read_packed_index(packed_dir)
+    index = packed_shape(packed_dir)  # index.json only: no copy of s3:// shards here
     model = model_recipes.get_recipe(model_name)(
         vocab_size=index.vocab_size, max_seq_len=index.seq_len
     )

@@ -20,8 +20,6 @@ sources of the skipped steps (:func:`pretrain.recovery.documents.describe_skip`,
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from dagster import (
     DefaultSensorStatus,
     MetadataValue,
@@ -31,6 +29,7 @@ from dagster import (
 )
 
 from jobs.training import train_job
+from pretrain import storage
 from pretrain.checkpoint.health import apply_health_labels, lineage_checkpoints
 from pretrain.recovery.documents import describe_skip
 from pretrain.recovery.monitor import observe_spikes, unreported_labels
@@ -91,7 +90,7 @@ def loss_spike_sensor(
             context.log.warning(decision.reason)
         return SensorResult(skip_reason=decision.reason, cursor=cursor, asset_events=checks)
     assert decision.checkpoint_path and decision.new_branch and decision.spike_step is not None
-    config_path = Path(metrics.run_root) / config.branch / f"run-{run.run_id}.json"
+    config_path = storage.join(metrics.run_root, config.branch, f"run-{run.run_id}.json")
     decision = describe_skip(decision, config_path)
     request = resume_request(
         run=run,
