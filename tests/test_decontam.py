@@ -22,8 +22,9 @@ from pretrain.decontam import (
 )
 from pretrain.errors import DataError
 from pretrain.mixture import MixtureConfig, build_mixture
+from tests.helpers.shared_data import SHARED_EVAL
 
-SHARED_EVAL_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "eval"
+SHARED_EVAL_DIR = SHARED_EVAL
 SHARED = [SHARED_EVAL_DIR / name for name in DEFAULT_EVAL_FILES]
 needs_shared = pytest.mark.skipif(
     not all(p.is_file() for p in SHARED), reason="../shared/data/eval not present"

@@ -19,8 +19,9 @@ from pretrain.dedup.config import DedupConfig, LineDedupConfig
 from pretrain.dedup.lines import boilerplate_hashes, line_rows, remove_boilerplate, rows_table
 from pretrain.dedup.minhash import compute_signatures
 from pretrain.errors import ConfigError
+from tests.helpers.shared_data import SHARED_DATA
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "data" / "dups"
+FIXTURES = SHARED_DATA / "dups"
 FIXTURE_FILE = FIXTURES / "cs336_dedup_test_fixtures.jsonl"
 
 

@@ -23,6 +23,7 @@ from pretrain.verify import count_rows
 from pretrain_assets.definitions import build_definitions
 from pretrain_assets.demo import parse_args, run_demo
 from sensors.backfill_schedule import shard_backfill_schedule
+from tests.helpers.shared_data import SHARED_EVAL
 
 pytestmark = pytest.mark.slow  # the whole graph through Dagster: minutes
 
@@ -74,8 +75,8 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> dict:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("DAGSTER_HOME", str(home))
         # eval tasks: the shared copies where present; the Hub fetch fails fast (nothing listens)
-        shared_evals = ROOT.parent / "shared" / "data" / "eval"
-        mp.setenv("PRETRAIN_EVAL_DIR", str(shared_evals if shared_evals.is_dir() else base / "ev"))
+        evals = SHARED_EVAL if SHARED_EVAL.is_dir() else base / "ev"
+        mp.setenv("PRETRAIN_EVAL_DIR", str(evals))
         mp.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
         results = run_demo(args)
         instance = DagsterInstance.get()

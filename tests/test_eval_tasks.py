@@ -25,13 +25,13 @@ from pretrain.train.parallel import build_model
 from pretrain.train.process import ProcessInfo
 from tests.helpers.eval_models import (
     SEQ_LEN,
-    SHARED_EVAL,
     TEXT,
     pack_val,
     save_random_checkpoint,
     tiny_model_config,
     train_tiny_tokenizer,
 )
+from tests.helpers.shared_data import SHARED_EVAL
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ import importlib.util
 import json
 import re
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -25,6 +24,7 @@ from pretrain.filters.extract import (
     short_line_share,
     trim_tail,
 )
+from tests.helpers.shared_data import SHARED_DATA
 
 ARTICLE = [
     "The harbour commission voted on Tuesday to rebuild the old stone pier before winter, "
@@ -143,7 +143,7 @@ def test_looks_wrong_flags_no_prose_menus_and_link_lists() -> None:
     assert not looks_wrong(teaser_page, "", config)  # same lines, no links on the page
 
 
-GOLD = Path(__file__).resolve().parents[2] / "shared" / "data" / "extraction"
+GOLD = SHARED_DATA / "extraction"
 GOLD_PAGES = GOLD / "dragnet_test_415pages.jsonl.gz"
 
 

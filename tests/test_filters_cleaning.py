@@ -21,11 +21,9 @@ from pretrain.filters.pipeline import filter_shard
 from pretrain.filters.profiles import SourceProfile, default_profiles
 from pretrain.filters.text import weighted_length
 from pretrain.filters.unwrap import UnwrapConfig, mark_paragraphs, paragraphs, wrap_width
+from tests.helpers.shared_data import SHARED_DATA
 
-NEWS = (
-    Path(__file__).parents[1] / ".." / "shared" / "data" / "web" / "news"
-    / "reuters21578_apte_nltk_10788docs.jsonl.gz"
-)  # fmt: skip
+NEWS = SHARED_DATA / "web" / "news" / "reuters21578_apte_nltk_10788docs.jsonl.gz"
 PARAGRAPHS = [
     "The harbour authority said on Monday that grain shipments through the port rose by a "
     "fifth in the first quarter, helped by an early thaw and by new loading cranes that "

@@ -17,8 +17,9 @@ from pretrain.filters.gopher import GopherQuality, GopherQualityConfig, GopherRe
 from pretrain.filters.langid import LangIdConfig, LanguageFilter
 from pretrain.filters.text import words
 from pretrain.filters.urls import UrlConfig, UrlFilter
+from tests.helpers.shared_data import SHARED_DATA
 
-SHARED = Path(__file__).parents[1] / ".." / "shared" / "data"
+SHARED = SHARED_DATA
 DOLMA = SHARED / "web" / "cc_dolma_CC-MAIN-20190717121559-20190717143559-00140.jsonl.gz"
 ZH = SHARED / "web" / "zh" / "sophonplus_chinese_reviews_82k.jsonl.zst"
 GOOD = (

@@ -22,8 +22,9 @@ from pretrain.data.readers import RawFile, is_reject, iter_records
 from pretrain.data.schema import DOCUMENT_SCHEMA, REJECT_SCHEMA
 from pretrain.errors import ConfigError, DataError
 from pretrain.filters.extract import ExtractConfig
+from tests.helpers.shared_data import SHARED_DATA
 
-SHARED = Path(__file__).parents[1] / ".." / "shared" / "data"
+SHARED = SHARED_DATA
 DOLMA = SHARED / "web" / "cc_dolma_CC-MAIN-20190717121559-20190717143559-00140.jsonl.gz"
 STDLIB_JSONL = SHARED / "code" / "python3.11.7_stdlib_1790files.jsonl.zst"
 WARC_DIR = SHARED / "web" / "warc"

@@ -19,8 +19,9 @@ from pretrain.quality.classifier import (
     QualityModel,
     train_quality_classifier,
 )
+from tests.helpers.shared_data import SHARED_DATA
 
-SHARED = Path(__file__).parents[1] / ".." / "shared" / "data"
+SHARED = SHARED_DATA
 BOOKS = SHARED / "books" / "nltk_gutenberg_selections_2008.jsonl.gz"
 DOLMA = SHARED / "web" / "cc_dolma_CC-MAIN-20190717121559-20190717143559-00140.jsonl.gz"
 TOPICS = ["river", "garden", "library", "harbour", "market", "school", "railway", "bakery"]

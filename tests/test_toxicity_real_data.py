@@ -17,8 +17,9 @@ import pytest
 
 from pretrain.filters.langid import predict
 from pretrain.filters.toxicity import ToxicityConfig, ToxicityFilter
+from tests.helpers.shared_data import SHARED_DATA
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = SHARED_DATA
 STORMFRONT = DATA / "toxicity" / "stormfront_hate_speech_10944.jsonl.gz"
 REUTERS = DATA / "web" / "news" / "reuters21578_apte_nltk_10788docs.jsonl.gz"
 WEB = DATA / "web" / "cc_dolma_CC-MAIN-20190717121559-20190717143559-00140.jsonl.gz"

@@ -95,7 +95,7 @@ def metric_rows(history: Iterable[Mapping[str, Any]], prefix: str = PREFIX) -> l
 
 def wandb_run_id(run_root: str | Path, branch: str) -> str:
     """The trainer's default W&B run id for ``branch`` under ``run_root`` (a local run root by
-    its absolute path, an ``s3://`` one as written: ``TrainConfig.wandb_run_id``)."""
+    its absolute path, an ``s3://`` one as written); ``TrainConfig.wandb_run_id`` calls this."""
     root = str(run_root) if storage.is_s3(str(run_root)) else str(Path(run_root).absolute())
     return f"{branch}-{hashlib.sha256(root.encode()).hexdigest()[:8]}"
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from pretrain.errors import ConfigError
 from pretrain.model.config import ModelConfig
+from pretrain.recovery import series
 
 _BRANCH_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 WANDB_MODES = ("offline", "online", "disabled")
@@ -334,9 +335,7 @@ class TrainConfig:
     def wandb_run_id(self) -> str:
         if self.metrics.wandb_run_id:
             return self.metrics.wandb_run_id
-        run_root = self.checkpoint.run_root
-        root = run_root if self.is_remote() else str(Path(run_root).absolute())
-        return f"{self.run.branch}-{hashlib.sha256(root.encode()).hexdigest()[:8]}"
+        return series.wandb_run_id(self.checkpoint.run_root, self.run.branch)  # as the sensors
 
     # -- serialization ----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

@@ -24,9 +24,6 @@ from pretrain.train.optim import build_optimizer
 from pretrain.train.parallel import build_model
 from pretrain.train.process import ProcessInfo
 
-SHARED_EVAL = Path(__file__).resolve().parents[3] / "shared" / "data" / "eval"
-
-
 TEXT = (
     "The quick brown fox jumps over the lazy dog. A student asked which question helps. "
     "Who should Derek hug after shocking Richard? She bends down and grabs the pole. "
