@@ -24,6 +24,7 @@ the share of checksum decoys masked.
 from __future__ import annotations
 
 import datetime
+import functools
 import ipaddress
 import re
 from collections.abc import Callable
@@ -148,18 +149,28 @@ def _always(text: str) -> bool:
     return True
 
 
+# Every resident ID, card, SSN and IPv4 address holds a run of 7+ digits and separators; the
+# three quarters of web pages without one skip those four scans (one cheap search, cached).
+_DIGIT_RUN = re.compile(r"\d[\d .:/-]{5,}\d")
+
+
+@functools.lru_cache(maxsize=4)
+def _has_digit_run(text: str) -> bool:
+    return _DIGIT_RUN.search(text) is not None
+
+
 # kind -> (passes of (pattern, worth scanning this text?), is this match valid?)
 _DETECTORS: dict[
     str, tuple[tuple[tuple[re.Pattern[str], Callable[[str], bool]], ...], Callable[[str], bool]]
 ] = {
     "email": (((_EMAIL, lambda t: "@" in t),), _always),
-    "cn_resident_id": (((_CN_ID, _always),), cn_resident_id_valid),
-    "credit_card": (((_CARD, _always),), lambda m: luhn_valid(re.sub(r"\D", "", m))),
-    "us_ssn": (((_SSN, _always),), us_ssn_valid),
+    "cn_resident_id": (((_CN_ID, _has_digit_run),), cn_resident_id_valid),
+    "credit_card": (((_CARD, _has_digit_run),), lambda m: luhn_valid(re.sub(r"\D", "", m))),
+    "us_ssn": (((_SSN, _has_digit_run),), us_ssn_valid),
     "ip_address": (
         (
             (re.compile(_IPV6), lambda t: _IPV6_HINT.search(t) is not None),
-            (re.compile(_IPV4), _always),  # after IPv6, which owns "::ffff:93.29.251.207"
+            (re.compile(_IPV4), _has_digit_run),  # after IPv6, which owns "::ffff:93.29.251.207"
         ),
         _ip_valid,
     ),

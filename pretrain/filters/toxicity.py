@@ -236,8 +236,9 @@ class ToxicityFilter(Filter):
         model_rows: list[tuple[int, int]] = []  # (document, sentence) pairs the model scores
         model_texts: list[str] = []
         model_thresholds: list[float] = []  # lower for a sentence that names a group
+        base = self.config.sentence_threshold
+        split: list[list[str]] = []
         flags: list[list[bool]] = []
-        short: list[list[bool]] = []  # sentences under min_sentence_words: counted if flagged
         hits: list[list[str]] = []
         for i, doc in enumerate(docs):
             text, language = doc.get("text") or "", doc.get("language")
@@ -249,40 +250,50 @@ class ToxicityFilter(Filter):
             found = self._hits(text, tokens, language, pattern)
             hits.append(found)
             if not found and not use_model:
-                flags.append([])  # nothing can be flagged: score 0 without splitting
-                short.append([])
+                split.append([])  # nothing can be flagged: score 0 without splitting
+                flags.append([])
                 continue
             sentences = split_sentences(text)
-            if is_unsegmented(language):  # no spaces between words: every sentence counts
-                short.append([False] * len(sentences))
-            else:
-                short.append([len(s.split()) < self.config.min_sentence_words for s in sentences])
+            split.append(sentences)
             if found:
                 flags.append([pattern.search(s) is not None for s in sentences])  # type: ignore[union-attr]
+                open_rows = [j for j, f in enumerate(flags[i]) if not f]
             else:
                 flags.append([False] * len(sentences))
-            if use_model:
-                if groups is not None and not groups.named_in_tokens(tokens or []):
-                    groups = None  # no group named anywhere: skip the per-sentence search
-                for j, sentence in enumerate(sentences):
-                    if not flags[i][j]:
-                        model_rows.append((i, j))
-                        model_texts.append(sentence)
-                        model_thresholds.append(self._threshold(sentence, groups))
+                open_rows = list(range(len(sentences)))
+            if not use_model:
+                continue
+            if groups is not None and not groups.named_in_tokens(tokens or []):
+                groups = None  # no group named anywhere: skip the per-sentence search
+            model_rows.extend((i, j) for j in open_rows)
+            model_texts.extend(sentences[j] for j in open_rows)
+            if groups is None:
+                model_thresholds.extend([base] * len(open_rows))
+            else:
+                model_thresholds.extend(self._threshold(sentences[j], groups) for j in open_rows)
         word_flagged = [sum(f) for f in flags]
         probabilities = sentence_probabilities(model_texts)
         for (i, j), p, threshold in zip(model_rows, probabilities, model_thresholds, strict=True):
             flags[i][j] = p >= threshold
         scores = []
-        rows = zip(docs, flags, short, hits, word_flagged, strict=True)
-        for doc, doc_flags, doc_short, found, n_words in rows:
+        rows = zip(docs, split, flags, hits, word_flagged, strict=True)
+        for doc, sentences, doc_flags, found, n_words in rows:
             flagged = sum(doc_flags)
-            counted = sum(f or not s for f, s in zip(doc_flags, doc_short, strict=True))
+            counted = self._counted(sentences, doc_flags, doc.get("language"))
             score = flagged / counted if counted else 0.0
             doc["toxicity_score"] = score
             doc["_toxicity"] = (doc.get("text"), flagged, counted, n_words, found)
             scores.append(score)
         return scores
+
+    def _counted(self, sentences: list[str], flags: list[bool], language: str | None) -> int:
+        """Sentences in the share's denominator: flagged ones, and the others that are not short."""
+        if is_unsegmented(language):  # no spaces between words: every sentence counts
+            return len(sentences)
+        minimum = self.config.min_sentence_words
+        return sum(
+            1 for s, f in zip(sentences, flags, strict=True) if f or len(s.split()) >= minimum
+        )
 
     def check(self, doc: Document) -> Rejection | None:
         cached = doc.get("_toxicity")
