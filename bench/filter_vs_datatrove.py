@@ -11,7 +11,8 @@ Ours runs in this venv; datatrove runs in ``.venv-bench-datatrove/`` (created he
 use: datatrove needs ``xxhash<4`` and spaCy) through ``bench/_datatrove_runner.py``.
 Two chains of ours run against datatrove's: ``rules`` (the chain above, as datatrove has it)
 and ``full`` (plus toxicity scoring and PII masking of every document, as ``filter_shard``
-does; datatrove's chain has neither, so that ratio is the conservative one). On a shared
+does), against datatrove's chain alone (the conservative ratio) and with datatrove's
+``PIIFormatter`` on every document (``full_vs_pii``; datatrove has no toxicity model). On a shared
 machine the load moves more between runs than the chains differ, so every round runs the
 three back to back and the ratios are taken per round (median reported). Prints the rates,
 the ratios, the keep/drop agreement and the disagreement classes, and ends with one JSON line.
@@ -119,12 +120,14 @@ def run_ours(
     return times, decisions
 
 
-def run_datatrove(python: Path, path: Path, repeats: int) -> tuple[list[float], dict]:
+def run_datatrove(
+    python: Path, path: Path, repeats: int, *, pii: bool = False
+) -> tuple[list[float], dict]:
     from pretrain.filters.langid import model_path
 
     proc = subprocess.run(
         [str(python), str(ROOT / "bench" / "_datatrove_runner.py"), str(path), model_path(),
-         str(repeats)],
+         str(repeats), *(["pii"] if pii else [])],
         check=True, capture_output=True, text=True,
     )  # fmt: skip
     out = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -138,7 +141,9 @@ def main() -> None:
     args = parser.parse_args()
     rows = load_rows()
     python = ensure_bench_venv()
-    rates: dict[str, list[float]] = {"ours_rules": [], "ours_full": [], "datatrove": []}
+    rates: dict[str, list[float]] = {
+        "ours_rules": [], "ours_full": [], "datatrove": [], "datatrove_pii": []
+    }  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "input.jsonl"
         path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
@@ -146,8 +151,9 @@ def main() -> None:
             rules_times, ours = run_ours(rows, args.repeats)
             full_times, ours_full = run_ours(rows, args.repeats, toxicity_pii=True)
             theirs_times, theirs = run_datatrove(python, path, args.repeats)
+            pii_times, _ = run_datatrove(python, path, args.repeats, pii=True)
             for name, times in (("ours_rules", rules_times), ("ours_full", full_times),
-                                ("datatrove", theirs_times)):  # fmt: skip
+                                ("datatrove", theirs_times), ("datatrove_pii", pii_times)):  # fmt: skip
                 rates[name].append(len(rows) / min(times))
             print(f"round {round_no + 1}: " + "  ".join(f"{k} {v[-1]:.1f} docs/s"
                                                       for k, v in rates.items()),
@@ -155,6 +161,9 @@ def main() -> None:
     ratios = {
         "rules": [a / b for a, b in zip(rates["ours_rules"], rates["datatrove"], strict=True)],
         "full": [a / b for a, b in zip(rates["ours_full"], rates["datatrove"], strict=True)],
+        "full_vs_pii": [
+            a / b for a, b in zip(rates["ours_full"], rates["datatrove_pii"], strict=True)
+        ],
     }
     agree = sum((ours[k] is None) == (theirs[k] is None) for k in ours)
     classes = Counter(
@@ -166,7 +175,7 @@ def main() -> None:
     agree_past_lid = sum((ours[k] is None) == (theirs[k] is None) for k in past_lid)
     print(f"documents: {len(rows)}  (1 process each, best of {args.repeats} passes, "
           f"{args.rounds} interleaved rounds; ratios per round, median)")  # fmt: skip
-    for name in ("rules", "full"):
+    for name in ("rules", "full", "full_vs_pii"):
         print(f"ours ({name}) / datatrove: " + ", ".join(f"{r:.2f}x" for r in ratios[name])
               + f"  median {statistics.median(ratios[name]):.2f}x")  # fmt: skip
     print(f"agreement (rules chain): {agree / len(rows):.4f} overall, "
@@ -184,6 +193,7 @@ def main() -> None:
         "ratio_rules": round(statistics.median(ratios["rules"]), 2),
         "ratio_full": round(statistics.median(ratios["full"]), 2),
         "ratio_full_min": round(min(ratios["full"]), 2),
+        "ratio_full_vs_datatrove_pii": round(statistics.median(ratios["full_vs_pii"]), 2),
         "agreement": round(agree / len(rows), 4),
         "agreement_after_lid": round(agree_past_lid / len(past_lid), 4),
         "kept_ours": sum(v is None for v in ours.values()),
