@@ -274,3 +274,60 @@ def test_train_job_through_slurm_with_only_an_s3_artifact_root(
         f"first launch {first_s:.1f} s, resume {second_s:.1f} s, hf_export {export_s:.1f} s; "
         f"checkpoint event → partition {delivered_s:.1f} s"
     )
+
+
+def test_nan_rollback_on_slurm_with_only_an_s3_run_root(
+    slurm: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The recovery loop with nothing shared but S3: the Slurm job mirrors its W&B file, metrics
+    and events to the ``s3://`` run root (pretrain.train.mirror); the loss-spike sensor reads
+    them there, labels the checkpoints there and rolls back to a healthy one on a new branch —
+    the NaN fault of tests/test_fault_injection.py."""
+    from dagster import DagsterRunStatus
+
+    from pretrain.recovery.policy import Decision
+    from pretrain.recovery.series import metric_rows, wandb_run_id
+    from pretrain.recovery.wandb_file import offline_run_files
+    from tests.helpers.fault_campaign import POLICY, Campaign, train_config
+
+    # local: the node's staging and token cache, and the op's submit folder (scripts, job logs)
+    scratch = tmp_path / "scratch"
+    monkeypatch.setenv("PRETRAIN_CACHE_DIR", str(tmp_path / "node-cache"))
+    root, runs = "s3://campaign/artifacts", "s3://campaign/artifacts/runs"
+    with moto_s3("campaign"), instance_for_test() as instance:
+        upload_dir(make_packed(tmp_path / "upload", num_train=1200), f"{root}/packed_tokens")
+        shutil.rmtree(tmp_path / "upload")
+        campaign = Campaign(
+            instance, root, POLICY, slurm=slurm.launcher(), submit_dir=scratch / "submit",
+            inject_nan_at_step=25,
+        )  # fmt: skip
+        assert campaign.run_root == runs
+        config = train_config(max_steps=40, checkpoint_every=5, healthy_every=5)
+        config["checkpoint"]["staging_dir"] = str(scratch / "staging")
+        config["metrics"] = {"mirror_interval_s": 0}  # every step: the sensor reacts quickly
+        campaign.launch(config)
+        campaign.drive()
+
+        [b00, b01] = campaign.runs()
+        assert (b00.status, b01.status) == (DagsterRunStatus.CANCELED, DagsterRunStatus.SUCCESS)
+        decision = Decision.from_json(b01.tags["pretrain/decision"])
+        assert (decision.kind, decision.spike_step) == ("nonfinite", 25)
+        assert decision.checkpoint_key == "b00-s000000015" and decision.skip_window == (25, 26)
+        run = b01.run_config["ops"]["train_model"]["config"]["run"]
+        assert run["resume"] == f"{runs}/b00/step-00000015" and run["branch"] == "b01"
+        assert ckpt.is_healthy(f"{runs}/b00/step-00000015")  # the rollback target, on S3
+        # what the sensor read is on S3: the W&B file of each branch, its rows NaN from step 25
+        # on b00, and b01 from 16 to 40 with 25 skipped, all finite
+        [b00_file] = offline_run_files(runs, wandb_run_id(runs, "b00"))
+        assert isinstance(b00_file, str) and b00_file.startswith(f"{runs}/wandb/offline-run-")
+        b00_rows = metric_rows(campaign.history("b00")[0])
+        assert [r.step for r in b00_rows if not r.finite][0] == 25
+        b01_rows = {r.step: r for r in metric_rows(campaign.history("b01")[0])}
+        assert sorted(b01_rows) == list(range(16, 41)) and b01_rows[25].skipped
+        assert all(r.finite for r in b01_rows.values())
+        assert campaign.events("b01")[-1]["event"] == "finished"
+        mirrored = storage.read_bytes(f"{runs}/b01/metrics.jsonl").decode().splitlines()
+        assert [json.loads(line)["step"] for line in mirrored] == list(range(16, 41))
+        assert ckpt.read_meta(ckpt.latest_checkpoint(runs, "b01"))["step"] == 40
+    # nothing of the run root is local: the staging folder holds the node's own copies only
+    assert not list(scratch.rglob("run-*.json"))
