@@ -14,6 +14,7 @@ a second launch resumes from the last committed step on S3, and ``hf_export`` re
     pytest -q tests/test_slurm_s3.py
 """
 
+import dataclasses
 import hashlib
 import json
 import shutil
@@ -331,3 +332,64 @@ def test_nan_rollback_on_slurm_with_only_an_s3_run_root(
         assert ckpt.read_meta(ckpt.latest_checkpoint(runs, "b01"))["step"] == 40
     # nothing of the run root is local: the staging folder holds the node's own copies only
     assert not list(scratch.rglob("run-*.json"))
+
+
+def test_failed_slurm_job_shows_its_log_tail_from_s3(
+    slurm: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With an s3:// config the job writes its log on the node (``node_log_dir``) and copies it
+    next to the config; the op's failure tail is read there (through the launcher's
+    S3Resource: the op's environment has no AWS variables), not from the op's folder."""
+    node_logs, run_dir = tmp_path / "node-logs", tmp_path / "op"
+    node_logs.mkdir()
+    runs = "s3://campaign/artifacts/runs"
+    with moto_s3("campaign") as endpoint:
+        config = make_config(Path("unused"), Path("unused"))
+        config = config.replace(
+            data=dataclasses.replace(config.data, packed_dir="s3://campaign/artifacts/missing"),
+            checkpoint=dataclasses.replace(config.checkpoint, run_root=runs),
+        )
+        config_uri = f"{runs}/b00/run-failing.json"
+        storage.write_bytes(config.to_json().encode(), config_uri)
+        s3 = S3Resource(endpoint_url=endpoint, aws_access_key_id="testing",
+                        aws_secret_access_key="testing", region_name="us-east-1")  # fmt: skip
+        for name in AWS_VARIABLES:
+            monkeypatch.delenv(name)
+        launcher = slurm.launcher(
+            pipes_s3_bucket="campaign", s3=s3, node_log_dir=str(node_logs), log_upload_interval_s=1
+        )
+        results = []
+
+        @op
+        def launch(context: OpExecutionContext) -> None:
+            results.append(
+                launcher.launch(
+                    context,
+                    config_path=config_uri,
+                    run_dir=str(run_dir),
+                    on_message=lambda message: None,
+                )  # fmt: skip
+            )
+
+        @job
+        def one_launch() -> None:
+            launch()
+
+        run = one_launch.execute_in_process()
+        [result] = results
+        client = boto3.client(
+            "s3", endpoint_url=endpoint, aws_access_key_id="testing",
+            aws_secret_access_key="testing", region_name="us-east-1",
+        )  # fmt: skip
+        uploaded = client.get_object(
+            Bucket="campaign", Key=result.log_path.removeprefix("s3://campaign/")
+        )["Body"].read()
+    assert not result.ok
+    assert result.log_path == f"{runs}/b00/pretrain-{run.run_id[:8]}-{result.job_id}.log"
+    # the trainer's error, from the copy on S3; the op's folder holds only the batch script
+    assert "packed_tokens" in result.log_tail or "missing" in result.log_tail, result.log_tail
+    assert "Error" in result.log_tail
+    [node_log] = node_logs.iterdir()
+    assert uploaded == node_log.read_bytes()  # the last copy was made after the last line
+    assert result.log_tail == uploaded.decode(errors="replace")[-len(result.log_tail) :]
+    assert [p.suffix for p in run_dir.iterdir()] == [".sbatch"]
