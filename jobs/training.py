@@ -80,8 +80,9 @@ def train_model(
     """Run the trainer through the launcher (local torchrun, Slurm, Kubernetes); report every
     committed checkpoint as an asset partition."""
     train_config = resolve_train_config(config, store)
-    # the launcher's own files (batch script, job log): local, the staging folder of an s3://
-    # run root. The trainer's config sits next to the branch's checkpoints, in the run root:
+    # the launcher's own files (batch script; the job log unless the run root is s3://, where
+    # the Slurm job copies it next to the config): local, the staging folder of an s3:// run
+    # root. The trainer's config sits next to the branch's checkpoints, in the run root:
     # s3:// when remote, so the nodes read it, as everything else, from S3 alone
     branch_dir = train_config.branch_dir()
     config_path = storage.join(

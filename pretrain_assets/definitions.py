@@ -14,11 +14,13 @@ import os
 from pathlib import Path
 
 from dagster import Definitions, ExecutorDefinition
+from dagster_aws.s3 import S3Resource
 
 from jobs.asset_jobs import ASSET_JOBS
 from jobs.quarantine import quarantine_job, review_quarantine_job
 from jobs.training import train_job
 from pretrain import storage
+from pretrain.errors import ConfigError
 from pretrain_assets.checkpoint_assets import checkpoint_healthy, checkpoints
 from pretrain_assets.corpus_assets import data_mixture, packed_tokens, tokenizer
 from pretrain_assets.data_assets import filtered_shards, raw_shards
@@ -76,16 +78,29 @@ def default_artifact_root() -> str:
 LAUNCHERS = {"torchrun": TorchrunLauncher, "slurm": SlurmLauncher, "kubernetes": KubernetesLauncher}
 
 
-def launcher_from_env(nproc_per_node: int = 2) -> Launcher:
+def launcher_from_env(nproc_per_node: int = 2, s3_endpoint_url: str | None = None) -> Launcher:
     """``$PRETRAIN_LAUNCHER`` (torchrun, slurm, kubernetes; default torchrun) configured with
     ``$PRETRAIN_LAUNCHER_CONFIG``, a JSON object of the launcher's fields, e.g.
-    ``PRETRAIN_LAUNCHER=slurm PRETRAIN_LAUNCHER_CONFIG='{"nodes": 4, "partition": "gpu"}'``."""
+    ``PRETRAIN_LAUNCHER=slurm PRETRAIN_LAUNCHER_CONFIG='{"nodes": 4, "partition": "gpu"}'``.
+
+    ``s3_endpoint_url`` (the artifact store's) becomes the endpoint of a Slurm or Kubernetes
+    launcher's ``s3`` settings, so the campaign's S3 endpoint is set in one place; an ``s3``
+    entry in the launcher config naming another endpoint is an error."""
     kind = os.environ.get("PRETRAIN_LAUNCHER", "torchrun")
     if kind not in LAUNCHERS:
         raise ValueError(f"PRETRAIN_LAUNCHER={kind!r}: choose one of {sorted(LAUNCHERS)}")
     fields = json.loads(os.environ.get("PRETRAIN_LAUNCHER_CONFIG") or "{}")
     if kind == "torchrun":
         fields = {"nproc_per_node": nproc_per_node, **fields}
+    elif s3_endpoint_url or fields.get("s3"):
+        s3 = dict(fields.get("s3") or {})
+        if s3.get("endpoint_url") not in (None, s3_endpoint_url):
+            raise ConfigError(
+                f"PRETRAIN_LAUNCHER_CONFIG s3.endpoint_url={s3['endpoint_url']!r} differs from "
+                f"the artifact store's {s3_endpoint_url!r}; set the endpoint once, with "
+                "PRETRAIN_S3_ENDPOINT_URL, and leave it out of the launcher config"
+            )
+        fields["s3"] = S3Resource(**{**s3, "endpoint_url": s3_endpoint_url})
     return LAUNCHERS[kind](**fields)
 
 
@@ -101,6 +116,7 @@ def build_definitions(
     ``ray_executor`` (``jobs/ray_jobs.py``).
     """
     root = artifact_root or default_artifact_root()
+    endpoint = s3_endpoint_url or os.environ.get("PRETRAIN_S3_ENDPOINT_URL")
     return Definitions(
         executor=executor,
         assets=ASSETS,
@@ -116,11 +132,8 @@ def build_definitions(
         ],
         schedules=[shard_backfill_schedule],
         resources={
-            "store": ArtifactStore(
-                root=root,
-                s3_endpoint_url=s3_endpoint_url or os.environ.get("PRETRAIN_S3_ENDPOINT_URL"),
-            ),
-            "launcher": launcher_from_env(nproc_per_node),
+            "store": ArtifactStore(root=root, s3_endpoint_url=endpoint),
+            "launcher": launcher_from_env(nproc_per_node, s3_endpoint_url=endpoint),
             # the same run root string the training op uses: W&B run ids hash its path
             "metrics": WandbMetricsReader(
                 run_root=storage.join(root, "runs"),

@@ -42,6 +42,8 @@ from dagster import (
 )
 from dagster_aws.s3 import S3Resource
 
+from pretrain import storage
+
 # glibc returns big tensor buffers to the kernel after every step on these machines;
 # these settings halve CPU step time (see ENVIRONMENT.md, "CPU training speed").
 CPU_ALLOCATOR_ENV = {
@@ -97,14 +99,25 @@ class Launcher(Protocol):
     def terminate(self, job_id: str) -> None: ...
 
 
-def read_log_tail(path: str | Path, chars: int = LOG_TAIL_CHARS) -> str:
-    """The last ``chars`` characters of a log, or a line saying why there is none."""
-    path = Path(path)
+def read_log_tail(
+    path: str | Path, chars: int = LOG_TAIL_CHARS, s3: S3Resource | None = None
+) -> str:
+    """The last ``chars`` characters of a log (a local path or an ``s3://`` URI: only the tail
+    is read), or a line saying why there is none. ``s3``: the launcher's ``S3Resource``, whose
+    settings then reach S3 (else the standard AWS variables)."""
+    if s3 is not None and storage.is_s3(str(path)):
+        bucket, _, key = str(path).removeprefix("s3://").partition("/")
+        client = s3.get_client()
+        try:
+            # a suffix range: the last bytes only, the whole object when it is shorter
+            body = client.get_object(Bucket=bucket, Key=key, Range=f"bytes=-{4 * chars}")["Body"]
+        except client.exceptions.NoSuchKey:
+            return f"(no log: {path} was never written)"
+        return body.read().decode(errors="replace")[-chars:]
+    fs, inner = storage.filesystem(str(path))
     try:
-        with open(path, "rb") as log:
-            log.seek(0, os.SEEK_END)
-            size = log.tell()
-            log.seek(max(0, size - 4 * chars))
+        with fs.open_input_file(inner) as log:
+            log.seek(max(0, log.size() - 4 * chars))
             return log.read().decode(errors="replace")[-chars:]
     except FileNotFoundError:
         return f"(no log: {path} was never written)"

@@ -11,7 +11,8 @@ The branch's W&B run id is the trainer's (``<branch>-<hash of run_root>``,
 :func:`pretrain.recovery.series.wandb_run_id`).
 
 - offline: reads every ``<run_root>/wandb/offline-run-*-<id>/run-<id>.wandb`` (a crash-resumed
-  branch has one per start) with :func:`pretrain.recovery.wandb_file.read_history`; the cursor is
+  branch has one per start; on an ``s3://`` run root, the copies the trainer mirrors there) with
+  :func:`pretrain.recovery.wandb_file.read_history`; the cursor is
   ``{"files": {folder name: byte offset}}``.
 - online: ``wandb.Api().run("<entity>/<project>/<id>").scan_history(min_step=...)``; the cursor is
   ``{"step": last step seen}``. wandb is imported lazily. There is no W&B server on the
@@ -31,14 +32,17 @@ from pretrain.errors import ConfigError
 from pretrain.recovery.detectors import DetectorConfig
 from pretrain.recovery.policy import PolicyConfig
 from pretrain.recovery.series import MetricRow, metric_rows, wandb_run_id
-from pretrain.recovery.wandb_file import offline_run_files, read_history
+from pretrain.recovery.wandb_file import offline_run_files, read_history, run_folder
 
 
 class WandbMetricsReader(ConfigurableResource):
     """Where the trainer's W&B runs live and how to read them."""
 
     run_root: str = Field(
-        description="The trainer's checkpoint.run_root (local path), e.g. <artifacts>/runs."
+        description=(
+            "The trainer's checkpoint.run_root, e.g. <artifacts>/runs: a local path, or s3:// "
+            "(the trainer mirrors its W&B files there)"
+        )
     )
     mode: str = Field(default="offline", description="'offline' (run files) or 'online' (W&B API).")
     wandb_dir: str | None = Field(
@@ -66,7 +70,8 @@ class WandbMetricsReader(ConfigurableResource):
         offsets = dict(cursor.get("files", {}))
         history: list[dict[str, Any]] = []
         for path in offline_run_files(self.wandb_dir or self.run_root, self.run_id(branch)):
-            rows, offsets[path.parent.name] = read_history(path, offsets.get(path.parent.name, 0))
+            folder = run_folder(path)
+            rows, offsets[folder] = read_history(path, offsets.get(folder, 0))
             history.extend(rows)
         return metric_rows(history), {"files": offsets}
 

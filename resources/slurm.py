@@ -5,8 +5,12 @@ job (``scontrol show job``: works without Slurm accounting), and reads the train
 messages from a file in the run directory (rank 0 opens Pipes; the context travels in the
 environment, ``--export=ALL``) or, with ``pipes_s3_bucket``, through S3 (dagster-aws's
 ``PipesS3ContextInjector`` + ``PipesS3MessageReader``; S3 settings from ``s3: S3Resource``), so
-the nodes need no filesystem shared with Dagster (the config and packed tokens can be ``s3://``). The job's own log (``--output=<run_dir>/%x-%j.log``) is the
-``LaunchResult``'s log, which the op shows on failure.
+the nodes need no filesystem shared with Dagster (the config and packed tokens can be
+``s3://``). The job's own log (``--output=<run_dir>/%x-%j.log``) is the ``LaunchResult``'s log,
+which the op shows on failure. With an ``s3://`` config the batch node may not have the op's
+folder: the job writes its log to ``node_log_dir`` on the node and copies it next to the config
+(``<run_root>/<branch>/<job name>-<job id>.log``, :mod:`pretrain.train.job_log`) every
+``log_upload_interval_s`` seconds and when the batch script exits; the op reads the tail there.
 
 Stopping (:meth:`SlurmLauncher.terminate`): ``scancel --signal=TERM`` signals the job's steps
 (torchrun forwards SIGTERM to its workers: the trainer finishes its step and checkpoints), then
@@ -35,6 +39,7 @@ from pathlib import Path
 from dagster import ConfigurableResource, OpExecutionContext
 from dagster_aws.s3 import S3Resource
 
+from pretrain import storage
 from resources.launching import (
     CPU_ALLOCATOR_ENV,
     PIPES_EVENT_SINK,
@@ -89,6 +94,9 @@ class SlurmLauncher(ConfigurableResource):
     pipes_s3_prefix: str = "pipes"
     pipes_s3_interval_s: float = PIPES_S3_INTERVAL_S  # see resources/launching.py
     s3: S3Resource | None = None
+    # an s3:// config: the job log is written on the node, then copied next to the config
+    node_log_dir: str = "/tmp"
+    log_upload_interval_s: float = 60.0
 
     def workers_per_node(self) -> int:
         return self.nproc_per_node if self.nproc_per_node is not None else self.gpus_per_node
@@ -101,6 +109,9 @@ class SlurmLauncher(ConfigurableResource):
         log_dir: str,
         event_sink: str | None = PIPES_EVENT_SINK,
     ) -> str:
+        """The batch script. ``log_dir``: where Slurm writes the job log, unless ``config_path``
+        is ``s3://``: then on the node (``node_log_dir``), copied to :meth:`log_uri`."""
+        remote_log = storage.is_s3(config_path)
         directives = [
             f"--job-name={job_name}",
             f"--nodes={self.nodes}",
@@ -108,7 +119,7 @@ class SlurmLauncher(ConfigurableResource):
             *([f"--gpus-per-node={self.gpus_per_node}"] if self.gpus_per_node else []),
             f"--cpus-per-task={self.cpus_per_task}",
             f"--time={self.time_limit}",
-            f"--output={log_dir}/%x-%j.log",
+            f"--output={self.node_log_dir if remote_log else log_dir}/%x-%j.log",
             "--signal=B:TERM@300",  # warn the batch shell 5 min before the time limit
             *(["--exclusive"] if self.exclusive else []),
         ]
@@ -129,6 +140,18 @@ class SlurmLauncher(ConfigurableResource):
         ]  # fmt: skip
         lines = ["#!/bin/bash", *(f"#SBATCH {d}" for d in directives), "set -euo pipefail"]
         lines += self.setup_lines
+        if remote_log:
+            node_log = f"{shlex.quote(self.node_log_dir)}/${{SLURM_JOB_NAME}}-${{SLURM_JOB_ID}}.log"
+            uri = shlex.quote(storage.join(config_path.rsplit("/", 1)[0], job_name))
+            copy = f"{self.python} -m pretrain.train.job_log"
+            lines += [
+                f"JOB_LOG={node_log}",
+                f'LOG_URI={uri}"-${{SLURM_JOB_ID}}.log"',
+                f'{copy} --every {self.log_upload_interval_s:g} "$JOB_LOG" "$LOG_URI" &',
+                "LOG_COPIER=$!",
+                # the last copy when the script exits, however it exits (its status is kept)
+                f'trap \'kill $LOG_COPIER 2>/dev/null; {copy} "$JOB_LOG" "$LOG_URI"\' EXIT',
+            ]
         if self.rdzv_host:
             lines.append(f"MASTER_ADDR={shlex.quote(self.rdzv_host)}")
         else:
@@ -141,6 +164,11 @@ class SlurmLauncher(ConfigurableResource):
             "",
         ]
         return "\n".join(lines)
+
+    @staticmethod
+    def log_uri(config_path: str, job_name: str, job_id: str) -> str:
+        """Where the job log of an ``s3://`` config goes: next to the config."""
+        return storage.join(config_path.rsplit("/", 1)[0], f"{job_name}-{job_id}.log")
 
     def launch(
         self,
@@ -180,7 +208,11 @@ class SlurmLauncher(ConfigurableResource):
                 ["sbatch", "--parsable", "--export=ALL", str(script)], env=env, cwd=os.getcwd()
             )
             job_id = submitted.split(";")[0]
-            log_path = log_dir / f"{job_name}-{job_id}.log"
+            log_path = (
+                self.log_uri(config_path, job_name, job_id)
+                if storage.is_s3(config_path)
+                else str(log_dir / f"{job_name}-{job_id}.log")
+            )
             context.log.info(f"submitted Slurm job {job_id} ({script}; log: {log_path})")
             try:
                 while (state := self.job_state(job_id))[0] not in TERMINAL_STATES:
@@ -197,8 +229,8 @@ class SlurmLauncher(ConfigurableResource):
         return LaunchResult(
             returncode=0 if name == "COMPLETED" else (exit_code or 1),
             job_id=job_id,
-            log_path=str(log_path),
-            log_tail=read_log_tail(log_path),
+            log_path=log_path,
+            log_tail=read_log_tail(log_path, s3=self.s3),
         )
 
     def job_state(self, job_id: str) -> tuple[str, int]:

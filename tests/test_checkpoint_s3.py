@@ -159,3 +159,44 @@ def test_rollback_candidates_and_health_labels_on_s3(s3: str) -> None:
         "b00-s000000008"
     ]
     assert ckpt.latest_healthy_checkpoint(root, "b00") == fork
+
+
+def test_run_files_mirror_uploads_changes_and_a_new_node_continues_them(
+    s3: str, tmp_path: Path
+) -> None:
+    """What the sensors read of an s3:// run (pretrain.train.mirror): the staging folder's
+    JSONL and W&B files, under the same relative paths of the run root, uploaded whole and only
+    when changed; a node that starts with an empty staging folder continues the JSONL files."""
+    from pretrain.train.mirror import RunFilesMirror
+
+    root = f"{ROOT}/mirror"
+    cfg = make_config(Path("unused"), Path("unused"))
+    node_a = cfg.replace(
+        checkpoint=dataclasses.replace(
+            cfg.checkpoint, run_root=root, staging_dir=str(tmp_path / "a")
+        )
+    )
+    mirror = RunFilesMirror.for_config(node_a)
+    assert mirror is not None and RunFilesMirror.for_config(cfg) is None  # local: nothing to do
+    node_a.metrics_path().parent.mkdir(parents=True)
+    node_a.metrics_path().write_text('{"step": 1}\n')
+    wandb_file = tmp_path / "a" / "wandb" / f"offline-run-20260101_000000-{node_a.wandb_run_id()}"
+    wandb_file.mkdir(parents=True)
+    (wandb_file / f"run-{node_a.wandb_run_id()}.wandb").write_bytes(b":W&B\xe1\xbe\x00")
+    written = mirror.sync()
+    assert written == [
+        f"{root}/b00/metrics.jsonl",
+        f"{root}/wandb/{wandb_file.name}/run-{node_a.wandb_run_id()}.wandb",
+    ]
+    assert mirror.sync() == []  # nothing changed
+    with node_a.metrics_path().open("a") as f:
+        f.write('{"step": 2}\n')
+    assert mirror.sync() == [f"{root}/b00/metrics.jsonl"]
+    assert storage.read_bytes(f"{root}/b00/metrics.jsonl") == b'{"step": 1}\n{"step": 2}\n'
+
+    node_b = node_a.replace(
+        checkpoint=dataclasses.replace(node_a.checkpoint, staging_dir=str(tmp_path / "b"))
+    )
+    assert RunFilesMirror(node_b).restore() == [f"{root}/b00/metrics.jsonl"]
+    assert node_b.metrics_path().read_bytes() == b'{"step": 1}\n{"step": 2}\n'
+    assert RunFilesMirror(node_b).restore() == []  # the local copy is as long: kept

@@ -107,3 +107,36 @@ def test_recovery_and_eval_sensors_are_registered(tmp_path) -> None:
     }
     schedules = {s.name for s in defs.get_repository_def().schedule_defs}
     assert schedules == {"shard_backfill_schedule"}
+
+
+def test_one_s3_endpoint_for_the_store_and_the_launcher(monkeypatch, tmp_path) -> None:
+    """The artifact store's endpoint is the launcher's (what the jobs get as AWS_ENDPOINT_URL);
+    a launcher config naming another one is refused; the store sets AWS_ENDPOINT_URL only while
+    an execution runs."""
+    import os
+
+    import pytest
+    from dagster import build_resources
+
+    from pretrain.errors import ConfigError
+    from resources.storage import ArtifactStore
+
+    monkeypatch.setenv("PRETRAIN_LAUNCHER", "slurm")
+    monkeypatch.setenv("PRETRAIN_LAUNCHER_CONFIG", '{"nodes": 1, "s3": {"region_name": "eu"}}')
+    defs = build_definitions(str(tmp_path), s3_endpoint_url="http://127.0.0.1:9")
+    store = defs.resources["store"]
+    launcher = defs.resources["launcher"]
+    assert store.s3_endpoint_url == launcher.s3.endpoint_url == "http://127.0.0.1:9"
+    assert launcher.s3.region_name == "eu"
+    monkeypatch.setenv("PRETRAIN_LAUNCHER_CONFIG", '{"s3": {"endpoint_url": "http://other"}}')
+    with pytest.raises(ConfigError, match="set the endpoint once"):
+        build_definitions(str(tmp_path), s3_endpoint_url="http://127.0.0.1:9")
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://before")
+    with build_resources({"store": ArtifactStore(root="s3://b", s3_endpoint_url="http://during")}):
+        assert os.environ["AWS_ENDPOINT_URL"] == "http://during"
+    assert os.environ["AWS_ENDPOINT_URL"] == "http://before"
+    monkeypatch.delenv("AWS_ENDPOINT_URL")
+    with build_resources({"store": ArtifactStore(root="s3://b", s3_endpoint_url="http://during")}):
+        assert os.environ["AWS_ENDPOINT_URL"] == "http://during"
+    assert "AWS_ENDPOINT_URL" not in os.environ

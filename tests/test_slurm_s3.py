@@ -14,6 +14,7 @@ a second launch resumes from the last committed step on S3, and ``hf_export`` re
     pytest -q tests/test_slurm_s3.py
 """
 
+import dataclasses
 import hashlib
 import json
 import shutil
@@ -274,3 +275,121 @@ def test_train_job_through_slurm_with_only_an_s3_artifact_root(
         f"first launch {first_s:.1f} s, resume {second_s:.1f} s, hf_export {export_s:.1f} s; "
         f"checkpoint event → partition {delivered_s:.1f} s"
     )
+
+
+def test_nan_rollback_on_slurm_with_only_an_s3_run_root(
+    slurm: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The recovery loop with nothing shared but S3: the Slurm job mirrors its W&B file, metrics
+    and events to the ``s3://`` run root (pretrain.train.mirror); the loss-spike sensor reads
+    them there, labels the checkpoints there and rolls back to a healthy one on a new branch —
+    the NaN fault of tests/test_fault_injection.py."""
+    from dagster import DagsterRunStatus
+
+    from pretrain.recovery.policy import Decision
+    from pretrain.recovery.series import metric_rows, wandb_run_id
+    from pretrain.recovery.wandb_file import offline_run_files
+    from tests.helpers.fault_campaign import POLICY, Campaign, train_config
+
+    # local: the node's staging and token cache, and the op's submit folder (scripts, job logs)
+    scratch = tmp_path / "scratch"
+    monkeypatch.setenv("PRETRAIN_CACHE_DIR", str(tmp_path / "node-cache"))
+    root, runs = "s3://campaign/artifacts", "s3://campaign/artifacts/runs"
+    with moto_s3("campaign"), instance_for_test() as instance:
+        upload_dir(make_packed(tmp_path / "upload", num_train=1200), f"{root}/packed_tokens")
+        shutil.rmtree(tmp_path / "upload")
+        campaign = Campaign(
+            instance, root, POLICY, slurm=slurm.launcher(), submit_dir=scratch / "submit",
+            inject_nan_at_step=25,
+        )  # fmt: skip
+        assert campaign.run_root == runs
+        config = train_config(max_steps=40, checkpoint_every=5, healthy_every=5)
+        config["checkpoint"]["staging_dir"] = str(scratch / "staging")
+        config["metrics"] = {"mirror_interval_s": 0}  # every step: the sensor reacts quickly
+        campaign.launch(config)
+        campaign.drive()
+
+        [b00, b01] = campaign.runs()
+        assert (b00.status, b01.status) == (DagsterRunStatus.CANCELED, DagsterRunStatus.SUCCESS)
+        decision = Decision.from_json(b01.tags["pretrain/decision"])
+        assert (decision.kind, decision.spike_step) == ("nonfinite", 25)
+        assert decision.checkpoint_key == "b00-s000000015" and decision.skip_window == (25, 26)
+        run = b01.run_config["ops"]["train_model"]["config"]["run"]
+        assert run["resume"] == f"{runs}/b00/step-00000015" and run["branch"] == "b01"
+        assert ckpt.is_healthy(f"{runs}/b00/step-00000015")  # the rollback target, on S3
+        # what the sensor read is on S3: the W&B file of each branch, its rows NaN from step 25
+        # on b00, and b01 from 16 to 40 with 25 skipped, all finite
+        [b00_file] = offline_run_files(runs, wandb_run_id(runs, "b00"))
+        assert isinstance(b00_file, str) and b00_file.startswith(f"{runs}/wandb/offline-run-")
+        b00_rows = metric_rows(campaign.history("b00")[0])
+        assert [r.step for r in b00_rows if not r.finite][0] == 25
+        b01_rows = {r.step: r for r in metric_rows(campaign.history("b01")[0])}
+        assert sorted(b01_rows) == list(range(16, 41)) and b01_rows[25].skipped
+        assert all(r.finite for r in b01_rows.values())
+        assert campaign.events("b01")[-1]["event"] == "finished"
+        mirrored = storage.read_bytes(f"{runs}/b01/metrics.jsonl").decode().splitlines()
+        assert [json.loads(line)["step"] for line in mirrored] == list(range(16, 41))
+        assert ckpt.read_meta(ckpt.latest_checkpoint(runs, "b01"))["step"] == 40
+    # nothing of the run root is local: the staging folder holds the node's own copies only
+    assert not list(scratch.rglob("run-*.json"))
+
+
+def test_failed_slurm_job_shows_its_log_tail_from_s3(
+    slurm: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With an s3:// config the job writes its log on the node (``node_log_dir``) and copies it
+    next to the config; the op's failure tail is read there (through the launcher's
+    S3Resource: the op's environment has no AWS variables), not from the op's folder."""
+    node_logs, run_dir = tmp_path / "node-logs", tmp_path / "op"
+    node_logs.mkdir()
+    runs = "s3://campaign/artifacts/runs"
+    with moto_s3("campaign") as endpoint:
+        config = make_config(Path("unused"), Path("unused"))
+        config = config.replace(
+            data=dataclasses.replace(config.data, packed_dir="s3://campaign/artifacts/missing"),
+            checkpoint=dataclasses.replace(config.checkpoint, run_root=runs),
+        )
+        config_uri = f"{runs}/b00/run-failing.json"
+        storage.write_bytes(config.to_json().encode(), config_uri)
+        s3 = S3Resource(endpoint_url=endpoint, aws_access_key_id="testing",
+                        aws_secret_access_key="testing", region_name="us-east-1")  # fmt: skip
+        for name in AWS_VARIABLES:
+            monkeypatch.delenv(name)
+        launcher = slurm.launcher(
+            pipes_s3_bucket="campaign", s3=s3, node_log_dir=str(node_logs), log_upload_interval_s=1
+        )
+        results = []
+
+        @op
+        def launch(context: OpExecutionContext) -> None:
+            results.append(
+                launcher.launch(
+                    context,
+                    config_path=config_uri,
+                    run_dir=str(run_dir),
+                    on_message=lambda message: None,
+                )  # fmt: skip
+            )
+
+        @job
+        def one_launch() -> None:
+            launch()
+
+        run = one_launch.execute_in_process()
+        [result] = results
+        client = boto3.client(
+            "s3", endpoint_url=endpoint, aws_access_key_id="testing",
+            aws_secret_access_key="testing", region_name="us-east-1",
+        )  # fmt: skip
+        uploaded = client.get_object(
+            Bucket="campaign", Key=result.log_path.removeprefix("s3://campaign/")
+        )["Body"].read()
+    assert not result.ok
+    assert result.log_path == f"{runs}/b00/pretrain-{run.run_id[:8]}-{result.job_id}.log"
+    # the trainer's error, from the copy on S3; the op's folder holds only the batch script
+    assert "packed_tokens" in result.log_tail or "missing" in result.log_tail, result.log_tail
+    assert "Error" in result.log_tail
+    [node_log] = node_logs.iterdir()
+    assert uploaded == node_log.read_bytes()  # the last copy was made after the last line
+    assert result.log_tail == uploaded.decode(errors="replace")[-len(result.log_tail) :]
+    assert [p.suffix for p in run_dir.iterdir()] == [".sbatch"]

@@ -79,9 +79,12 @@ class TorchrunJob:
 class SlurmJob:
     """A batch job of the training command, submitted as the ``SlurmLauncher`` renders it."""
 
-    def __init__(self, launcher: SlurmLauncher, config_path: Path, log_dir: Path) -> None:
-        self.launcher, self.marker = launcher, config_path.name
-        name = f"pretrain-{config_path.stem}"
+    def __init__(self, launcher: SlurmLauncher, config_path: str | Path, log_dir: Path) -> None:
+        """``config_path``: a local path or an ``s3://`` URI; ``log_dir``: the submit folder."""
+        self.marker = str(config_path).rsplit("/", 1)[-1]
+        self.launcher = launcher
+        name = f"pretrain-{self.marker.removesuffix('.json')}"
+        log_dir.mkdir(parents=True, exist_ok=True)
         script = log_dir / f"{name}.sbatch"
         script.write_text(
             launcher.render_sbatch(

@@ -246,12 +246,13 @@ def quarantine_checkpoint(path: Path) -> Path:
 def damage_reports(run_root: str | Path, branch: str) -> list[dict[str, Any]]:
     """The ``checkpoint_damaged`` events of a branch (from its ``events.jsonl``), oldest first:
     which checkpoints resume passed over, why, and where it resumed instead. For ``pretrain
-    status`` and the sensors; torch-free."""
-    events = Path(run_root) / branch / "events.jsonl"
-    if not events.exists():
+    status`` and the sensors; torch-free. On an ``s3://`` run root: the trainer's mirror of the
+    file (:mod:`pretrain.train.mirror`)."""
+    events = storage.join(str(run_root), branch, "events.jsonl")
+    if not storage.exists(events):
         return []
     found = []
-    for line in events.read_text().splitlines():
+    for line in storage.read_bytes(events).decode(errors="replace").splitlines():
         try:
             event = json.loads(line)
         except json.JSONDecodeError:

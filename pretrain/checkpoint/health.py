@@ -89,10 +89,10 @@ def apply_health_labels(
                     raise
                 continue  # pruned since it was listed
             if not storage.is_committed(info.path):  # pruned while we wrote the label
-                label = Path(info.path) / ckpt.HEALTHY
-                label.unlink(missing_ok=True)
-                with contextlib.suppress(OSError):  # only if nothing else is in it
-                    Path(info.path).rmdir()
+                storage.remove(storage.join(info.path, ckpt.HEALTHY))
+                if not storage.is_s3(info.path):  # S3 has no folders to leave behind
+                    with contextlib.suppress(OSError):  # only if nothing else is in it
+                        Path(info.path).rmdir()
                 continue
             marked.append(info.key)
     return marked

@@ -31,6 +31,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from pretrain import storage
 from pretrain.errors import DataError
 
 FILE_HEADER = b":W&B" + struct.pack("<H", 0xBEE1) + b"\x00"
@@ -64,8 +65,9 @@ def read_history(path: str | Path, cursor: int = 0) -> tuple[list[dict[str, Any]
 
 def read_records(path: str | Path, cursor: int = 0) -> tuple[list[tuple[int, bytes]], int]:
     """Complete record payloads after ``cursor`` as ``(offset, payload)``, and the new cursor."""
-    with open(path, "rb") as handle:
-        data = handle.read()  # offline files are small next to the run; one read, no races
+    # offline files are small next to the run; one read, no races (local path or s3:// URI:
+    # with an s3:// run root the trainer mirrors its file there, pretrain.train.mirror)
+    data = storage.read_bytes(str(path))
     if len(data) < len(FILE_HEADER):
         return [], cursor  # the writer has not even written the header yet
     if data[:4] != FILE_HEADER[:4] or data[4:6] != FILE_HEADER[4:6]:
@@ -129,20 +131,41 @@ def _history_row(history: Any, path: str | Path, offset: int) -> dict[str, Any]:
     return row
 
 
-def offline_run_files(wandb_dir: str | Path, run_id: str) -> list[Path]:
-    """Every offline file of W&B run ``run_id`` under ``<wandb_dir>/wandb``, oldest first.
+def offline_run_files(wandb_dir: str | Path, run_id: str) -> list[Any]:
+    """Every offline file of W&B run ``run_id`` under ``<wandb_dir>/wandb``, oldest first:
+    ``Path`` s, or URI strings when ``wandb_dir`` is ``s3://`` (the trainer's mirror).
 
     A crash-resumed branch keeps its run id, and each ``wandb.init`` makes a new
     ``offline-run-<YYYYMMDD_HHMMSS>-<id>`` folder, so one run can have several files; the
-    timestamp in the folder name orders them.
+    timestamp in the folder name orders them (:func:`run_folder`).
     """
+    name = f"run-{run_id}.wandb"
+    if storage.is_s3(str(wandb_dir)):
+        prefix = storage.join(str(wandb_dir), "wandb")
+        uris = [u for u in storage.list_files(prefix, (name,)) if _is_run_folder(u, run_id)]
+        return sorted(uris, key=run_folder)
     root = Path(wandb_dir) / "wandb"
-    suffix = f"-{run_id}"
     found = [
-        folder / f"run-{run_id}.wandb"
+        folder / name
         for folder in root.glob("offline-run-*")
-        if folder.name.endswith(suffix)
-        and folder.name[len("offline-run-") : -len(suffix)].replace("_", "").isdigit()
-        and (folder / f"run-{run_id}.wandb").is_file()
+        if _is_run_folder(str(folder / name), run_id) and (folder / name).is_file()
     ]
-    return sorted(found, key=lambda p: p.parent.name)
+    return sorted(found, key=run_folder)
+
+
+def run_folder(path: str | Path) -> str:
+    """The ``offline-run-<time>-<id>`` folder name of an offline file (a reader's cursor key)."""
+    return str(path).rstrip("/").split("/")[-2]
+
+
+def _is_run_folder(path: str, run_id: str) -> bool:
+    parts = path.rstrip("/").split("/")
+    folder, suffix = parts[-2], f"-{run_id}"
+    return (
+        len(parts) >= 3
+        and parts[-3] == "wandb"
+        and parts[-1] == f"run-{run_id}.wandb"
+        and folder.startswith("offline-run-")
+        and folder.endswith(suffix)
+        and folder[len("offline-run-") : -len(suffix)].replace("_", "").isdigit()
+    )

@@ -17,6 +17,8 @@
 | export.py       | consolidated single-file export (``python -m pretrain.train.export``) |
 | metrics.py      | W&B (offline) + ``metrics.jsonl``, MFU peak table                    |
 | events.py       | lifecycle events (``events.jsonl`` + an optional external sink)      |
+| mirror.py       | an ``s3://`` run root: metrics/events/W&B files mirrored there       |
+| job_log.py      | copy a batch job's log from the node to the run root                 |
 | callbacks.py    | metrics/progress/console, skip events, checkpoints, val-loss hook    |
 | loop.py         | ``train(cfg, proc, events=..., metrics=..., callbacks=...)``         |
 

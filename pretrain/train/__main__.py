@@ -26,7 +26,9 @@ step (measured: up to half of a small CPU training step's time went to page faul
 
 Writes ``<out>/<branch>/step-<N:08d>/`` checkpoints, ``<out>/<branch>/metrics.jsonl``,
 ``<out>/<branch>/events.jsonl`` and ``<out>/wandb/offline-run-*``, and prints a progress line
-every ``metrics.console_every_steps`` steps on rank 0.
+every ``metrics.console_every_steps`` steps on rank 0. With an ``s3://`` run root the checkpoints
+go there and the other files are written to a local staging folder and mirrored to the run root
+(``<out>/<branch>/metrics.jsonl`` …; :mod:`pretrain.train.mirror`).
 
 SIGTERM/SIGINT stop gracefully: the current step finishes, every rank agrees, a checkpoint of
 that step is committed (``run.checkpoint_on_stop``, default true), a ``stopped`` event is
@@ -106,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     # torch loads only past this point: --print-config and --help stay fast
     from pretrain.train.loop import train
     from pretrain.train.metrics import Metrics, MetricsLogger, NullMetrics
+    from pretrain.train.mirror import MirrorCallback, RunFilesMirror
     from pretrain.train.process import (
         ProcessInfo,
         StopFlag,
@@ -117,12 +120,19 @@ def main(argv: list[str] | None = None) -> int:
     stop = StopFlag().install()
     events: EventSink = NullSink()
     metrics: Metrics = NullMetrics()
+    # an s3:// run root: rank 0 copies its run files there for the sensors (pretrain.train.mirror)
+    mirror = RunFilesMirror.for_config(cfg) if proc.is_main else None
     try:
         init_process_group(proc)
+        if mirror is not None:
+            mirror.restore()  # before the sinks open their files for appending
         events = build_event_sink(cfg, args.event_sink, proc.is_main)
         metrics = MetricsLogger(cfg) if proc.is_main else NullMetrics()
+        callbacks = [MirrorCallback(mirror)] if mirror is not None else []
         try:
-            result = train(cfg, proc, events=events, metrics=metrics, stop=stop)
+            result = train(
+                cfg, proc, events=events, metrics=metrics, stop=stop, callbacks=callbacks
+            )
         except BaseException as exc:
             events.emit({"event": "failed", "error": f"{type(exc).__name__}: {exc}"})
             raise
@@ -136,7 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         try:
             events.close()
-            metrics.close()
+            metrics.close()  # W&B finishes writing its file here
+            if mirror is not None:
+                mirror.sync()  # the last rows and the final event, also after a failure
         finally:
             close_process_group()
             stop.restore()

@@ -228,6 +228,10 @@ class MetricsConfig:
     progress line every ``console_every_steps`` steps (0: never). ``val_every_steps`` > 0 runs
     the validation-loss hook on the first ``val_sequences`` sequences of the ``val`` split.
     ``peak_flops_per_device`` overrides the MFU peak table (bf16 dense FLOP/s per device).
+    With an ``s3://`` run root, rank 0 copies the metrics, events and W&B files from the staging
+    folder to the run root (where the recovery sensors read them) every ``mirror_interval_s``
+    seconds, after each checkpoint commit and at exit (:mod:`pretrain.train.mirror`; 0: after
+    every step).
     """
 
     wandb_mode: str = "offline"
@@ -242,8 +246,14 @@ class MetricsConfig:
     console_every_steps: int = 10
     val_every_steps: int = 0
     val_sequences: int = 32
+    mirror_interval_s: float = 30.0
 
     def __post_init__(self) -> None:
+        if self.mirror_interval_s < 0:
+            raise ConfigError(
+                f"metrics.mirror_interval_s={self.mirror_interval_s} must be >= 0 (seconds "
+                "between uploads of the run files to an s3:// run root; 0: every step)"
+            )
         if self.console_every_steps < 0 or self.val_every_steps < 0 or self.val_sequences <= 0:
             raise ConfigError(
                 "metrics.console_every_steps and val_every_steps must be >= 0 (0: off), "

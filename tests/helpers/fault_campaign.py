@@ -24,6 +24,7 @@ from dagster import (
 )
 
 from jobs.training import TrainRunConfig, resolve_train_config
+from pretrain import storage
 from pretrain.packing.ledger import BatchPlan, step_sequences
 from pretrain.packing.stream import LEDGER_SCHEMA
 from pretrain.recovery.series import wandb_run_id
@@ -79,7 +80,7 @@ class Launch:
     run_id: str
     branch: str
     job: TrainingJob
-    events: Path
+    events: str  # the run root's events.jsonl (a path or an s3:// URI)
     terminated: bool = False
 
 
@@ -87,15 +88,24 @@ class Campaign:
     def __init__(
         self,
         instance: DagsterInstance,
-        artifacts: Path,
+        artifacts: Path | str,
         policy: dict[str, float],
         slurm: SlurmLauncher | None = None,
+        submit_dir: Path | None = None,
         **inject: Any,
     ) -> None:
-        """``slurm``: run each launch as a Slurm job through this launcher (else local torchrun)."""
+        """``slurm``: run each launch as a Slurm job through this launcher (else local torchrun).
+        ``artifacts`` may be ``s3://`` (Slurm only): every run file is then read from S3, and
+        ``submit_dir`` (local) holds the batch scripts and job logs."""
         self.instance, self.inject, self.slurm = instance, inject, slurm
         self.store = ArtifactStore(root=str(artifacts))
-        self.run_root = Path(self.store.local_dir("runs"))
+        # Path locally (tests join with /), the URI string on S3
+        self.run_root: Any = (
+            self.store.uri("runs")
+            if storage.is_s3(str(artifacts))
+            else Path(self.store.local_dir("runs"))
+        )
+        self.submit_dir = submit_dir
         self.resources = {
             "metrics": WandbMetricsReader(run_root=str(self.run_root)),
             "recovery": RecoveryThresholds(policy=policy),
@@ -127,18 +137,21 @@ class Campaign:
         cfg = resolve_train_config(TrainRunConfig(**op_config), self.store)
         if self.inject:
             cfg = cfg.replace(run=dataclasses.replace(cfg.run, **self.inject))
-        branch_dir = self.run_root / cfg.run.branch
-        branch_dir.mkdir(parents=True, exist_ok=True)
-        config_path = branch_dir / f"run-{run_id}.json"
-        config_path.write_text(cfg.to_json())
+        branch_uri = storage.join(str(self.run_root), cfg.run.branch)
+        config_path = storage.join(branch_uri, f"run-{run_id}.json")
+        storage.write_bytes(cfg.to_json().encode(), config_path)
         if self.slurm is not None:
-            job: TrainingJob = SlurmJob(self.slurm, config_path, branch_dir)
+            log_dir = (
+                Path(branch_uri) if self.submit_dir is None else self.submit_dir / cfg.run.branch
+            )
+            job: TrainingJob = SlurmJob(self.slurm, config_path, log_dir)
         else:
-            job = TorchrunJob(self.launcher, config_path, branch_dir / f"torchrun-{run_id}.log")
+            log_path = Path(branch_uri) / f"torchrun-{run_id}.log"
+            job = TorchrunJob(self.launcher, Path(config_path), log_path)
         print(f"{time.monotonic():.1f} launch {cfg.run.branch}", flush=True)
-        self.active = Launch(
-            run_id=run_id, branch=cfg.run.branch, job=job, events=Path(cfg.events_path())
-        )
+        # the run root's events.jsonl: on S3, the trainer's mirror of its staging copy
+        events = storage.join(branch_uri, "events.jsonl")
+        self.active = Launch(run_id=run_id, branch=cfg.run.branch, job=job, events=events)
         return run_id
 
     def request(self, requests: list[RunRequest]) -> None:
@@ -172,7 +185,7 @@ class Campaign:
     def end_run(self, launch: Launch) -> None:
         status = self.instance.get_run_by_id(launch.run_id).status
         run = self.instance.get_run_by_id(launch.run_id)
-        events = [json.loads(line) for line in launch.events.read_text().splitlines()]
+        events = [json.loads(line) for line in storage.read_bytes(launch.events).splitlines()]
         if status == DagsterRunStatus.CANCELING:
             self.instance.report_run_canceled(run)
         elif launch.job.returncode == 0 and events[-1]["event"] == "finished":
@@ -228,8 +241,8 @@ class Campaign:
         return [read_history(p)[0] for p in offline_run_files(self.run_root, run_id)]
 
     def events(self, branch: str) -> list[dict[str, Any]]:
-        path = self.run_root / branch / "events.jsonl"
-        return [json.loads(line) for line in path.read_text().splitlines()]
+        path = storage.join(str(self.run_root), branch, "events.jsonl")
+        return [json.loads(line) for line in storage.read_bytes(path).splitlines()]
 
     def runs(self) -> list[DagsterRun]:
         return list(reversed(self.instance.get_runs()))
