@@ -120,7 +120,10 @@ class SlurmLauncher(ConfigurableResource):
             f"--cpus-per-task={self.cpus_per_task}",
             f"--time={self.time_limit}",
             f"--output={self.node_log_dir if remote_log else log_dir}/%x-%j.log",
-            "--signal=B:TERM@300",  # warn the batch shell 5 min before the time limit
+            # 5 min before the time limit SIGTERM goes to the steps (torchrun, which forwards it
+            # to its workers: they checkpoint and stop), as scancel --signal=TERM does; "B:"
+            # would signal only the batch shell, which dies and leaves srun to be killed hard.
+            "--signal=TERM@300",
             *(["--exclusive"] if self.exclusive else []),
         ]
         if self.partition:

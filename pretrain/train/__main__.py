@@ -144,11 +144,18 @@ def main(argv: list[str] | None = None) -> int:
             )
         return 0
     finally:
+        in_flight = sys.exc_info()[1]  # the training error propagating through here, if any
         try:
             events.close()
             metrics.close()  # W&B finishes writing its file here
             if mirror is not None:
-                mirror.sync()  # the last rows and the final event, also after a failure
+                try:
+                    mirror.sync()  # the last rows and the final event, also after a failure
+                except Exception as exc:
+                    if in_flight is None:  # no training error to report: this one is it
+                        raise
+                    # keep the training error as the cause; say the upload failed too
+                    print(f"run files not mirrored to the run root: {exc}", file=sys.stderr)
         finally:
             close_process_group()
             stop.restore()
