@@ -25,6 +25,15 @@ from pretrain.recovery.policy import HEALTHY, PENDING, CheckpointInfo
 MAX_LINEAGE_DEPTH = 64
 
 
+def _root_key(root: str | Path) -> str:
+    """A run root as one comparable string: ``s3://b/x`` and ``Path("s3://b/x")`` (which
+    reads ``s3:/b/x``) agree; a local root is resolved."""
+    text = str(root).rstrip("/")
+    if text.startswith(("s3://", "s3:/")):
+        return "s3://" + text.split(":/", 1)[1].lstrip("/")
+    return str(Path(text).resolve())
+
+
 def lineage_checkpoints(
     run_root: str | Path, branch: str, resume_path: str | Path | None = None
 ) -> list[CheckpointInfo]:
@@ -51,7 +60,7 @@ def lineage_checkpoints(
         branch, limit = parent.parent.name, ckpt.step_of(parent)
         if branch in seen:
             raise CheckpointError(f"checkpoint lineage loops back to branch {branch!r} at {parent}")
-        if Path(parent.parent.parent).resolve() != Path(run_root).resolve():
+        if _root_key(parent.parent.parent) != _root_key(run_root):
             return found  # forked from another run root: not ours to roll back to
     raise CheckpointError(f"checkpoint lineage of {branch!r} is deeper than {MAX_LINEAGE_DEPTH}")
 
