@@ -45,7 +45,12 @@ def run_discovery(instance: DagsterInstance, tmp_path: Path) -> None:
         "store": ArtifactStore(root=str(tmp_path / "artifacts")),
         "shard_source": ShardSource(uri=str(incoming), source_name="web", files_per_shard=2),
     }
-    result = shard_discovery_sensor(build_sensor_context(instance=instance, resources=resources))
+
+    def tick(resources: dict) -> Any:  # the store restores AWS_ENDPOINT_URL on exit: a CM
+        with build_sensor_context(instance=instance, resources=resources) as context:
+            return shard_discovery_sensor(context)
+
+    result = tick(resources)
     assert isinstance(result, SensorResult)
     (request,) = result.dynamic_partitions_requests
     assert request.partitions_def_name == "shards"
@@ -54,17 +59,13 @@ def run_discovery(instance: DagsterInstance, tmp_path: Path) -> None:
         ("ingest-web-0000", "web-0000"),
         ("ingest-web-0001", "web-0001"),
     ]
-    replay = shard_discovery_sensor(build_sensor_context(instance=instance, resources=resources))
+    replay = tick(resources)
     assert isinstance(replay, SkipReason)  # manifests hold every file: nothing planned twice
     write_jsonl(incoming, "e")
     write_jsonl(incoming, "f")
-    later = shard_discovery_sensor(build_sensor_context(instance=instance, resources=resources))
+    later = tick(resources)
     assert list(later.dynamic_partitions_requests[0].partition_keys) == ["web-0002"]
-    off = shard_discovery_sensor(
-        build_sensor_context(
-            instance=instance, resources={**resources, "shard_source": ShardSource()}
-        )
-    )
+    off = tick({**resources, "shard_source": ShardSource()})
     assert isinstance(off, SkipReason) and "ShardSource.uri" in off.skip_message
 
 
