@@ -1,64 +1,70 @@
 """Run one job per partition, each in a process of its own, a few at a time (a small backfill).
 
 ``execute_job`` is not safe in two threads of one process (Dagster's log handlers and
-SQLAlchemy's logging can deadlock on the logging module lock), so each run is a child
-``python -m jobs.partition_runs MODULE:FACTORY PARTITION`` that prints one JSON line: whether
-the run succeeded, how many steps were retried, and the failure reasons. The job comes from a
-zero-argument factory (``reconstructable`` needs one), e.g. ``jobs.ray_jobs:shard_pipeline_on_ray``
-(steps on a Ray cluster) or any module-level factory of the default definitions::
+SQLAlchemy's logging can deadlock on the logging module lock), so each run is a process of its
+own. Importing Dagster and building our definitions takes 3-5 s on a loaded 2-core machine, so
+the runs are not fresh interpreters: one ``python -m jobs.partition_runs`` server imports the
+job's module and builds the job once, then ``fork``s a child per partition (``width`` at a
+time; the server holds no thread, no instance and no Ray connection, so the fork is clean).
+Each child runs ``execute_job`` and reports whether the run succeeded, how many steps were
+retried, and the failure reasons. The job comes from a zero-argument factory
+(``reconstructable`` needs one), e.g. ``jobs.ray_jobs:shard_pipeline_on_ray`` (steps on a Ray
+cluster) or any module-level factory of the default definitions::
 
     results = run_partitions("jobs.ray_jobs:shard_pipeline_on_ray", ["web-0000", "web-0001"])
     results["web-0000"]  # {"success": True, "retries": 0, "failures": [], "run_id": "..."}
 
-The children inherit the environment (``DAGSTER_HOME``, ``PRETRAIN_ROOT``, ...).
+The server inherits the environment (``DAGSTER_HOME``, ``PRETRAIN_ROOT``, ...).
 """
 
 from __future__ import annotations
 
 import importlib
 import json
+import math
+import os
+import signal
 import subprocess
 import sys
-import threading
+import tempfile
+import time
+import traceback
+from pathlib import Path
 from typing import Any
+
+Outcome = dict[str, Any]
 
 
 def run_partitions(
     factory: str, partitions: list[str | None], *, width: int = 2, timeout_s: float = 900.0
-) -> dict[str | None, dict[str, Any]]:
-    """``{partition: outcome}`` for one run per partition, ``width`` processes at a time."""
-    results: dict[str | None, dict[str, Any]] = {}
-    pending = list(partitions)
-    lock = threading.Lock()
-
-    def drain() -> None:
-        while True:
-            with lock:
-                if not pending:
-                    return
-                partition = pending.pop(0)
-            results[partition] = run_partition(factory, partition, timeout_s=timeout_s)
-
-    threads = [threading.Thread(target=drain, daemon=True) for _ in range(max(1, width))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+) -> dict[str | None, Outcome]:
+    """``{partition: outcome}`` for one run per partition, ``width`` runs at a time."""
+    request = {"factory": factory, "partitions": partitions, "width": max(1, width),
+               "timeout_s": timeout_s}  # fmt: skip
+    waves = math.ceil(len(partitions) / max(1, width))
+    done = subprocess.run(
+        [sys.executable, "-m", "jobs.partition_runs"], input=json.dumps(request),
+        capture_output=True, text=True, timeout=timeout_s * waves + 120,
+    )  # fmt: skip
+    results: dict[str | None, Outcome] = {}
+    for line in done.stdout.splitlines():
+        if line.startswith('{"partition"'):
+            outcome = json.loads(line)
+            results[outcome.pop("partition")] = outcome
+    for partition in partitions:
+        results.setdefault(partition, {
+            "success": False, "retries": 0, "run_id": None,
+            "failures": [f"server exit {done.returncode}: {done.stderr[-2000:]}"],
+        })  # fmt: skip
     return results
 
 
-def run_partition(factory: str, partition: str | None, *, timeout_s: float = 900.0) -> dict:
-    """One run in a child process; its outcome (see module docstring)."""
-    argv = [sys.executable, "-m", "jobs.partition_runs", factory, partition or ""]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
-    lines = [line for line in done.stdout.splitlines() if line.startswith('{"success"')]
-    if done.returncode != 0 or not lines:
-        return {"success": False, "retries": 0, "run_id": None,
-                "failures": [f"exit {done.returncode}: {done.stderr[-2000:]}"]}  # fmt: skip
-    return json.loads(lines[-1])
+def run_partition(factory: str, partition: str | None, *, timeout_s: float = 900.0) -> Outcome:
+    """One run in a process of its own; its outcome (see module docstring)."""
+    return run_partitions(factory, [partition], width=1, timeout_s=timeout_s)[partition]
 
 
-def _main(factory: str, partition: str) -> None:
+def _run(factory: str, partition: str | None) -> Outcome:
     from dagster import DagsterInstance, execute_job, reconstructable
 
     module, _, name = factory.partition(":")
@@ -71,14 +77,59 @@ def _main(factory: str, partition: str) -> None:
              if e.step_failure_data.user_failure_data else e.step_failure_data.error.message)
             for e in events if e.is_step_failure
         ]  # fmt: skip
-        outcome = {
+        return {
             "success": result.success,
             "retries": sum(1 for e in events if e.is_step_up_for_retry),
             "failures": failures,
             "run_id": result.run_id,
         }
-    print(json.dumps(outcome), flush=True)
+
+
+def _fork_run(factory: str, partition: str | None, out: Path) -> int:
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        out.write_text(json.dumps(_run(factory, partition)))
+        code = 0
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)  # no interpreter teardown: the run's outcome is already stored
+
+
+def _serve(request: dict[str, Any]) -> None:
+    factory, width, timeout_s = request["factory"], request["width"], request["timeout_s"]
+    module, _, name = factory.partition(":")
+    getattr(importlib.import_module(module), name)()  # every child starts with the job built
+    import dagster  # noqa: F401 (loaded before the fork, not in each child)
+
+    pending = list(enumerate(request["partitions"]))
+    running: dict[int, tuple[str | None, float, Path]] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        while pending or running:
+            while pending and len(running) < width:
+                index, partition = pending.pop(0)
+                out = Path(folder) / f"{index}.json"
+                running[_fork_run(factory, partition, out)] = (partition, time.monotonic(), out)
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                for child, (_, started, _) in running.items():
+                    if time.monotonic() - started > timeout_s:
+                        os.kill(child, signal.SIGKILL)
+                time.sleep(0.05)
+                continue
+            partition, _, out = running.pop(pid)
+            if out.exists():
+                outcome = json.loads(out.read_text())
+            else:
+                outcome = {"success": False, "retries": 0, "run_id": None,
+                           "failures": [f"run process ended with status {status}"]}  # fmt: skip
+            print(json.dumps({"partition": partition, **outcome}), flush=True)
 
 
 if __name__ == "__main__":
-    _main(sys.argv[1], sys.argv[2])
+    _serve(json.loads(sys.stdin.read()))
