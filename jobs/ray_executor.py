@@ -20,7 +20,7 @@ the worker. ``ray.address`` is the cluster's address for ``ray.init`` (``host:63
 
     executor = ray_actor_executor.configured(
         {"ray": {"address": "head.internal:6379", "env_vars": ["DAGSTER_HOME", "PRETRAIN_ROOT"]},
-         "pool": {"idle_timeout_s": 300, "poll_interval_s": 0.1}})
+         "pool": {"idle_timeout_s": 300, "poll_interval_s": 0.1, "worker_memory_mb": 1024}})
 """
 
 from __future__ import annotations
@@ -53,7 +53,11 @@ POOL_CONFIG = {
                                description="Stop a worker actor idle this long."),
     "poll_interval_s": dg.Field(float, default_value=0.1,
                                 description="How often the orchestrator reads step events."),
+    "worker_memory_mb": dg.Field(int, default_value=0, description=(
+        "A new worker reserves at least this much memory (a step's own request when larger): "
+        "sized for the largest step, one warm worker serves every step.")),
 }  # fmt: skip
+POOL_DEFAULTS = {"idle_timeout_s": 300.0, "poll_interval_s": 0.1, "worker_memory_mb": 0}
 
 
 @dg.executor(
@@ -70,8 +74,12 @@ def ray_actor_executor(init_context: InitExecutorContext) -> Executor:
     """Each step on a warm actor of the cluster's step pool (see module docstring)."""
     config = init_context.executor_config
     ray_cfg = RayExecutorConfig(**config["ray"])  # type: ignore[arg-type]
-    pool_cfg = {"idle_timeout_s": 300.0, "poll_interval_s": 0.1, **config.get("pool", {})}  # type: ignore[union-attr]
-    handler = ActorStepHandler(ray_cfg, idle_timeout_s=pool_cfg["idle_timeout_s"])
+    pool_cfg = {**POOL_DEFAULTS, **config.get("pool", {})}  # type: ignore[dict-item]
+    handler = ActorStepHandler(
+        ray_cfg,
+        idle_timeout_s=pool_cfg["idle_timeout_s"],
+        worker_memory=pool_cfg["worker_memory_mb"] << 20,
+    )
     return StepDelegatingExecutor(
         handler,
         retries=RetryMode.from_config(config["retries"]),  # type: ignore[arg-type]
@@ -85,10 +93,13 @@ def ray_actor_executor(init_context: InitExecutorContext) -> Executor:
 class ActorStepHandler(StepHandler):
     """Launches a step as ``StepPool.run``; its health is that call's ObjectRef."""
 
-    def __init__(self, config: RayExecutorConfig, *, idle_timeout_s: float) -> None:
+    def __init__(
+        self, config: RayExecutorConfig, *, idle_timeout_s: float, worker_memory: int = 0
+    ) -> None:
         super().__init__()
         self.config = config
         self.idle_timeout_s = idle_timeout_s
+        self.worker_memory = worker_memory
         self._pool: Any = None
         self._calls: dict[str, Any] = {}  # "run:step:attempt" → the pool call's ObjectRef
 
@@ -153,6 +164,7 @@ class ActorStepHandler(StepHandler):
             "num_gpus": num_gpus,
             "num_cpus": self.config.num_cpus or user.num_cpus or 0,
             "memory": self.config.memory or user.memory or 0,
+            "worker_memory": self.worker_memory,
             "runtime_env": runtime_env,
             "resources": resources,
             "env_digest": hashlib.sha256(exact.encode()).hexdigest()[:16],

@@ -34,6 +34,7 @@ long (or restart the cluster) before the new code runs.
 from __future__ import annotations
 
 import functools
+import json
 import os
 
 from dagster import Definitions, JobDefinition
@@ -52,9 +53,13 @@ def ray_definitions() -> Definitions:
     """The project's Definitions with every job's steps run on the cluster's step pool."""
     from jobs.ray_executor import ray_actor_executor
     from pretrain_assets.definitions import build_definitions
+    from pretrain_assets.step_resources import RAY_CONFIG_TAG, STEP_RESOURCES
 
     ray = {"address": os.environ.get("RAY_ADDRESS", "auto"), "env_vars": list(PASSED_ENV)}
-    return build_definitions(executor=ray_actor_executor.configured({"ray": ray}))
+    # workers sized for the largest data step: one warm worker serves them all
+    largest = max(json.loads(tags[RAY_CONFIG_TAG])["memory"] for tags in STEP_RESOURCES.values())
+    pool = {"worker_memory_mb": largest >> 20}
+    return build_definitions(executor=ray_actor_executor.configured({"ray": ray, "pool": pool}))
 
 
 @functools.cache

@@ -178,6 +178,8 @@ class StepPool:
 
     def _start(self, shape: tuple[float, int, str], request: dict[str, Any]) -> _Worker:
         name = f"step-worker-{next(self._names)}"
+        # at least the pool's worker size, so that later, larger steps find it warm
+        shape = (shape[0], max(shape[1], int(request.get("worker_memory", 0))), shape[2])
         options: dict[str, Any] = {"num_cpus": shape[0], "max_restarts": 0,
                                    "max_concurrency": 1, "name": name}  # fmt: skip
         if shape[1]:
