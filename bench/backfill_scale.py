@@ -7,7 +7,7 @@ corpus (real text already on this machine), three ways, each from empty storage:
 - ``in_process``: one run per partition, ``execute_in_process`` (no subprocess at all);
 - ``multiprocess``: one run per partition through ``execute_job`` with the default
   multiprocess executor (each step a fresh Python process), 2 runs at a time, each run in a
-  process of its own (``jobs/partition_runs.py``);
+  process of its own (``jobs/partition_runs.py``: forked from one server per mode);
 - ``ray``: the same runs with ``jobs/ray_jobs.py``'s default executor (each step on a warm
   Ray actor of the cluster's step pool, ``jobs/ray_executor.py``) on a head and a worker node
   with 1 CPU each (``tests/ray_cluster.py``), 2 runs at a time;
@@ -98,7 +98,7 @@ def run_stages(mode: str, tmp: Path, shards: int, env: dict[str, str], concurren
     """Register the shards, run ingest → quality → shard_pipeline; return timings."""
     from dagster import DagsterInstance
 
-    from jobs.partition_runs import run_partitions
+    from jobs.partition_runs import PartitionRunner
     from pretrain_assets.definitions import build_definitions
     from pretrain_assets.shards import plan_source, register_shards
     from resources.storage import ArtifactStore
@@ -120,6 +120,7 @@ def run_stages(mode: str, tmp: Path, shards: int, env: dict[str, str], concurren
         keys = register_shards(instance, ArtifactStore(root=str(root)), manifests)
     run_ids: list[str] = []
     width = 1 if mode == "in_process" else concurrency
+    runner = None if mode == "in_process" else PartitionRunner()  # one server for the stages
     for stage, partitions in zip(stages, (keys, [None], keys), strict=True):
         if mode == "in_process":
             job = build_definitions(artifact_root=str(root)).resolve_job_def(stage)
@@ -131,11 +132,14 @@ def run_stages(mode: str, tmp: Path, shards: int, env: dict[str, str], concurren
                     run_ids.append(result.run_id)
             continue
         module, suffix = factories[mode]
-        outcomes = run_partitions(f"{module}:{stage}{suffix}", partitions, width=width)
+        assert runner is not None
+        outcomes = runner.run(f"{module}:{stage}{suffix}", partitions, width=width)
         failed = {k: r["failures"] for k, r in outcomes.items() if not r["success"]}
         if failed:
             raise SystemExit(f"{mode}: {stage} failed: {failed}")
         run_ids += [r["run_id"] for r in outcomes.values()]
+    if runner is not None:
+        runner.close()
     wall = time.perf_counter() - started
     with DagsterInstance.get() as instance:
         steps = [t for run_id in run_ids for t in step_times(instance, run_id)]
@@ -178,6 +182,7 @@ def main() -> None:
     parser.add_argument("--max-partition-rows", type=int, default=5_000)
     parser.add_argument("--skip-ray", action="store_true")
     args = parser.parse_args()
+    from jobs.ray_pool import stop_step_pool
     from tests.ray_cluster import node_env, ray_available, ray_cluster
 
     env = {"PYTHONPATH": str(ROOT), "POLARS_MAX_THREADS": "1"}
@@ -197,6 +202,8 @@ def main() -> None:
                     results[mode] = {**run_stages(mode, tmp, args.shards, ray_env, 2),
                                      "cluster_start_s": up}  # fmt: skip
                     print(mode, results[mode], flush=True)
+                    # idle step workers hold their CPUs: Ray jobs asking for 1 CPU would wait
+                    stop_step_pool(cluster.address)
         from bench.dedup_corpus import available
 
         for copies in args.copies if available() else []:

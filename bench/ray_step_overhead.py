@@ -10,8 +10,10 @@ run at a time (so no phase hides behind another run's), with each executor given
 
 Per run and per step it reads the Dagster event log (and, for ``jobs``, the Ray job table):
 
-- ``run_start``: child process spawned → RUN_START (Python, imports, job load, run creation,
-  the executor's connection to the cluster);
+- ``first_run_start``: a stage's first RUN_START after it was asked for (the first stage: the
+  partition-run server's start, imports and job build; later stages: the job's build and a
+  fork) — per run after that, ``between_runs``: the previous run's RUN_SUCCESS → the next
+  RUN_START (teardown, fork, run creation, the executor's connection to the cluster);
 - ``launch``: the orchestrator's STEP_WORKER_STARTING → the step process's STEP_WORKER_STARTED
   (``jobs``: job submission, supervisor actor, ``/bin/sh``, a fresh Python importing Dagster
   and the CLI; ``actors``: the call reaching a warm actor);
@@ -19,7 +21,10 @@ Per run and per step it reads the Dagster event log (and, for ``jobs``, the Ray 
   process, resource init);
 - ``compute``: STEP_START → STEP_SUCCESS (the asset body and its events);
 - ``pickup``: STEP_SUCCESS → the orchestrator's next launch or RUN_SUCCESS (event-log polling);
-- ``run_exit``: RUN_SUCCESS → the child process gone.
+- ``stage_tail``: a stage's last RUN_SUCCESS → its outcomes back in this process.
+
+``overhead_per_step_s`` = (wall time − summed step compute) / steps, as in
+``bench/backfill_scale.py`` at concurrency 1.
 
 Plus three probes on the same machine: a cold ``import dagster``, a cold import of
 ``jobs.ray_jobs`` with its definitions built, a no-op Ray job (``true``) submit → SUCCEEDED,
@@ -106,7 +111,7 @@ def measure(mode: str, tmp: Path, shards: int) -> dict:
     """One stage after another, one run at a time; phases per step and between runs."""
     from dagster import DagsterInstance
 
-    from jobs.partition_runs import run_partitions
+    from jobs.partition_runs import PartitionRunner
     from pretrain_assets.shards import plan_source, register_shards
     from resources.storage import ArtifactStore
 
@@ -119,9 +124,10 @@ def measure(mode: str, tmp: Path, shards: int) -> dict:
             instance, ArtifactStore(root=str(root)), plan_source("embedded", max_shards=shards)
         )
     steps, first_starts, run_gaps, tails, run_ids, wall = [], [], [], [], [], 0.0
+    runner = PartitionRunner()
     for stage, partitions in (("ingest", keys), ("quality", [None]), ("shard_pipeline", keys)):
         started = time.time()
-        outcomes = run_partitions(f"jobs.ray_jobs:{stage}{SUFFIX[mode]}", partitions, width=1)
+        outcomes = runner.run(f"jobs.ray_jobs:{stage}{SUFFIX[mode]}", partitions, width=1)
         ended = time.time()
         wall += ended - started
         failed = {k: o["failures"] for k, o in outcomes.items() if not o["success"]}
@@ -139,6 +145,9 @@ def measure(mode: str, tmp: Path, shards: int) -> dict:
             steps += _step_phases(marks)
         tails.append(ended - previous_end)
         run_ids += [outcomes[k]["run_id"] for k in partitions]
+    started = time.time()
+    runner.close()
+    wall += time.time() - started
     with DagsterInstance.get() as instance:
         write_s = _event_write_s(instance, run_ids[0])
         events = sum(1 for r in run_ids for _ in instance.all_logs(r))
@@ -161,6 +170,7 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=3)
     parser.add_argument("--modes", nargs="+", default=["jobs", "actors"], choices=list(SUFFIX))
     args = parser.parse_args()
+    from jobs.ray_pool import stop_step_pool
     from tests.ray_cluster import node_env, ray_cluster
 
     load_before = os.getloadavg()
@@ -177,6 +187,7 @@ def main() -> None:
         for mode in args.modes:
             results[mode] = measure(mode, Path(tmp_name), args.shards)
             print(mode, results[mode], flush=True)
+            stop_step_pool(cluster.address)  # idle workers hold CPUs a Ray job would wait for
     results["load_average"] = {"before": [round(x, 2) for x in load_before],
                                "after": [round(x, 2) for x in os.getloadavg()]}  # fmt: skip
     print(json.dumps(results))

@@ -20,7 +20,7 @@ the worker. ``ray.address`` is the cluster's address for ``ray.init`` (``host:63
 
     executor = ray_actor_executor.configured(
         {"ray": {"address": "head.internal:6379", "env_vars": ["DAGSTER_HOME", "PRETRAIN_ROOT"]},
-         "pool": {"idle_timeout_s": 300, "poll_interval_s": 0.1, "worker_memory_mb": 1024}})
+         "pool": {"idle_timeout_s": 60, "poll_interval_s": 0.1, "worker_memory_mb": 1024}})
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from dagster_ray.core.executor import RayExecutorConfig
 from dagster_ray.utils import resolve_env_vars_list
 
 POOL_CONFIG = {
-    "idle_timeout_s": dg.Field(float, default_value=300.0,
+    "idle_timeout_s": dg.Field(float, default_value=60.0,
                                description="Stop a worker actor idle this long."),
     "poll_interval_s": dg.Field(float, default_value=0.1,
                                 description="How often the orchestrator reads step events."),
@@ -57,7 +57,7 @@ POOL_CONFIG = {
         "A new worker reserves at least this much memory (a step's own request when larger): "
         "sized for the largest step, one warm worker serves every step.")),
 }  # fmt: skip
-POOL_DEFAULTS = {"idle_timeout_s": 300.0, "poll_interval_s": 0.1, "worker_memory_mb": 0}
+POOL_DEFAULTS = {"idle_timeout_s": 60.0, "poll_interval_s": 0.1, "worker_memory_mb": 0}
 
 
 @dg.executor(

@@ -27,8 +27,9 @@ check and is retried by the asset's ``RetryPolicy``. Needs the ``ray`` extra
 The nodes must run the same code and environment (the venv's ``bin`` on their PATH, the
 project on their PYTHONPATH, or the same container image on KubeRay): the runtime env holds
 only ``env_vars``, so Ray installs nothing per job or actor (no ``pip``/``working_dir``/``uv``).
-Worker actors stay up until idle for ``idle_timeout_s`` (300 s): after a code deploy, wait that
-long (or restart the cluster) before the new code runs.
+Worker actors stay up until idle for ``idle_timeout_s`` (60 s), holding their CPUs and memory:
+after a code deploy, or before other Ray work that needs those CPUs, wait that long or call
+``jobs.ray_pool.stop_step_pool(address)``.
 """
 
 from __future__ import annotations

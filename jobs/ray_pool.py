@@ -7,7 +7,8 @@ Two actor classes, both long-lived on the cluster:
   that fits the step (CPUs, memory and runtime env at least the step's), starting one sized to
   the step when none is idle, awaits the step and releases the worker. Idle workers that hold
   resources another step needs are stopped first (least recently used); workers idle longer
-  than ``idle_timeout_s`` are stopped, so a code deploy reaches new workers within that time.
+  than ``idle_timeout_s`` (60 s) are stopped: they give their reserved CPUs and memory back to
+  other Ray work, and a code deploy reaches new workers within that time.
 - ``StepWorker``: one step at a time (``max_concurrency=1``), with the step's CPUs and memory
   reserved by Ray for the worker's lifetime. ``execute`` runs the body of Dagster's
   ``dagster api execute_step`` in this process: the second step it runs finds Dagster, our
@@ -115,7 +116,7 @@ class _Worker:
 class StepPool:
     """Hands steps to warm ``StepWorker`` actors (see module docstring)."""
 
-    def __init__(self, idle_timeout_s: float = 300.0) -> None:
+    def __init__(self, idle_timeout_s: float = 60.0) -> None:
         self.idle_timeout_s = idle_timeout_s
         self.workers: dict[str, _Worker] = {}
         self._names = itertools.count()
@@ -236,7 +237,23 @@ def _node_alive(node_id: str) -> bool:
     return any(n["NodeID"] == node_id and n["Alive"] for n in ray.nodes())
 
 
-def step_pool(idle_timeout_s: float = 300.0) -> Any:
+def stop_step_pool(address: str) -> bool:
+    """Stop the cluster's step pool; its workers die with it and give their CPUs and memory
+    back (idle workers hold them up to ``idle_timeout_s``, and Ray jobs or tasks asking for
+    them wait). Connects from this process for the call. False when there was no pool."""
+    ray.init(address=address, namespace=NAMESPACE, logging_level="ERROR", log_to_driver=False)
+    try:
+        pool = ray.get_actor(POOL_NAME, namespace=NAMESPACE)
+    except ValueError:
+        return False
+    else:
+        ray.kill(pool, no_restart=True)
+        return True
+    finally:
+        ray.shutdown()
+
+
+def step_pool(idle_timeout_s: float = 60.0) -> Any:
     """The cluster's pool actor, started on the head node by the first caller."""
     return StepPool.options(
         name=POOL_NAME, namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
