@@ -143,10 +143,6 @@ class StepPool:
         await self._release(worker)
         return result
 
-    def stats(self) -> list[dict[str, Any]]:
-        return [{"name": w.name, "node_id": w.node_id, "busy": w.busy, "cpus": w.shape[0],
-                 "memory": w.shape[1]} for w in self.workers.values()]  # fmt: skip
-
     async def _lease(self, request: dict[str, Any]) -> _Worker:
         shape = (float(request["num_cpus"]), int(request["memory"]), request["env_digest"])
         changed = self._condition()
@@ -174,7 +170,11 @@ class StepPool:
                     continue
                 break  # nothing will fit: a new worker, queued by Ray until there is room
             worker = self._start(shape, request)
-        worker.node_id, _ = await worker.handle.ready.remote()
+        try:
+            worker.node_id, _ = await worker.handle.ready.remote()
+        except BaseException:  # never started (its node lost, a bad runtime env): not pooled
+            self._drop(worker)
+            raise
         return worker
 
     def _start(self, shape: tuple[float, int, str], request: dict[str, Any]) -> _Worker:
