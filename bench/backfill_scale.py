@@ -7,9 +7,12 @@ corpus (real text already on this machine), three ways, each from empty storage:
 - ``in_process``: one run per partition, ``execute_in_process`` (no subprocess at all);
 - ``multiprocess``: one run per partition through ``execute_job`` with the default
   multiprocess executor (each step a fresh Python process), 2 runs at a time, each run in a
-  process of its own (``jobs/partition_runs.py``);
-- ``ray``: the same runs with dagster-ray's executor (each step a Ray job) on a head and a
-  worker node with 1 CPU each (``tests/ray_cluster.py``), 2 runs at a time.
+  process of its own (``jobs/partition_runs.py``: forked from one server per mode);
+- ``ray``: the same runs with ``jobs/ray_jobs.py``'s default executor (each step on a warm
+  Ray actor of the cluster's step pool, ``jobs/ray_executor.py``) on a head and a worker node
+  with 1 CPU each (``tests/ray_cluster.py``), 2 runs at a time;
+- ``ray_jobs``: the same with dagster-ray's ``ray_executor`` (each step a Ray job), on the
+  same cluster right after.
 
 Per-step overhead = (wall time x concurrency - summed step compute time) / steps: what a
 step costs beyond its own work (process start, imports, job submission, event writes).
@@ -95,7 +98,7 @@ def run_stages(mode: str, tmp: Path, shards: int, env: dict[str, str], concurren
     """Register the shards, run ingest → quality → shard_pipeline; return timings."""
     from dagster import DagsterInstance
 
-    from jobs.partition_runs import run_partitions
+    from jobs.partition_runs import PartitionRunner
     from pretrain_assets.definitions import build_definitions
     from pretrain_assets.shards import plan_source, register_shards
     from resources.storage import ArtifactStore
@@ -105,9 +108,10 @@ def run_stages(mode: str, tmp: Path, shards: int, env: dict[str, str], concurren
     home.mkdir(parents=True)
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     os.environ.update({**env, "DAGSTER_HOME": str(home), "PRETRAIN_ROOT": str(root)})
-    factories = {
-        "multiprocess": "bench.backfill_scale",  # this module's factories (default executor)
-        "ray": "jobs.ray_jobs",
+    factories = {  # module:prefix → job factory name = stage + suffix
+        "multiprocess": ("bench.backfill_scale", "_job"),  # this module's (default executor)
+        "ray": ("jobs.ray_jobs", "_on_ray"),
+        "ray_jobs": ("jobs.ray_jobs", "_on_ray_jobs"),
     }
     stages = ("ingest", "quality", "shard_pipeline")
     manifests = plan_source("embedded", max_shards=shards)
@@ -116,7 +120,10 @@ def run_stages(mode: str, tmp: Path, shards: int, env: dict[str, str], concurren
         keys = register_shards(instance, ArtifactStore(root=str(root)), manifests)
     run_ids: list[str] = []
     width = 1 if mode == "in_process" else concurrency
+    runner = None if mode == "in_process" else PartitionRunner()  # one server for the stages
+    stage_walls = {}
     for stage, partitions in zip(stages, (keys, [None], keys), strict=True):
+        stage_started = time.perf_counter()
         if mode == "in_process":
             job = build_definitions(artifact_root=str(root)).resolve_job_def(stage)
             with DagsterInstance.get() as instance:
@@ -125,19 +132,26 @@ def run_stages(mode: str, tmp: Path, shards: int, env: dict[str, str], concurren
                     if not result.success:
                         raise SystemExit(f"{mode}: {stage} {partition} failed")
                     run_ids.append(result.run_id)
+            stage_walls[stage] = round(time.perf_counter() - stage_started, 1)
             continue
-        suffix = "_on_ray" if mode == "ray" else "_job"
-        outcomes = run_partitions(f"{factories[mode]}:{stage}{suffix}", partitions, width=width)
+        module, suffix = factories[mode]
+        assert runner is not None
+        outcomes = runner.run(f"{module}:{stage}{suffix}", partitions, width=width)
         failed = {k: r["failures"] for k, r in outcomes.items() if not r["success"]}
         if failed:
             raise SystemExit(f"{mode}: {stage} failed: {failed}")
         run_ids += [r["run_id"] for r in outcomes.values()]
+        stage_walls[stage] = round(time.perf_counter() - stage_started, 1)
+    if runner is not None:
+        runner.close()
     wall = time.perf_counter() - started
     with DagsterInstance.get() as instance:
         steps = [t for run_id in run_ids for t in step_times(instance, run_id)]
     overhead = (wall * width - sum(steps)) / len(steps)
     return {"wall_s": round(wall, 1), "steps": len(steps), "compute_s": round(sum(steps), 1),
-            "per_step_overhead_s": round(overhead, 2), "concurrency": width}  # fmt: skip
+            "per_step_overhead_s": round(overhead, 2), "concurrency": width,
+            # a one-run stage (quality) leaves width - 1 slots idle: counted in the overhead
+            "stage_wall_s": stage_walls, "load_1m_after": round(os.getloadavg()[0], 2)}  # fmt: skip
 
 
 def pairs_fan_out(tmp: Path, copies: int, max_rows: int) -> dict:
@@ -173,10 +187,11 @@ def main() -> None:
     parser.add_argument("--max-partition-rows", type=int, default=5_000)
     parser.add_argument("--skip-ray", action="store_true")
     args = parser.parse_args()
+    from jobs.ray_pool import stop_step_pool
     from tests.ray_cluster import node_env, ray_available, ray_cluster
 
     env = {"PYTHONPATH": str(ROOT), "POLARS_MAX_THREADS": "1"}
-    results: dict = {}
+    results: dict = {"load_average_start": [round(x, 2) for x in os.getloadavg()]}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         for mode in ("in_process", "multiprocess"):
@@ -187,27 +202,32 @@ def main() -> None:
             with ray_cluster(tmp, head_cpus=1, worker_cpus=1) as cluster:
                 up = round(time.perf_counter() - started, 1)
                 ray_env = {**env, "RAY_JOBS_ADDRESS": cluster.dashboard_url,
-                           "PATH": node_env()["PATH"]}  # fmt: skip
-                results["ray"] = {**run_stages("ray", tmp, args.shards, ray_env, 2),
-                                  "cluster_start_s": up}  # fmt: skip
-            print("ray", results["ray"], flush=True)
+                           "RAY_ADDRESS": cluster.address, "PATH": node_env()["PATH"]}  # fmt: skip
+                for mode in ("ray", "ray_jobs"):
+                    results[mode] = {**run_stages(mode, tmp, args.shards, ray_env, 2),
+                                     "cluster_start_s": up}  # fmt: skip
+                    print(mode, results[mode], flush=True)
+                    # idle step workers hold their CPUs: Ray jobs asking for 1 CPU would wait
+                    stop_step_pool(cluster.address)
         from bench.dedup_corpus import available
 
         for copies in args.copies if available() else []:
             results[f"pairs_x{copies}"] = pairs_fan_out(tmp, copies, args.max_partition_rows)
             print(f"pairs_x{copies}", {k: v for k, v in results[f"pairs_x{copies}"].items()
                                        if k != "partitions"}, flush=True)  # fmt: skip
+    print(f"load average at start {results['load_average_start']}")
     print(f"{'mode':<14}{'wall s':>8}{'steps':>7}{'compute s':>11}{'overhead/step s':>17}")
-    for mode in ("in_process", "multiprocess", "ray"):
+    for mode in ("in_process", "multiprocess", "ray", "ray_jobs"):
         if mode in results:
             r = results[mode]
             print(f"{mode:<14}{r['wall_s']:>8}{r['steps']:>7}{r['compute_s']:>11}"
                   f"{r['per_step_overhead_s']:>17}")  # fmt: skip
     ratios = {}
     if "ray" in results:
-        ratios["ray_vs_multiprocess_throughput"] = round(
-            results["multiprocess"]["wall_s"] / results["ray"]["wall_s"], 3
-        )
+        for mode in ("ray", "ray_jobs"):
+            ratios[f"{mode}_vs_multiprocess_throughput"] = round(
+                results["multiprocess"]["wall_s"] / results[mode]["wall_s"], 3
+            )
     ratios["multiprocess_vs_in_process_throughput"] = round(
         results["in_process"]["wall_s"] / results["multiprocess"]["wall_s"], 3
     )
@@ -216,7 +236,8 @@ def main() -> None:
         ratios["pairs_rss_ratio"] = round(
             results[sizes[-1]]["max_peak_rss_mb"] / results[sizes[0]]["max_peak_rss_mb"], 3
         )
-    print(json.dumps({"bench": "backfill_scale", **results, **ratios}))
+    load = [round(x, 2) for x in os.getloadavg()]
+    print(json.dumps({"bench": "backfill_scale", **results, **ratios, "load_average_end": load}))
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 """What each data step needs (CPU, memory), as op tags that executors read.
 
-``dagster-ray/config`` is read by dagster-ray's ``ray_executor`` (the Ray job of a step asks
-for ``num_cpus`` and ``memory`` bytes, so the Ray scheduler places it on a node with room);
-the in-process and multiprocess executors ignore it. The numbers are sized for one shard
+``dagster-ray/config`` is read by both Ray executors of ``jobs/ray_jobs.py``: our
+``ray_actor_executor`` (the step runs on a pool actor that reserves at least ``num_cpus`` and
+``memory`` bytes) and dagster-ray's ``ray_executor`` (the step's Ray job asks for them), so the
+Ray scheduler places the step on a node with room; the in-process and multiprocess executors
+ignore it. The numbers are sized for one shard
 group / one band partition at the default sizes (``bench/backfill_scale.py`` prints the
 measured peak RSS per step); raise them with ``max_partition_rows`` or the shard-group size::
 

@@ -1,15 +1,20 @@
-"""Backfills on a real two-node Ray cluster (head + worker, separate processes) via dagster-ray.
+"""Backfills on a real two-node Ray cluster (head + worker, separate processes).
 
 One run per partition, launched through Dagster (``execute_job`` on a SQLite instance, each
-run in a process of its own: ``jobs/partition_runs.py``); every step is a Ray job
-(``jobs/ray_jobs.py``). The test checks, against an in-process run of the
-same definitions on the same corpus:
+run in a process of its own: ``jobs/partition_runs.py``); every step runs on a warm actor of
+the cluster's step pool (``jobs/ray_jobs.py`` → ``jobs/ray_executor.py``), except the
+``quality`` stage, which goes through dagster-ray's job executor (``quality_on_ray_jobs``) so
+that both executors stay tested. The test checks, against an in-process run of the same
+definitions on the same corpus:
 
 - ingest → quality → shard_pipeline per shard, ``band_pairs`` per band partition and the
   ``dedup`` union: every artifact is byte-identical;
+- every actor-path step ran on a ``StepWorker`` actor (its engine event names the actor, its
+  node and its pid), on both nodes, actors served several steps each, and the only Ray jobs
+  submitted were the quality stage's;
 - a shard whose manifest is missing fails with that reason while the others complete;
 - the worker node SIGKILLed while a step runs on it: the step fails its health check, the
-  asset's RetryPolicy runs it again (on the head), the run succeeds, outputs are identical
+  asset's RetryPolicy runs it again on another node, the run succeeds, outputs are identical
   and no temp file or half-written partition is visible.
 """
 
@@ -17,12 +22,14 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 from dagster import DagsterInstance
+from ray.job_submission import JobSubmissionClient, JobType
 
-from jobs.partition_runs import run_partitions
+from jobs.partition_runs import PartitionRunner
 from jobs.partitions import band_partitions
 from pretrain import storage
 from pretrain_assets.definitions import build_definitions
@@ -56,7 +63,8 @@ def _artifacts(root: Path) -> dict[str, bytes]:
 
 
 def _on_worker(cluster) -> bool:
-    """True while a ``dagster api execute_step`` process runs under the worker node."""
+    """True while a step worker actor under the worker node runs a step (Ray titles the
+    process ``ray::StepWorker.execute`` during the call)."""
     if cluster.worker is None:
         return False
     for pid in descendants(cluster.worker.pid):
@@ -64,9 +72,30 @@ def _on_worker(cluster) -> bool:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if b"execute_step" in cmdline:
+        if b"StepWorker.execute" in cmdline:
             return True
     return False
+
+
+def _submitted(cluster) -> list:
+    """Ray jobs submitted through the job API (the runs' own drivers are listed too: skipped)."""
+    jobs = JobSubmissionClient(cluster.dashboard_url).list_jobs()
+    return [j for j in jobs if j.type == JobType.SUBMISSION]
+
+
+def _actor_steps(run_ids: list[str]) -> list[dict[str, str]]:
+    """Per step attempt: the actor that ran it (from the worker's engine event)."""
+    found = []
+    with DagsterInstance.get() as instance:
+        for run_id in run_ids:
+            for entry in instance.all_logs(run_id):
+                event = entry.dagster_event
+                if event is None or "on Ray actor" not in (event.message or ""):
+                    continue
+                metadata = event.engine_event_data.metadata
+                found.append({"run_id": run_id, "step": entry.step_key,
+                              **{k: v.value for k, v in metadata.items()}})  # fmt: skip
+    return found
 
 
 def test_backfill_on_ray_matches_in_process_and_survives_a_lost_worker(
@@ -81,8 +110,10 @@ def test_backfill_on_ray_matches_in_process_and_survives_a_lost_worker(
 
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    with ray_cluster(tmp_path, head_cpus=1, worker_cpus=1) as cluster:
+    with ExitStack() as stack:
+        cluster = stack.enter_context(ray_cluster(tmp_path, head_cpus=1, worker_cpus=1))
         for name, value in {"DAGSTER_HOME": str(home), "PRETRAIN_ROOT": str(root),
+                            "RAY_ADDRESS": cluster.address,
                             "RAY_JOBS_ADDRESS": cluster.dashboard_url,
                             "PYTHONPATH": cluster.env["PYTHONPATH"],
                             "POLARS_MAX_THREADS": "1"}.items():  # fmt: skip
@@ -91,12 +122,15 @@ def test_backfill_on_ray_matches_in_process_and_survives_a_lost_worker(
             keys = register_shards(instance, ArtifactStore(root=str(root)), manifests)
             instance.add_dynamic_partitions("shards", ["missing-0000"])  # no manifest written
 
-        ingested = run_partitions(f"{RAY_JOBS}:ingest_on_ray", [*keys, "missing-0000"])
+        runner = stack.enter_context(PartitionRunner())  # one server: imports paid once
+        ingested = runner.run(f"{RAY_JOBS}:ingest_on_ray", [*keys, "missing-0000"])
         assert [ingested[k]["success"] for k in keys] == [True, True], ingested
         bad = ingested["missing-0000"]
         assert bad["success"] is False and bad["retries"] == 0  # bad input: no retry
         assert "missing-0000.json does not exist" in bad["failures"][0]
-        assert run_partitions(f"{RAY_JOBS}:quality_on_ray", [None])[None]["success"]
+        # the quality stage through dagster-ray's job executor: the only Ray jobs of the test
+        assert runner.run(f"{RAY_JOBS}:quality_on_ray_jobs", [None])[None]["success"]
+        assert [j.metadata.get("dagster/job") for j in _submitted(cluster)] == ["quality"]
 
         # the shard backfill 2 runs at a time: with 1 CPU per node and 1 CPU per step, the
         # second concurrent step runs on the worker, which is SIGKILLed while it does
@@ -112,20 +146,34 @@ def test_backfill_on_ray_matches_in_process_and_survives_a_lost_worker(
 
         watcher = threading.Thread(target=kill_worker_once, daemon=True)
         watcher.start()
-        results = run_partitions(f"{RAY_JOBS}:shard_pipeline_on_ray", keys, width=2)
+        results = runner.run(f"{RAY_JOBS}:shard_pipeline_on_ray", keys, width=2)
         assert killed.is_set(), "no step was scheduled on the worker node"
         assert all(results[k]["success"] for k in keys), results
         assert sum(r["retries"] for r in results.values()) >= 1, results
+        # each attempt ran on a step worker actor; the killed attempt's retry on another node
+        attempts = _actor_steps([results[k]["run_id"] for k in keys])
+        retried = [a for a in attempts
+                   if sum(b["run_id"] == a["run_id"] and b["step"] == a["step"]
+                          for b in attempts) > 1]  # fmt: skip
+        assert len(attempts) == 2 * len(keys) + len(retried) // 2, attempts
+        assert len({a["node_id"] for a in retried}) == 2, retried
 
         # dedup reads every registered shard: the operator drops the broken one first
         with DagsterInstance.get() as instance:
             instance.delete_dynamic_partition("shards", "missing-0000")
-        bands = run_partitions(
-            f"{RAY_JOBS}:band_pairs_on_ray", band_partitions.get_partition_keys()
-        )
+        bands = runner.run(f"{RAY_JOBS}:band_pairs_on_ray", band_partitions.get_partition_keys())
         assert [k for k, r in bands.items() if not r["success"]] == [], bands
-        clusters = run_partitions(f"{RAY_JOBS}:dedup_on_ray", [None])[None]
+        clusters = runner.run(f"{RAY_JOBS}:dedup_on_ray", [None])[None]
         assert clusters["success"], clusters
+
+        # every actor-path step: on a step worker actor, on both nodes, actors reused (warm)
+        actor_runs = [r["run_id"] for outcome in (ingested, results, bands)
+                      for r in outcome.values()] + [clusters["run_id"]]  # fmt: skip
+        attempts = _actor_steps(actor_runs)
+        assert len(attempts) >= 2 + 2 * len(keys) + len(bands) + 1, attempts  # ingest ok ×2
+        assert len({a["node_id"] for a in attempts}) == 2
+        assert max(int(a["steps_run"]) for a in attempts) >= 5, attempts
+        assert len(_submitted(cluster)) == 1  # still only the quality step's Ray job
 
     ours = _artifacts(root)
     assert sorted(ours) == sorted(reference)
