@@ -93,10 +93,17 @@ def decisions(limit: int = 10) -> list[dict]:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from pretrain.checkpoint.dcp import damage_reports, is_healthy, list_checkpoints, read_meta
+    from pretrain import storage
+    from pretrain.checkpoint.dcp import (
+        damage_reports,
+        is_healthy,
+        list_branches,
+        list_checkpoints,
+        read_meta,
+    )
 
-    run_root = Path(args.root) / "runs"
-    branches = sorted(p.name for p in run_root.iterdir() if p.is_dir()) if run_root.exists() else []
+    run_root = storage.join(args.root, "runs")  # local or s3://
+    branches = list_branches(run_root)
     if not branches:
         print(f"no training runs under {run_root}")
     for branch in branches:
@@ -105,7 +112,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             continue
         latest = checkpoints[-1]
         meta = read_meta(latest)
-        healthy = [c.name for c in checkpoints if is_healthy(c)]
+        healthy = [str(c).rstrip("/").rsplit("/", 1)[-1] for c in checkpoints if is_healthy(c)]
         print(
             f"{branch}: {len(checkpoints)} checkpoints, latest {meta['key']} "
             f"(tokens seen {meta.get('tokens_seen', 0):,}), "
@@ -131,10 +138,11 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from pretrain import storage
     from pretrain.checkpoint.dcp import checkpoint_dir_for_key
     from pretrain.train.export import export_checkpoint
 
-    ckpt = checkpoint_dir_for_key(str(Path(args.root) / "runs"), args.key)
+    ckpt = checkpoint_dir_for_key(storage.join(args.root, "runs"), args.key)
     out = export_checkpoint(ckpt, args.out, dtype=args.dtype)
     print(f"exported {args.key} to {out}")
     return 0

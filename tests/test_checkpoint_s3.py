@@ -21,6 +21,7 @@ from pretrain.checkpoint import dcp as ckpt
 from pretrain.checkpoint import remote
 from pretrain.errors import CheckpointError
 from pretrain.train.config import TrainConfig
+from pretrain_assets.cli import main as cli_main
 from tests.helpers.training import losses, make_config, make_packed, read_jsonl, run, torchrun
 from tests.s3_server import moto_s3
 
@@ -45,8 +46,10 @@ def s3_config(packed: Path, staging: Path, root: str, **kwargs: object) -> Train
     )
 
 
-def test_save_prune_label_and_exact_resume_from_s3(s3: str, packed: Path, tmp_path: Path) -> None:
-    root = f"{ROOT}/exact"
+def test_save_prune_label_and_exact_resume_from_s3(
+    s3: str, packed: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = f"{ROOT}/exact/runs"  # the run root of the artifact root {ROOT}/exact
     run(make_config(packed, tmp_path / "local"))  # the reference: 12 steps in one go, locally
     first = run(s3_config(packed, tmp_path / "stage", root, max_steps=8, keep_last=1))
     assert first.last_checkpoint == f"{root}/b00/step-00000008"
@@ -71,6 +74,11 @@ def test_save_prune_label_and_exact_resume_from_s3(s3: str, packed: Path, tmp_pa
     ]
     meta = ckpt.read_meta(f"{root}/b00/step-00000012")
     assert meta["lineage"]["parent"] == f"{root}/b00/step-00000008"
+    capsys.readouterr()
+    assert cli_main(["status", "--root", f"{ROOT}/exact"]) == 0  # `pretrain status` on S3
+    status = capsys.readouterr().out
+    assert "b00: 2 checkpoints, latest b00-s000000012" in status
+    assert "healthy: step-00000008" in status
     straight, split = losses(tmp_path / "local"), losses(tmp_path / "stage2")
     assert [split[s] for s in range(9, 13)] == [straight[s] for s in range(9, 13)]
     # the consolidated model (eval, hf_export) loads from S3 and matches the local run's

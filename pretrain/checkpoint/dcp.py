@@ -43,6 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pyarrow.fs as pafs
+
 from pretrain import storage
 from pretrain.checkpoint import integrity, remote
 from pretrain.errors import CheckpointError, DataError
@@ -87,6 +89,16 @@ def checkpoint_dir_for_key(run_root: str | Path, key: str) -> Any:
 
 def step_dir_name(step: int) -> str:
     return f"step-{step:08d}"
+
+
+def list_branches(run_root: str | Path) -> list[str]:
+    """Names of the branch folders under ``run_root`` (local or ``s3://``), sorted."""
+    fs, path = storage.filesystem(str(run_root))
+    try:
+        entries = fs.get_file_info(pafs.FileSelector(path, recursive=False))
+    except FileNotFoundError:
+        return []
+    return sorted(e.base_name for e in entries if e.type == pafs.FileType.Directory)
 
 
 def list_checkpoints(run_root: str | Path, branch: str) -> list[Any]:
