@@ -261,15 +261,10 @@ def test_train_job_through_slurm_with_only_an_s3_artifact_root(
     assert starts[1]["resumed_from"] == f"{runs}/b00/step-00000048"
     steps = [r["step"] for r in read_jsonl(scratch / "b00" / "metrics.jsonl") if "loss" in r]
     assert steps == list(range(1, 57))
-    # no checkpoint was written locally: no artifact folder, nothing left staged (the resume's
-    # verified download of step 48 is the only local copy), no Pipes message file
+    # no checkpoint was written locally: no artifact folder, nothing left staged, the resume's
+    # verified download of step 48 removed once loaded, no Pipes message file
     local = [p.relative_to(tmp_path) for p in tmp_path.rglob("*")]
-    assert {p.parts[:4] for p in local if p.suffix == ".distcp"} == {
-        ("scratch", ".downloads", "b00", "step-00000048")
-    }
-    assert [p for p in local if p.name.startswith("step-")] == [
-        Path("scratch/.downloads/b00/step-00000048")
-    ]
+    assert [p for p in local if p.suffix == ".distcp" or p.name.startswith("step-")] == []
     assert not list(tmp_path.rglob("*.pipes.jsonl"))
     print(
         f"first launch {first_s:.1f} s, resume {second_s:.1f} s, hf_export {export_s:.1f} s; "

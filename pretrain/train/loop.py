@@ -19,6 +19,7 @@ losses bit for bit, even after a ``kill -9`` (tests/test_train_resume.py).
 
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 from collections import deque
@@ -150,6 +151,10 @@ class Trainer:
                 optimizer=self.optimizer,
                 verify=False,  # rank 0 just did
             )
+            if remote:  # every rank of this node has read the verified download: drop it
+                barrier(self.proc)
+                if self.proc.local_rank == 0:
+                    shutil.rmtree(local, ignore_errors=True)
             self.reader.load_state_dict(restored.data_state)
             self.step, self.tokens_seen = restored.step, int(restored.meta["tokens_seen"])
             window = restored.meta["loss_window"]
