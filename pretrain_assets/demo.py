@@ -242,7 +242,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--eval-dir", default=None, help="eval task folder (default: $PRETRAIN_EVAL_DIR or "
-        "~/.cache/pretrain/eval; ../shared/data/eval on development machines)",
+        "~/.cache/pretrain/eval, filled from the Hugging Face Hub)",
     )  # fmt: skip
     add_stage_options(parser)
     return parser.parse_args(argv)
