@@ -184,19 +184,15 @@ def test_train_job_through_slurm_with_only_an_s3_artifact_root(
         assert not cache.exists()
 
         with instance_for_test() as instance:
-
-            def launch(max_steps: int, resume: str) -> tuple[Any, float]:
-                started = time.monotonic()
-                result = train_job.execute_in_process(
-                    run_config=train_run_config(max_steps, scratch, resume),
-                    resources=resources,
-                    instance=instance,
-                    raise_on_error=False,
-                )
-                assert result.success, result.all_events[-1]
-                return result, time.monotonic() - started
-
-            first, first_s = launch(48, "none")
+            started = time.monotonic()
+            first = train_job.execute_in_process(
+                run_config=train_run_config(48, scratch, "none"),
+                resources=resources,
+                instance=instance,
+                raise_on_error=False,
+            )
+            first_s = time.monotonic() - started
+            assert first.success, first.all_events[-1]
             summary = first.output_for_node("train_model")
             keys = [f"b00-s{step:09d}" for step in range(4, 49, 4)]
             assert summary["event"] == "finished" and summary["step"] == 48
@@ -215,7 +211,15 @@ def test_train_job_through_slurm_with_only_an_s3_artifact_root(
             assert materialized[0].timestamp < commits[48]
             delivered_s = materialized[0].timestamp - commits[4]
 
-            second, second_s = launch(56, "latest")
+            started = time.monotonic()
+            second = train_job.execute_in_process(
+                run_config=train_run_config(56, scratch, "latest"),
+                resources=resources,
+                instance=instance,
+                raise_on_error=False,
+            )
+            second_s = time.monotonic() - started
+            assert second.success, second.all_events[-1]
             resumed = second.output_for_node("train_model")
             assert resumed["step"] == 56
             assert resumed["checkpoints"] == ["b00-s000000052", "b00-s000000056"]

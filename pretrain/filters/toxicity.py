@@ -150,15 +150,14 @@ class GroupTerms:
     """
 
     def __init__(self, terms: tuple[str, ...]) -> None:
+        self._by_length: dict[int, frozenset[tuple[str, ...]]] = {}
         grams: dict[int, set[tuple[str, ...]]] = {}
         for term in terms:
             words = tuple(_WORD.findall(term.lower()))
             if not 1 <= len(words) <= 3:
                 raise ConfigError(f"group term {term!r}: use 1 to 3 words")
             grams.setdefault(len(words), set()).add(words)
-        self._by_length: dict[int, frozenset[tuple[str, ...]]] = {
-            n: frozenset(g) for n, g in grams.items()
-        }
+        self._by_length = {n: frozenset(g) for n, g in grams.items()}
 
     def named_in(self, text: str) -> bool:
         """Whether ``text`` contains one of the terms as whole words."""
