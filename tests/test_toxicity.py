@@ -111,6 +111,20 @@ def test_a_sentence_naming_a_group_is_flagged_from_the_identity_threshold() -> N
     assert rule.check(_doc(attack, language="de")) is None  # the English rule stays English
 
 
+def test_listed_phrases_match_as_whole_words_and_flag_a_sentence_outright(tmp_path: Path) -> None:
+    # Coded hate scores low in a profanity model; the built-in list names it (1-3 words).
+    coded = "They talk of white genocide again. The mud races keep coming here. "
+    assert all(p < 0.5 for p in sentence_probabilities(coded.split(". ")[:2]))
+    doc = _doc(CALM + coded)
+    assert ToxicityFilter(ToxicityConfig(model=None)).check(doc)[0] == "toxic_content"
+    assert "mud races" in doc["_toxicity"][4] and "white genocide" in doc["_toxicity"][4]
+    lists = tmp_path / "phrases.json"
+    lists.write_text(json.dumps({"en": ["bad apple", "rotten-egg"]}))
+    rule = ToxicityFilter(ToxicityConfig(word_lists_uri=str(lists), model=None))
+    assert rule.check(_doc("A bad apple. A Rotten egg! Bad apples and a bad day.")) is not None
+    assert rule.check(_doc("The apple was bad. An egg, rotten, fell. A bad, apple day.")) is None
+
+
 def test_boilerplate_lines_of_a_forum_page_do_not_dilute_the_share() -> None:
     boilerplate = "\n".join(["Quote", "Posts: 1,234", "Mar 2007"] * 14)
     page = _doc(CALM + "\n" + boilerplate + "\n" + INSULTS)

@@ -2,7 +2,7 @@
 
 A regression guard, not the benchmark (``bench/cleaning_quality.py`` measures the held-out
 numbers): Stormfront posts with a sentence its annotators labelled ``hate``, grouped ten to
-a thread, must mostly be flagged; Reuters crime and war stories and English web pages must
+a thread, must mostly be flagged, and most threads of all its posts too; Reuters crime and war stories and English web pages must
 mostly pass. Language comes from LID-176 as in the filter stage.
 """
 
@@ -32,14 +32,14 @@ def _read(path: Path) -> list[dict]:
         return [json.loads(line) for line in f]
 
 
-def _hate_threads() -> list[dict]:
+def _threads(*, hate_only: bool = True) -> list[dict]:
     posts: dict[str, list[dict]] = {}
     for row in _read(STORMFRONT):
         posts.setdefault(row["post_id"], []).append(row)
     texts = [
         " ".join(r["text"] for r in sorted(rows, key=lambda r: r["sentence_no"]))
         for _, rows in sorted(posts.items())
-        if any(r["label"] == "hate" for r in rows)
+        if not hate_only or any(r["label"] == "hate" for r in rows)
     ]
     return [{"text": "\n\n".join(texts[i : i + 10])} for i in range(0, len(texts), 10)]
 
@@ -53,13 +53,16 @@ def _flagged_share(docs: list[dict], rule: ToxicityFilter) -> float:
 
 def test_threads_with_labelled_hate_are_flagged_and_news_and_web_pass() -> None:
     rule = ToxicityFilter(ToxicityConfig())
-    hate = _hate_threads()
+    hate = _threads()
     recall = _flagged_share(hate, rule)
     assert len(hate) > 100 and recall >= 0.85, recall
     news = [{"text": r["text"]} for r in _read(REUTERS) if len(VIOLENT.findall(r["text"])) >= 2]
     assert len(news) > 50 and _flagged_share(news, rule) <= 0.02
     web = [{"text": r["text"]} for r in _read(WEB) if (r.get("text") or "").strip()]
     assert _flagged_share(web, rule) <= 0.02
-    # Without the identity rule the same model misses much more of the implicit hate.
-    plain = _flagged_share(_hate_threads(), ToxicityFilter(ToxicityConfig(identity_threshold=None)))
-    assert plain < recall - 0.03, (plain, recall)
+    # Over all the forum's threads (many without a labelled insult), the identity rule adds
+    # much of what is found: the profanity model alone misses implicit hate.
+    with_rule = _flagged_share(_threads(hate_only=False), rule)
+    plain = ToxicityFilter(ToxicityConfig(identity_threshold=None))
+    without = _flagged_share(_threads(hate_only=False), plain)
+    assert with_rule >= 0.75 and without < with_rule - 0.1, (without, with_rule)

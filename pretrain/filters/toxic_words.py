@@ -10,7 +10,8 @@ extend them with ``ToxicityConfig(word_lists_uri=...)`` (JSON ``{"en": [...], "*
     "fucking" in DEFAULT_WORD_LISTS["en"]  # -> True
 
 Entries of unsegmented languages (zh, ja) match as substrings; the others as whole words,
-case-insensitively.
+case-insensitively, and may be phrases of up to three words (hyphens count as spaces:
+"anti-whites" matches "anti whites").
 """
 
 from __future__ import annotations
@@ -36,6 +37,15 @@ DEFAULT_WORD_LISTS: dict[str, tuple[str, ...]] = {
         # pornographic
         "porn", "porno", "pornhub", "blowjob", "blowjobs", "handjob", "cumshot", "milf",
         "hentai", "camgirl", "camgirls", "xxx",
+        # coded white-supremacist vocabulary (phrases of up to 3 words match as whole words)
+        "white genocide", "mud people", "mud race", "mud races", "mudslime", "mudslimes",
+        "half breed", "half breeds", "halfbreed", "halfbreeds", "race traitor", "race traitors",
+        "race mixer", "race mixers", "shegroid", "shegroids", "zogworld", "anti-whites",
+        "dieversity", "jew media", "jewish supremacist", "jewish supremacists",
+        "third worlders", "rahowa", "white power", "sieg heil", "heil hitler", "untermensch",
+        "untermenschen", "towelhead", "towelheads", "jungle bunny", "jungle bunnies",
+        "porch monkey", "porch monkeys", "jigaboos", "wigger", "wiggers", "race realist",
+        "race realists",
     ),
     "de": (
         "scheiße", "scheisse", "scheiß", "scheiss", "arschloch", "arschlöcher", "fotze",
@@ -68,8 +78,8 @@ DEFAULT_WORD_LISTS: dict[str, tuple[str, ...]] = {
     "ja": ("死ね", "クソ野郎", "ちんこ", "まんこ"),
 }  # fmt: skip
 
-# Mentions of groups of people by race, religion, ethnicity or origin (English). A sentence that
-# names a group is flagged from a much lower model probability (``identity_threshold``): hate
+# Mentions of groups of people by race, religion, ethnicity, origin or sexual orientation
+# (English). A sentence that names a group is flagged from a much lower model probability (``identity_threshold``): hate
 # against a group is mostly said without insults ("the Jews control ...", "blacks are ..."),
 # which a profanity model scores 0.1-0.4. Words with an innocent everyday reading ("white",
 # "black", "race" alone: the White House, a black market, an arms race) only count in phrases.
@@ -90,5 +100,11 @@ IDENTITY_TERMS: dict[str, tuple[str, ...]] = {
         "black guys", "black male", "black males", "black thug", "black thugs",
         "black community", "our race", "our people", "our folk", "our kind", "other race",
         "other races", "another race", "the white race", "the black race", "the jewish race",
+        "jew", "goyim", "negros", "mulattoe", "mulattoes", "half caste", "half-caste",
+        "mongrel", "mongrels", "anti-white", "non-european", "non-europeans", "interracial",
+        "third world", "foreigners", "foreign nationals", "minorities", "african", "asian",
+        "refugees", "asylum seekers", "migrants", "somalis", "pakistanis", "gypsy", "natives",
+        "savages", "colored people", "coloured people", "brown people", "homosexual",
+        "homosexuals", "homosexuality", "gays", "lesbians", "transgender", "tnb",
     ),
 }  # fmt: skip
