@@ -153,19 +153,17 @@ class Terms:
     """
 
     def __init__(self, terms: frozenset[str] | tuple[str, ...]) -> None:
-        singles: set[str] = set()
-        phrases: dict[str, set[tuple[str, ...]]] = {}  # first word -> whole phrases
+        by_length: dict[int, set[tuple[str, ...]]] = {1: set(), 2: set(), 3: set()}
         for term in terms:
             words = tuple(_WORD.findall(term.lower()))
             if not 1 <= len(words) <= 3:
                 raise ConfigError(f"term {term!r}: use 1 to 3 words")
-            if len(words) == 1:
-                singles.add(words[0])
-            else:
-                phrases.setdefault(words[0], set()).add(words)
-        self._singles = frozenset(singles)
-        self._phrases = phrases
-        self._firsts = frozenset(phrases)
+            by_length[len(words)].add(words)
+        self._singles = frozenset(w for (w,) in by_length[1])
+        self._pairs = frozenset(by_length[2])
+        self._triples = frozenset(by_length[3])
+        self._firsts = frozenset(g[0] for g in self._pairs | self._triples)
+        self._triple_heads = frozenset(g[:2] for g in self._triples)
 
     @staticmethod
     def fits(terms: frozenset[str]) -> bool:
@@ -173,15 +171,18 @@ class Terms:
         return all(1 <= len(_WORD.findall(t)) <= 3 for t in terms)
 
     def found_in_tokens(self, tokens: list[str]) -> list[str]:
-        """The terms in the lower-cased word tokens of a text, once per occurrence."""
+        """The terms in the lower-cased word tokens of a text (single words once per
+        occurrence, phrases once)."""
         found = (
             [] if self._singles.isdisjoint(tokens) else [t for t in tokens if t in self._singles]
         )
-        if not self._firsts.isdisjoint(tokens):
-            for i, token in enumerate(tokens):
-                for words in self._phrases.get(token, ()):
-                    if tuple(tokens[i : i + len(words)]) == words:
-                        found.append(" ".join(words))
+        if self._firsts.isdisjoint(tokens):
+            return found
+        pairs = set(zip(tokens, tokens[1:], strict=False))
+        found.extend(" ".join(g) for g in self._pairs.intersection(pairs))
+        if not self._triple_heads.isdisjoint(pairs):
+            triples = set(zip(tokens, tokens[1:], tokens[2:], strict=False))
+            found.extend(" ".join(g) for g in self._triples.intersection(triples))
         return found
 
     def named_in(self, text: str) -> bool:
