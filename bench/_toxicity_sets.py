@@ -67,8 +67,37 @@ def stormfront_threads(
         for start in range(0, len(items), per_thread):
             chunk = items[start : start + per_thread]
             key = f"stormfront:{subforum}:{chunk[0][0]}"
-            threads.append({"id": key, "text": "\n\n".join(t for _, t in chunk)})
+            threads.append({"id": key, "text": "\n\n".join(t for _, t in chunk),
+                            "posts": [p for p, _ in chunk]})  # fmt: skip
     return threads
+
+
+def training_labels() -> list[dict]:
+    """Labelled sentences and tweets for a toxicity classifier, from the ``dev`` side only.
+
+    Stormfront sentences (``hate`` toxic, ``noHate`` clean) of posts in ``dev`` 10-post threads
+    and Davidson tweets of ``dev`` 10-tweet threads: nothing of the held-out threads of
+    ``stormfront_threads``, ``stormfront_forum_pages`` or ``twitter_threads``. The 30-post and
+    hate-only threads group the same posts differently: see ``OVERLAPS_TRAINING``.
+    """
+    held: set[tuple[str, str]] = set()
+    for thread in stormfront_threads(hate_only=False):
+        if split_of(thread["id"]) == "heldout":
+            held.update((thread["id"].split(":")[1], p) for p in thread["posts"])
+    rows = [
+        {"text": r["text"], "toxic": r["toxic"]}
+        for r in _read(TOXICITY / "stormfront_hate_speech_10944.jsonl.gz")
+        if r["toxic"] is not None and (r["subforum_id"], r["post_id"]) not in held
+    ]
+    tweets = _read(TOXICITY / "davidson_twitter_hate_offensive_24783.jsonl.gz")
+    for i in range(0, len(tweets), 10):
+        if split_of(tweets[i]["id"]) == "dev":
+            rows += [{"text": r["text"], "toxic": r["toxic"]} for r in tweets[i : i + 10]]
+    return rows
+
+
+# Sets whose held-out threads hold posts that ``training_labels`` trains on.
+OVERLAPS_TRAINING = frozenset({"stormfront_threads_30_posts", "stormfront_hate_threads"})
 
 
 def twitter_threads() -> list[dict]:

@@ -15,8 +15,9 @@ ingest_job = define_asset_job(
 )
 quality_job = define_asset_job(
     "quality",
-    selection=AssetSelection.assets("quality_classifier"),
-    description="Train the fastText quality classifier on every raw shard (before filtering).",
+    selection=AssetSelection.assets("quality_classifier", "toxicity_classifier"),
+    description="Train the classifiers the filter uses: fastText quality on every raw shard, "
+    "fastText toxicity on your labelled files (skipped without any).",
 )
 shard_pipeline_job = define_asset_job(
     "shard_pipeline",

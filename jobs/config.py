@@ -59,15 +59,19 @@ def _config_type(hint: Any, optional: bool, where: str, exclude: Excluded = ()) 
     raise TypeError(f"{where}: type {hint} has no Dagster config equivalent; exclude the field")
 
 
-def _config_value(value: Any, optional: bool) -> Any:
+def _nested(exclude: Excluded, name: str) -> Excluded:
+    """The excluded paths under field ``name`` (``"toxicity.classifier_uri"`` → ``"classifier_uri"``)."""
+    return tuple(e.removeprefix(name + ".") for e in exclude if e.startswith(name + "."))
+
+
+def _config_value(value: Any, optional: bool, exclude: Excluded = ()) -> Any:
     """A library default as a Config default (tuples → lists, dataclasses → Config)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         # a plain dict: Dagster wants JSON-like defaults; validate_default makes it a Config
-        fields = config_class(type(value), optional=optional).model_fields
         return {
-            f.name: _config_value(getattr(value, f.name), optional)
+            f.name: _config_value(getattr(value, f.name), optional, _nested(exclude, f.name))
             for f in dataclasses.fields(value)
-            if f.name in fields
+            if f.init and f.name not in exclude
         }
     if isinstance(value, tuple | list):
         return [_config_value(v, optional) for v in value]
@@ -97,8 +101,7 @@ def config_class(
         if field.name in exclude or not field.init:
             continue
         where = f"{cls.__name__}.{field.name}"
-        prefix = field.name + "."
-        nested = tuple(e.removeprefix(prefix) for e in exclude if e.startswith(prefix))
+        nested = _nested(exclude, field.name)
         ftype = _config_type(hints[field.name], optional, where, nested)
         default = _default(field)
         description = docs.get(field.name)
@@ -107,7 +110,7 @@ def config_class(
         elif default is dataclasses.MISSING:
             fields[field.name] = (ftype, pydantic.Field(description=description))
         else:
-            value = _config_value(default, optional)
+            value = _config_value(default, optional, nested)
             fields[field.name] = (
                 ftype,
                 pydantic.Field(value, description=description, validate_default=True),

@@ -22,6 +22,7 @@ from pretrain.data.config import RawShardConfig
 from pretrain.dedup.config import DedupConfig
 from pretrain.eval.evaluate import EvalConfig
 from pretrain.filters.config import FilterConfig
+from pretrain.filters.toxicity_classifier import ToxicityClassifierConfig
 from pretrain.hf_export import HfExportConfig
 from pretrain.mixture.config import MixtureConfig
 from pretrain.packing.config import PackingConfig
@@ -51,8 +52,11 @@ class Stage:
 STAGES: dict[str, Stage] = {
     "raw": Stage(RawShardConfig, (("ingest", "raw_shards"),)),
     "quality": Stage(QualityClassifierConfig, (("quality", "quality_classifier"),)),
+    "toxicity": Stage(ToxicityClassifierConfig, (("quality", "toxicity_classifier"),)),
     "filter": Stage(
-        FilterConfig, (("shard_pipeline", "filtered_shards"),), exclude=("quality_model_uri",)
+        FilterConfig,
+        (("shard_pipeline", "filtered_shards"),),
+        exclude=("quality_model_uri", "toxicity.classifier_uri"),
     ),
     "dedup": Stage(
         DedupConfig,

@@ -183,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="only the data stages (ingest → filter → dedup → mixture) on a folder or s3:// prefix",
     )
     add_data_options(data, source_default=None)
-    add_stage_options(data, ("raw", "quality", "filter", "dedup", "mixture"))
+    add_stage_options(data, ("raw", "quality", "toxicity", "filter", "dedup", "mixture"))
     data.set_defaults(func=cmd_data)
 
     status = sub.add_parser("status", help="latest checkpoints, health, recovery decisions")

@@ -1,10 +1,13 @@
-"""Per-shard data assets: ``raw_shards[shard]`` → (``quality_classifier``) → ``filtered_shards[shard]``.
+"""Per-shard data assets: ``raw_shards[shard]`` → (``quality_classifier``, ``toxicity_classifier``)
+→ ``filtered_shards[shard]``.
 
 Each asset reads its partition's URIs from the ``ArtifactStore``, calls one library
 function, and returns its stats plus asset-check results recomputed from the files.
 ``filtered_shards`` also reports the funnel (Markdown) of its shard and of every shard
 filtered so far.
 """
+
+from dataclasses import replace
 
 from dagster import (
     AssetCheckSpec,
@@ -17,7 +20,7 @@ from dagster import (
 from jobs.config import to_library
 from jobs.partitions import shard_partitions
 from jobs.stages import STAGES
-from pretrain import storage, verify
+from pretrain import identity, storage, verify
 from pretrain.data.config import RawShardConfig
 from pretrain.data.raw import ShardManifest, build_raw_shard
 from pretrain.filters.config import FilterConfig
@@ -78,7 +81,7 @@ FilterRunConfig = STAGES["filter"].config_class
 
 @asset(
     partitions_def=shard_partitions,
-    deps=[raw_shards, AssetKey("quality_classifier")],
+    deps=[raw_shards, AssetKey("quality_classifier"), AssetKey("toxicity_classifier")],
     group_name="data",
     code_version="filter-v3",  # v3: paragraphs, chars_removed, profiles, LID first
     check_specs=[
@@ -99,7 +102,13 @@ def filtered_shards(
     out = store.uri("filtered_shards", shard)
     model_uri = store.uri("quality_classifier") if config.use_quality_classifier else None
     library_config = to_library(config, FilterConfig, quality_model_uri=model_uri)
-    inputs = [store.uri("raw_shards", shard), *([model_uri] if model_uri else [])]
+    toxicity_uri = store.uri("toxicity_classifier")
+    if identity.read(toxicity_uri) is None:  # never materialized: the filter goes on without
+        toxicity_uri = None
+    else:
+        toxicity = replace(library_config.toxicity, classifier_uri=toxicity_uri)
+        library_config = replace(library_config, toxicity=toxicity)
+    inputs = [store.uri("raw_shards", shard), *(u for u in (model_uri, toxicity_uri) if u)]
     ident = begin_output(context, store, out, library_config, inputs)
     stats = filter_shard(raw_uri, out, library_config)
     every_shard = storage.list_files(store.uri("filtered_shards"), suffixes=("stats.json",))

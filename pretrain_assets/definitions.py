@@ -34,6 +34,7 @@ from pretrain_assets.eval_assets import eval_comparison, eval_reports, hf_export
 from pretrain_assets.plan_assets import scaling_plan
 from pretrain_assets.quality_assets import quality_classifier
 from pretrain_assets.quarantine_assets import confirmed_quarantine, quarantined_documents
+from pretrain_assets.toxicity_assets import toxicity_classifier
 from resources.kubernetes import KubernetesLauncher
 from resources.launcher import TorchrunLauncher
 from resources.launching import Launcher
@@ -53,6 +54,7 @@ PROJECT_DIR = Path(__file__).resolve().parents[1]
 ASSETS = [
     raw_shards,
     quality_classifier,
+    toxicity_classifier,
     filtered_shards,
     minhash_signatures,
     dedup_pairs,

@@ -226,8 +226,18 @@ def data_summary(data: dict[str, Any]) -> dict[str, Any]:
         "val_docs": int(mixture["val_docs"]),
         "quality_classifier": data["quality"].get("quality_classifier", {}).get("skipped")
         or "trained",
+        "toxicity_classifier": _toxicity_summary(data["quality"].get("toxicity_classifier", {})),
         "mixture": f"{data['root']}/data_mixture",
     }
+
+
+def _toxicity_summary(stats: dict[str, Any]) -> str:
+    if stats.get("skipped") or "heldout_recall" not in stats:
+        return str(stats.get("skipped") or "not materialized")
+    return (
+        f"trained on {stats['toxic']} toxic + {stats['clean']} clean examples: held-out "
+        f"recall {stats['heldout_recall']}, precision {stats['heldout_precision']}"
+    )
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -7,7 +7,7 @@ Staleness comes from Dagster itself: each materialization of the per-shard chain
 (``dagster/input_data_version/<asset>``). A partition is stale from the first asset of the chain
 that was never materialized, was built by another code version, or read an input whose data
 version has changed since (an upstream re-materialized with other settings, or a new
-``quality_classifier``) — the partitions the UI marks stale. One run per stale shard re-does that
+``quality_classifier`` or ``toxicity_classifier``) — the partitions the UI marks stale. One run per stale shard re-does that
 asset and the rest of the chain; global steps (``dedup``, ``apply_dedup``, ``corpus``) follow once
 the shards are current. Run keys carry the versions, so a tick never requests the same work
 twice.
@@ -33,7 +33,7 @@ from jobs.partitions import shard_partitions
 
 CHAIN = ("raw_shards", "filtered_shards", "minhash_signatures")
 UPSTREAM = {
-    "filtered_shards": ("raw_shards", "quality_classifier"),
+    "filtered_shards": ("raw_shards", "quality_classifier", "toxicity_classifier"),
     "minhash_signatures": CHAIN[1:2],
 }
 CODE_VERSION_TAG, DATA_VERSION_TAG = "dagster/code_version", "dagster/data_version"
@@ -107,6 +107,15 @@ def latest_tags(instance: DagsterInstance, asset: str, page: int = 5000) -> dict
         cursor = result.cursor
 
 
+def _data_version(instance: DagsterInstance, asset: str) -> str | None:
+    """The data version of an unpartitioned asset's newest materialization (None: never)."""
+    event = instance.get_latest_materialization_event(AssetKey(asset))
+    if event is None or event.dagster_event is None:
+        return None
+    tags = event.dagster_event.step_materialization_data.materialization.tags
+    return (tags or {}).get(DATA_VERSION_TAG)
+
+
 def _run_key(key: str, chain: tuple[str, ...], tags: dict[str, dict[str, Tags]]) -> str:
     """Idempotent per state: the versions the stale chain was decided on."""
     seen = "|".join(f"{a}:{tags.get(a, {}).get(key, {}).get(DATA_VERSION_TAG)}" for a in CHAIN)
@@ -130,8 +139,10 @@ def shard_backfill_schedule(context: ScheduleEvaluationContext):
         asset: context.repository_def.asset_graph.get(AssetKey(asset)).code_version
         for asset in CHAIN
     }
-    classifier_tags = classifier.dagster_event.step_materialization_data.materialization.tags
-    globals_ = {"quality_classifier": (classifier_tags or {}).get(DATA_VERSION_TAG)}
+    globals_ = {
+        name: _data_version(instance, name)
+        for name in ("quality_classifier", "toxicity_classifier")
+    }
     tags = {a: latest_tags(instance, a) for a in CHAIN}
     plan = stale_chain(keys, tags, current, globals_)
     if not plan:

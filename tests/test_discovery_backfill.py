@@ -60,7 +60,7 @@ def test_stale_chain_restarts_at_the_first_missing_or_outdated_asset() -> None:
     def tags(code: str, data: str, **inputs: str) -> dict[str, str]:
         # Dagster records a partitioned input as a hash of its partitions' data versions
         upstream = {
-            f"dagster/input_data_version/{k}": v if k == "quality_classifier"
+            f"dagster/input_data_version/{k}": v if k.endswith("_classifier")
             else partitions_data_version([v])
             for k, v in inputs.items()
         }  # fmt: skip
@@ -93,6 +93,15 @@ def test_stale_chain_restarts_at_the_first_missing_or_outdated_asset() -> None:
     assert stale_chain(["s0"], materialized, current, {"quality_classifier": "q1"}) == {
         "s0": CHAIN[2:]
     }
+    # a toxicity classifier trained on new labels makes the shards filtered with the old one stale
+    materialized["filtered_shards"]["s0"] = tags(
+        "filter-v2", "f0", raw_shards="rs0", quality_classifier="q1", toxicity_classifier="t1"
+    )
+    materialized["minhash_signatures"]["s0"] = tags("minhash-v2", "m0", filtered_shards="f0")
+    versions = {"quality_classifier": "q1", "toxicity_classifier": "t1"}
+    assert stale_chain(["s0"], materialized, current, versions) == {}
+    versions["toxicity_classifier"] = "t2"
+    assert stale_chain(["s0"], materialized, current, versions) == {"s0": CHAIN[1:]}
 
 
 def test_backfill_schedule_waits_for_shards_and_the_classifier(tmp_path: Path) -> None:

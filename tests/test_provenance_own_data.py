@@ -2,7 +2,8 @@
 
 The last test runs the README's command (`pretrain data --source DIR --source-name web`) in a
 subprocess with a fresh DAGSTER_HOME and artifact root, on a folder of plain JSONL that has no
-reference text for the quality classifier, exactly as a new user would.
+reference text for the quality classifier, exactly as a new user would, with a file of toxicity
+labels (`--toxicity.labelled_uris`) that trains the toxicity classifier.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pretrain.quality.classifier import (
     skipped_reason,
     train_quality_classifier,
 )
+from tests.helpers.toxicity_labels import HOSTILE, VERBS, labelled_rows, write_labels
 
 ROOT = Path(__file__).resolve().parents[1]
 SENTENCES = [
@@ -121,6 +123,17 @@ def test_raw_and_filter_pass_provenance_and_classifier_skips_without_reference(
 
 def test_readme_own_data_command_on_plain_jsonl(tmp_path: Path) -> None:
     records = _write_jsonl(tmp_path / "my_data", 60)
+    # Four well-formed stories that turn hostile against an invented group, and the user's
+    # labels, which train the toxicity classifier that catches them (nothing else knows them).
+    rng = random.Random(7)
+    hostile = [
+        {"id": f"hostile-{i}", "text": _story(rng) + " " + " ".join(
+            h.format(verb=VERBS[i]) for h in HOSTILE[i : i + 3])}
+        for i in range(4)
+    ]  # fmt: skip
+    with open(tmp_path / "my_data" / "part-1.jsonl", "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(r) + "\n" for r in hostile)
+    labels = write_labels(tmp_path / "labels.jsonl.gz", labelled_rows())
     env = {
         **os.environ,
         "DAGSTER_HOME": str(tmp_path / "dagster_home"),
@@ -131,13 +144,19 @@ def test_readme_own_data_command_on_plain_jsonl(tmp_path: Path) -> None:
     script = Path(sys.executable).with_name("pretrain")
     command = [str(script)] if script.exists() else [sys.executable, "-m", "pretrain_assets.cli"]
     done = subprocess.run(
-        [*command, "data", "--source", str(tmp_path / "my_data"), "--source-name", "web"],
+        [*command, "data", "--source", str(tmp_path / "my_data"), "--source-name", "web",
+         "--toxicity.labelled_uris", json.dumps([labels])],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     summary = json.loads(done.stdout.strip().splitlines()[-1])
-    assert summary["raw_documents"] == 60 and summary["raw_rejected"] == 0
+    assert summary["raw_documents"] == 64 and summary["raw_rejected"] == 0
     assert summary["quality_classifier"].startswith("quality classifier skipped: only 0 reference")
+    assert summary["toxicity_classifier"].startswith("trained on 45 toxic + 40 clean examples")
+    shards = (tmp_path / "artifacts" / "filtered_shards").glob("*/rejects.parquet")
+    rejects = [r for path in shards for r in pq.read_table(path).to_pylist()]
+    toxic = {r["source_id"] for r in rejects if r["reason"] == "toxic_content"}
+    assert toxic == {r["id"] for r in hostile}, [(r["source_id"], r["reason"]) for r in rejects]
     assert summary["train_docs"] + summary["val_docs"] == summary["dedup_kept"] > 0
     mixture = tmp_path / "artifacts" / "data_mixture"
     rows = pq.read_table(mixture / "train.parquet").to_pylist()

@@ -17,7 +17,9 @@ novel, so the decision is made on the *share of toxic sentences*:
    :data:`.toxic_words.IDENTITY_TERMS`) is flagged from the lower ``identity_threshold``:
    hate against a group is mostly said without insults, and the profanity model gives "the
    Jews control the media" or "blacks are ..." only 0.1-0.4 (an identity attack, in the
-   Perspective API's words).
+   Perspective API's words). With ``classifier_uri`` (a fastText model trained on your own
+   labels by the ``toxicity`` stage, :mod:`.toxicity_classifier`), a sentence is also flagged
+   when that model gives it P(toxic) ≥ ``classifier_threshold``.
 3. ``toxicity_score`` = flagged sentences / sentences (lines under ``min_sentence_words``
    words count only when flagged), set on every document that is scored
    (kept and rejected). A document is dropped ``toxic_content`` when its score is ≥
@@ -79,13 +81,19 @@ class ToxicityConfig:
     # Shorter lines (menus, dates, user names, "Reply with quote") count only when flagged,
     # so a scraped forum page's boilerplate does not dilute the share of its posts.
     min_sentence_words: int = 3
+    # A fastText classifier trained on your labels (a toxicity_classifier folder, see
+    # pretrain.filters.toxicity_classifier; the filtered_shards asset fills it in): a sentence
+    # of model_languages is also flagged when it gives P(toxic) >= classifier_threshold.
+    classifier_uri: str | None = None
+    classifier_threshold: float = 0.5
 
     def __post_init__(self) -> None:
         if self.model is not None and self.model not in MODELS:
             raise ConfigError(f"model={self.model!r}: choose one of {MODELS} or None")
         if isinstance(self.model_languages, str):
             raise ConfigError(f"model_languages={self.model_languages!r}: use a tuple ('en',)")
-        for name in ("sentence_threshold", "max_toxic_share", "identity_threshold"):
+        names = ("sentence_threshold", "max_toxic_share", "identity_threshold")
+        for name in (*names, "classifier_threshold"):
             value = getattr(self, name)
             if value is not None and not 0.0 < value <= 1.0:
                 raise ConfigError(f"{name}={value}: use a share in (0, 1]")
@@ -218,6 +226,16 @@ class ToxicityFilter(Filter):
         )
         if self.config.model is not None:
             _profanity_check_model()  # fail at construction, not in the middle of a shard
+        self.classifier = None  # None also when the folder says training was skipped
+        if self.config.classifier_uri is not None:
+            from pretrain.filters.toxicity_classifier import ToxicityClassifier
+
+            self.classifier = ToxicityClassifier.load(self.config.classifier_uri)
+        self._scored_languages = (
+            frozenset(self.config.model_languages)
+            if self.config.model is not None or self.classifier is not None
+            else frozenset()
+        )
 
     @staticmethod
     def _lookup(words: frozenset[str], unsegmented: bool) -> Terms | regex.Pattern[str] | None:
@@ -256,8 +274,8 @@ class ToxicityFilter(Filter):
         for i, doc in enumerate(docs):
             text, language = doc.get("text") or "", doc.get("language")
             lookup = self._lists.get(language, self._lists[None])
-            use_model = self.config.model is not None and language in self.config.model_languages
-            groups = self._identity.get(language) if use_model else None
+            use_model = language in self._scored_languages
+            groups = self._identity.get(language) if use_model and self.config.model else None
             # One tokenization serves the word lists and the group terms.
             tokens = (
                 _WORD.findall(text.lower())
@@ -294,9 +312,16 @@ class ToxicityFilter(Filter):
             else:
                 model_thresholds.extend(self._threshold(sentences[j], groups) for j in open_rows)
         word_flagged = [sum(f) for f in flags]
-        probabilities = sentence_probabilities(model_texts)
-        for (i, j), p, threshold in zip(model_rows, probabilities, model_thresholds, strict=True):
-            flags[i][j] = p >= threshold
+        if self.config.model is not None:
+            probabilities = sentence_probabilities(model_texts)
+            for (i, j), p, limit in zip(model_rows, probabilities, model_thresholds, strict=True):
+                flags[i][j] = p >= limit
+        if self.classifier is not None:
+            limit = self.config.classifier_threshold
+            for (i, j), p in zip(
+                model_rows, self.classifier.probabilities(model_texts), strict=True
+            ):
+                flags[i][j] = flags[i][j] or p >= limit
         scores = []
         rows = zip(docs, split, flags, hits, word_flagged, strict=True)
         for doc, sentences, doc_flags, found, n_words in rows:

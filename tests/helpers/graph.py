@@ -4,7 +4,8 @@ from __future__ import annotations
 
 EXPECTED_EDGES = {
     "quality_classifier": {"raw_shards"},
-    "filtered_shards": {"raw_shards", "quality_classifier"},
+    "toxicity_classifier": set(),
+    "filtered_shards": {"raw_shards", "quality_classifier", "toxicity_classifier"},
     "minhash_signatures": {"filtered_shards"},
     "dedup_pairs": {"minhash_signatures"},
     "dedup_clusters": {"minhash_signatures", "dedup_pairs"},

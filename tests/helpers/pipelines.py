@@ -69,7 +69,7 @@ def run_discovery(instance: DagsterInstance, tmp_path: Path) -> None:
     assert isinstance(off, SkipReason) and "ShardSource.uri" in off.skip_message
 
 
-ASSETS = ["raw_shards", "quality_classifier", "filtered_shards", "minhash_signatures",
+ASSETS = ["raw_shards", "quality_classifier", "toxicity_classifier", "filtered_shards", "minhash_signatures",
           "dedup_pairs", "dedup_clusters", "deduped_shards"]  # fmt: skip
 
 
