@@ -126,9 +126,12 @@ def _iban_prefix(value: str) -> int:
     return 0
 
 
-_EMAIL = re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b")
 # Each pattern starts with a character class and checks what precedes it right after, so
-# ``re`` skips ahead to candidate characters instead of testing a lookbehind everywhere.
+# ``re`` skips ahead to candidate characters instead of testing a lookbehind everywhere
+# (the e-mail pattern is ``\b[A-Za-z0-9._%+-]+@...`` written so).
+_EMAIL = re.compile(
+    r"[A-Za-z0-9._%+-](?<=\b.)[A-Za-z0-9._%+-]*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b"
+)
 _CN_ID = re.compile(r"\d(?<![0-9A-Za-z]\d)\d{16}[\dXx](?![0-9A-Za-z])")
 _IBAN = re.compile(r"[A-Z](?<!\w[A-Z])[A-Z]\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?\b")
 # Not inside a word, nor after an IBAN's country and check digits ("DE89 3704 ...").
@@ -141,8 +144,10 @@ _IPV6 = (
     r"(?:[0-9A-Fa-f]{1,4}:|:){1,7}(?:(?:\d{1,3}\.){3}\d{1,3}|[0-9A-Fa-f]{1,4}|:)"
     r"(?:%[0-9A-Za-z_.-]*[0-9A-Za-z])?(?!\w|:[\w:]|\.\d)"
 )
-# Every IPv6 address has "::" or seven colons; times ("14:06:59") have two: a cheap test first.
-_IPV6_HINT = re.compile(r"::|[0-9A-Fa-f]:[0-9A-Fa-f]{0,4}:[0-9A-Fa-f]{0,4}:")
+# Every IPv6 address has "::" or seven colons; times ("14:06:59") have two: a cheap test first
+# ("::" or a hex digit, colon, hex digits, colon, hex digits, colon), written to start at a
+# colon so ``re`` jumps from colon to colon.
+_IPV6_HINT = re.compile(r":(?::|(?<=[0-9A-Fa-f]:)[0-9A-Fa-f]{0,4}:[0-9A-Fa-f]{0,4}:)")
 
 
 def _always(text: str) -> bool:
