@@ -64,10 +64,12 @@ def count_sentences(line: str, *, unsegmented: bool = False) -> int:
 
 def _token_kind(token: str) -> str:
     """``e``: terminal punctuation only; ``c``: closing quotes/brackets only; ``w``: the rest."""
-    chars = set(token)
-    if chars <= _SENTENCE_END:
-        return "e"
-    return "c" if chars <= _CLOSERS else "w"
+    first = token[0]  # the two sets are disjoint: the first character decides which to test
+    if first in _SENTENCE_END:
+        return "e" if set(token) <= _SENTENCE_END else "w"
+    if first in _CLOSERS:
+        return "c" if set(token) <= _CLOSERS else "w"
+    return "w"
 
 
 def _count_sentences(tokens: list[str], kinds: dict[str, str]) -> int:
