@@ -59,15 +59,29 @@ class C4Config:
 
 def count_sentences(line: str, *, unsegmented: bool = False) -> int:
     """Sentences in one line: runs of terminal punctuation followed by more text, plus a tail."""
-    sentences, content, tokens = 0, False, words(line, unsegmented=unsegmented)
-    for i, token in enumerate(tokens):
-        if set(token) <= _SENTENCE_END:
-            nxt = tokens[i + 1] if i + 1 < len(tokens) else None
-            if content and (nxt is None or not set(nxt) <= _SENTENCE_END):
-                sentences, content = sentences + 1, False
-        elif not set(token) <= _CLOSERS:
-            content = True
-    return sentences + content
+    return _count_sentences(words(line, unsegmented=unsegmented), {})
+
+
+def _token_kind(token: str) -> str:
+    """``e``: terminal punctuation only; ``c``: closing quotes/brackets only; ``w``: the rest."""
+    first = token[0]  # the two sets are disjoint: the first character decides which to test
+    if first in _SENTENCE_END:
+        return "e" if set(token) <= _SENTENCE_END else "w"
+    if first in _CLOSERS:
+        return "c" if set(token) <= _CLOSERS else "w"
+    return "w"
+
+
+def _count_sentences(tokens: list[str], kinds: dict[str, str]) -> int:
+    """:func:`count_sentences` of a line's tokens; ``kinds`` caches :func:`_token_kind`.
+
+    Closers change nothing; a run of terminal tokens after text ends a sentence. So in the
+    kinds without the ``c``s, every ``we`` ends one and a trailing ``w`` is one more.
+    """
+    for token in set(tokens).difference(kinds):
+        kinds[token] = _token_kind(token)
+    sequence = "".join(map(kinds.__getitem__, tokens)).replace("c", "")
+    return sequence.count("we") + sequence.endswith("w")
 
 
 class C4Filter(Filter):
@@ -90,12 +104,16 @@ class C4Filter(Filter):
         kept: list[Paragraph] = []
         removed: Counter[str] = Counter()
         sentences = 0
+        kinds: dict[str, str] = {}  # token -> kind, for counting sentences
+        kept_words: list[str] = []  # the words of the kept lines, in order
         for paragraph in paragraphs(doc["text"], self.unwrap):
             line = paragraph.joined
             reason = None
-            if any(len(w) > c.max_word_length for w in line.split()):
+            if len(line) > c.max_word_length and any(
+                len(w) > c.max_word_length for w in line.split()
+            ):
                 reason = "c4_long_word"
-            elif c.remove_citations and _CITATION.search(line):
+            elif c.remove_citations and "[" in line and _CITATION.search(line):
                 cleaned = tuple(_CITATION.sub("", part) for part in paragraph.lines)
                 removed["c4_citation"] += paragraph.num_chars - sum(map(len, cleaned))
                 paragraph = Paragraph(cleaned, paragraph.blank_before)
@@ -108,11 +126,18 @@ class C4Filter(Filter):
                 removed[reason] += paragraph.num_chars
                 continue
             if c.min_sentences:
-                sentences += count_sentences(line, unsegmented=unsegmented)
+                tokens = words(line, unsegmented=unsegmented)
+                sentences += _count_sentences(tokens, kinds)
+                kept_words += tokens
             kept.append(paragraph)
         if sentences < c.min_sentences:
             return "c4_too_few_sentences", f"{sentences} sentences"
-        doc["text"] = join_paragraphs(kept).strip()
+        joined = join_paragraphs(kept)
+        doc["text"] = joined.strip()
+        if c.min_sentences and len(doc["text"]) == len(joined):
+            # Words never span whitespace, so the kept lines' words are the new text's words
+            # (unless strip() removed a character the tokenizer keeps, such as U+001F).
+            doc["_words"] = (doc["text"], kept_words)
         if removed:
             doc.setdefault("_chars_removed", Counter()).update(+removed)
         return None

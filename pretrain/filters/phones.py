@@ -113,12 +113,28 @@ def _phone_spans(candidate: str, regions: tuple[str, ...], leniency: str) -> lis
 
 
 def find_phones(
-    text: str, *, regions: tuple[str, ...], leniency: str = "valid", language: str | None = None
+    text: str,
+    *,
+    regions: tuple[str, ...],
+    leniency: str = "valid",
+    language: str | None = None,
+    within: list[tuple[int, int]] | None = None,
 ) -> list[tuple[int, int]]:
-    """``(start, end)`` spans of phone numbers in ``text``, left to right."""
+    """``(start, end)`` spans of phone numbers in ``text``, left to right.
+
+    ``within``: search only these ascending ``(start, end)`` ranges, which must hold every
+    candidate and the 3 characters after it (:func:`pretrain.filters.pii.digit_windows`).
+    """
     tried = candidate_regions(language, regions) or ("US",)
     spans = []
-    for match in _CANDIDATE.finditer(text):
-        start = match.start()
-        spans += [(start + a, start + b) for a, b in _phone_spans(match.group(0), tried, leniency)]
+    judged: dict[str, list[tuple[int, int]]] = {}  # a page repeats its numbers: judge each once
+    last = 0
+    for window_start, window_end in [(0, len(text))] if within is None else within:
+        for match in _CANDIDATE.finditer(text, max(window_start, last), window_end):
+            candidate, start = match.group(0), match.start()
+            found = judged.get(candidate)
+            if found is None:
+                found = judged[candidate] = _phone_spans(candidate, tried, leniency)
+            spans += [(start + a, start + b) for a, b in found]
+            last = match.end()
     return spans

@@ -35,7 +35,9 @@ TERMINAL_PUNCTUATION = (
 
 _TOKEN = regex.compile(
     r"""
-      https?://[^\s]+?(?=[.,;:!?)\]"']*(?:\s|$))   # a URL stays one token
+      (?<!\S)\p{L}+(?!\S)                           # only letters between spaces: the word
+                                                    # branch's token, without trying the others
+    | https?://[^\s]+?(?=[.,;:!?)\]"']*(?:\s|$))   # a URL stays one token
     | \p{N}+(?:[.,:/]\p{N}+)+                       # 3.14  1,000  10:30  1/2
     | (?:\p{L}\.){2,}                               # U.S.  e.g.
     | \p{L}+(?=n['’]t\b)                            # do|n't
