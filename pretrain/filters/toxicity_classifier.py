@@ -29,16 +29,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
 import re
-import tempfile
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from pretrain import storage
 from pretrain.data.readers import RawFile, is_reject, iter_records, kind_for
 from pretrain.errors import ConfigError, DataError
+from pretrain.fasttext_models import load_supervised, train_supervised
 
 TOXIC, CLEAN = "__label__toxic", "__label__clean"
 MIN_PER_CLASS = 20
@@ -150,24 +149,14 @@ def train_toxicity_classifier(
             f"(need {MIN_PER_CLASS} of each)"
         )
         return _skip(reason, output_dir_uri, config, counts)
-    import fasttext  # heavy native import, kept lazy
-
     train = [(t, x) for t, x in examples if not _held_out(x, config)]
     held = [(t, x) for t, x in examples if _held_out(x, config)]
-    rows = _balanced(train, config.seed)
-    with tempfile.TemporaryDirectory() as tmp:
-        train_path = os.path.join(tmp, "train.txt")
-        with open(train_path, "w", encoding="utf-8") as f:
-            f.writelines(f"{TOXIC if t else CLEAN} {to_line(x)}\n" for t, x in rows)
-        model = fasttext.train_supervised(
-            input=train_path, epoch=config.epochs, lr=config.lr, dim=config.dim,
-            wordNgrams=config.word_ngrams, bucket=config.bucket, minCount=1, thread=1,
-            seed=config.seed, verbose=0,
-        )  # fmt: skip
-        model_path = os.path.join(tmp, "model.bin")
-        model.save_model(model_path)
-        with open(model_path, "rb") as f:
-            storage.write_bytes(f.read(), storage.join(output_dir_uri, "model.bin"))
+    model = train_supervised(
+        (f"{TOXIC if t else CLEAN} {to_line(x)}" for t, x in _balanced(train, config.seed)),
+        storage.join(output_dir_uri, "model.bin"),
+        epoch=config.epochs, lr=config.lr, dim=config.dim, word_ngrams=config.word_ngrams,
+        seed=config.seed, bucket=config.bucket,
+    )  # fmt: skip
     predicted = [p >= 0.5 for p in ToxicityClassifier(model).probabilities([x for _, x in held])]
     truth = [t for t, _ in held]
     hits = sum(p and t for p, t in zip(predicted, truth, strict=True))
@@ -225,12 +214,7 @@ class ToxicityClassifier:
             if storage.exists(storage.join(dir_uri, "meta.json")):
                 return None
             raise ConfigError(f"{dir_uri}: no toxicity classifier (model.bin or meta.json)")
-        import fasttext
-
-        with tempfile.NamedTemporaryFile(suffix=".bin") as f:
-            f.write(storage.read_bytes(model_uri))
-            f.flush()
-            return cls(fasttext.load_model(f.name))
+        return cls(load_supervised(model_uri))
 
     def probabilities(self, texts: list[str]) -> list[float]:
         if not texts:

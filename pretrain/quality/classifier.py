@@ -28,9 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-import os
 import random
-import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -38,6 +36,7 @@ from typing import Any
 from pretrain import storage
 from pretrain.data.readers import RawFile, is_reject, iter_records, kind_for
 from pretrain.errors import ConfigError, DataError
+from pretrain.fasttext_models import load_supervised, train_supervised
 from pretrain.filters.text import words
 
 POSITIVE, NEGATIVE = "__label__hq", "__label__lq"
@@ -219,25 +218,17 @@ def train_quality_classifier(
         if config.without_reference != "skip" or not str(exc).startswith("only "):
             raise
         return _skip(str(exc), output_dir_uri, config)
-    import fasttext  # heavy native import, kept lazy
-
     rows = [(POSITIVE, t) for t in pos] + [(NEGATIVE, t) for t in neg]
     cut = int(config.heldout_fraction * 2**16)
     held = [r for r in rows if int.from_bytes(_key(r[1], config.seed + 2)[:2], "big") < cut]
     train = [r for r in rows if int.from_bytes(_key(r[1], config.seed + 2)[:2], "big") >= cut]
     random.Random(config.seed).shuffle(train)
-    with tempfile.TemporaryDirectory() as tmp:
-        train_path = os.path.join(tmp, "train.txt")
-        with open(train_path, "w", encoding="utf-8") as f:
-            f.writelines(f"{label} {to_line(text)}\n" for label, text in train)
-        model = fasttext.train_supervised(
-            input=train_path, epoch=config.epochs, lr=config.lr, dim=config.dim,
-            wordNgrams=config.word_ngrams, minCount=1, thread=1, seed=config.seed, verbose=0,
-        )  # fmt: skip
-        model_path = os.path.join(tmp, "model.bin")
-        model.save_model(model_path)
-        with open(model_path, "rb") as f:
-            storage.write_bytes(f.read(), storage.join(output_dir_uri, "model.bin"))
+    model = train_supervised(
+        (f"{label} {to_line(text)}" for label, text in train),
+        storage.join(output_dir_uri, "model.bin"),
+        epoch=config.epochs, lr=config.lr, dim=config.dim, word_ngrams=config.word_ngrams,
+        seed=config.seed,
+    )  # fmt: skip
     scorer = QualityModel(model)
     scores = scorer.score([t for _, t in held])
     truth = [label == POSITIVE for label, _ in held]
@@ -290,13 +281,7 @@ class QualityModel:
 
     @classmethod
     def load(cls, dir_uri: str) -> QualityModel:
-        import fasttext
-
-        data = storage.read_bytes(storage.join(dir_uri, "model.bin"))
-        with tempfile.NamedTemporaryFile(suffix=".bin") as f:
-            f.write(data)
-            f.flush()
-            model = fasttext.load_model(f.name)
+        model = load_supervised(storage.join(dir_uri, "model.bin"))
         return cls(model, storage.read_json(storage.join(dir_uri, "meta.json")))
 
     def score(self, texts: list[str]) -> list[float]:
