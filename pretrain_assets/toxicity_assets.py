@@ -46,11 +46,17 @@ def toxicity_classifier(
     stats = train_toxicity_classifier(out, library_config)
     if stats.skipped and library_config.labelled_uris:
         context.log.warning(stats.skipped)
+    if not library_config.labelled_uris:  # nothing asked for, nothing to check
+        passed, why = True, f"nothing to check: {stats.skipped}"
+    else:
+        passed = stats.skipped is None and stats.heldout_recall >= library_config.min_heldout_recall
+        why = stats.skipped or (
+            f"held-out recall {stats.heldout_recall}, precision {stats.heldout_precision} "
+            f"(minimum recall {library_config.min_heldout_recall})"
+        )
     recall = CheckOutcome(
-        stats.skipped is None and stats.heldout_recall >= library_config.min_heldout_recall,
-        stats.skipped
-        or f"held-out recall {stats.heldout_recall}, precision {stats.heldout_precision} "
-        f"(minimum recall {library_config.min_heldout_recall})",
+        passed,
+        why,
         {"heldout_recall": stats.heldout_recall, "heldout_precision": stats.heldout_precision},
     )
     return MaterializeResult(
