@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from pretrain import storage
+from pretrain.errors import ConfigError
 
 
 def train_supervised(
@@ -38,10 +39,18 @@ def train_supervised(
         train_path = os.path.join(tmp, "train.txt")
         with open(train_path, "w", encoding="utf-8") as f:
             f.writelines(line + "\n" for line in lines)
-        model = fasttext.train_supervised(
-            input=train_path, epoch=epoch, lr=lr, dim=dim, wordNgrams=word_ngrams,
-            minCount=1, thread=1, seed=seed, verbose=0, **extra,
-        )  # fmt: skip
+        try:
+            model = fasttext.train_supervised(
+                input=train_path, epoch=epoch, lr=lr, dim=dim, wordNgrams=word_ngrams,
+                minCount=1, thread=1, seed=seed, verbose=0, **extra,
+            )  # fmt: skip
+        except RuntimeError as exc:
+            if "NaN" not in str(exc):
+                raise
+            raise ConfigError(
+                f"fastText training diverged (NaN) at lr={lr}, bucket={bucket or 'default'}: "
+                "lower lr, or raise bucket (fewer word pairs share a slot)"
+            ) from exc
         model_path = os.path.join(tmp, "model.bin")
         model.save_model(model_path)
         with open(model_path, "rb") as f:

@@ -119,10 +119,13 @@ def test_listed_phrases_match_as_whole_words_and_flag_a_sentence_outright(tmp_pa
     assert ToxicityFilter(ToxicityConfig(model=None)).check(doc)[0] == "toxic_content"
     assert "mud races" in doc["_toxicity"][4] and "white genocide" in doc["_toxicity"][4]
     lists = tmp_path / "phrases.json"
-    lists.write_text(json.dumps({"en": ["bad apple", "rotten-egg"]}))
+    lists.write_text(json.dumps({"en": ["bad apple", "rotten-egg", "old sour milk"]}))
     rule = ToxicityFilter(ToxicityConfig(word_lists_uri=str(lists), model=None))
     assert rule.check(_doc("A bad apple. A Rotten egg! Bad apples and a bad day.")) is not None
     assert rule.check(_doc("The apple was bad. An egg, rotten, fell. A bad, apple day.")) is None
+    triple = _doc("Old sour milk again. Some OLD SOUR MILK! Sour old milk is fine.")
+    assert rule.check(triple) is not None and triple["_toxicity"][1] == 2
+    assert rule.check(_doc("Old milk, sour. Milk old sour. Sour milk is old.")) is None
 
 
 def test_boilerplate_lines_of_a_forum_page_do_not_dilute_the_share() -> None:
