@@ -112,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     from pretrain.train.process import (
         ProcessInfo,
         StopFlag,
+        barrier,
         close_process_group,
         init_process_group,
     )
@@ -145,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     finally:
         in_flight = sys.exc_info()[1]  # the training error propagating through here, if any
+        closed = False
         try:
             events.close()
             metrics.close()  # W&B finishes writing its file here
@@ -156,7 +158,15 @@ def main(argv: list[str] | None = None) -> int:
                         raise
                     # keep the training error as the cause; say the upload failed too
                     print(f"run files not mirrored to the run root: {exc}", file=sys.stderr)
+            closed = True
         finally:
+            if closed and in_flight is None:
+                # Every rank waits until rank 0 has closed its files (W&B takes seconds), so
+                # the ranks tear the group down together: a rank that destroyed it and exited
+                # while rank 0 was still finishing sometimes aborted at exit ("terminate called
+                # without an active exception"), which failed a finished run. Not after an
+                # error: a rank may be gone, and the barrier would wait for it.
+                barrier(proc)
             close_process_group()
             stop.restore()
 
