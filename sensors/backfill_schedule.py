@@ -7,8 +7,8 @@ Staleness comes from Dagster itself: each materialization of the per-shard chain
 (``dagster/input_data_version/<asset>``). A partition is stale from the first asset of the chain
 that was never materialized, was built by another code version, or read an input whose data
 version has changed since (an upstream re-materialized with other settings, or a new
-``quality_classifier`` or ``toxicity_classifier``) — the partitions the UI marks stale. One run per stale shard re-does that
-asset and the rest of the chain; global steps (``dedup``, ``apply_dedup``, ``corpus``) follow once
+``quality_classifier`` or ``toxicity_classifier``) — the partitions the UI marks stale. One run
+per stale shard re-does that asset and the rest of the chain; global steps (``dedup``, ``apply_dedup``, ``corpus``) follow once
 the shards are current. Run keys carry the versions, so a tick never requests the same work
 twice.
 """
@@ -23,6 +23,7 @@ from dagster import (
     AssetSelection,
     DagsterInstance,
     DefaultScheduleStatus,
+    EventLogEntry,
     RunRequest,
     ScheduleEvaluationContext,
     SkipReason,
@@ -36,6 +37,8 @@ UPSTREAM = {
     "filtered_shards": ("raw_shards", "quality_classifier", "toxicity_classifier"),
     "minhash_signatures": CHAIN[1:2],
 }
+# unpartitioned inputs of the chain (the classifiers): their data versions are looked up once
+GLOBAL_INPUTS = tuple(dict.fromkeys(u for ups in UPSTREAM.values() for u in ups if u not in CHAIN))
 CODE_VERSION_TAG, DATA_VERSION_TAG = "dagster/code_version", "dagster/data_version"
 INPUT_TAG = "dagster/input_data_version/"
 
@@ -107,9 +110,8 @@ def latest_tags(instance: DagsterInstance, asset: str, page: int = 5000) -> dict
         cursor = result.cursor
 
 
-def _data_version(instance: DagsterInstance, asset: str) -> str | None:
-    """The data version of an unpartitioned asset's newest materialization (None: never)."""
-    event = instance.get_latest_materialization_event(AssetKey(asset))
+def _data_version(event: EventLogEntry | None) -> str | None:
+    """The data version recorded by a materialization event (None: never materialized)."""
     if event is None or event.dagster_event is None:
         return None
     tags = event.dagster_event.step_materialization_data.materialization.tags
@@ -132,17 +134,14 @@ def shard_backfill_schedule(context: ScheduleEvaluationContext):
     keys = instance.get_dynamic_partitions(shard_partitions.name)
     if not keys:
         return SkipReason("no shard partitions registered yet")
-    classifier = instance.get_latest_materialization_event(AssetKey("quality_classifier"))
-    if not classifier:
+    latest = {a: instance.get_latest_materialization_event(AssetKey(a)) for a in GLOBAL_INPUTS}
+    if not latest["quality_classifier"]:
         return SkipReason("quality_classifier has never been materialized: run the `quality` job")
     current = {
         asset: context.repository_def.asset_graph.get(AssetKey(asset)).code_version
         for asset in CHAIN
     }
-    globals_ = {
-        name: _data_version(instance, name)
-        for name in ("quality_classifier", "toxicity_classifier")
-    }
+    globals_ = {asset: _data_version(event) for asset, event in latest.items()}
     tags = {a: latest_tags(instance, a) for a in CHAIN}
     plan = stale_chain(keys, tags, current, globals_)
     if not plan:
