@@ -8,7 +8,7 @@ corpus (real text already on this machine), three ways, each from empty storage:
 - ``multiprocess``: one run per partition through ``execute_job`` with the default
   multiprocess executor (each step a fresh Python process), 2 runs at a time, each run in a
   process of its own (``jobs/partition_runs.py``: forked from one server per mode);
-- ``ray``: the same runs with ``jobs/ray_jobs.py``'s default executor (each step on a warm
+- ``ray``: the same runs with ``pretrain_assets/ray_jobs.py``'s default executor (each step on a warm
   Ray actor of the cluster's step pool, ``jobs/ray_executor.py``) on a head and a worker node
   with 1 CPU each (``tests/ray_cluster.py``), 2 runs at a time;
 - ``ray_jobs``: the same with dagster-ray's ``ray_executor`` (each step a Ray job), on the
@@ -110,8 +110,8 @@ def run_stages(mode: str, tmp: Path, shards: int, env: dict[str, str], concurren
     os.environ.update({**env, "DAGSTER_HOME": str(home), "PRETRAIN_ROOT": str(root)})
     factories = {  # module:prefix → job factory name = stage + suffix
         "multiprocess": ("bench.backfill_scale", "_job"),  # this module's (default executor)
-        "ray": ("jobs.ray_jobs", "_on_ray"),
-        "ray_jobs": ("jobs.ray_jobs", "_on_ray_jobs"),
+        "ray": ("pretrain_assets.ray_jobs", "_on_ray"),
+        "ray_jobs": ("pretrain_assets.ray_jobs", "_on_ray_jobs"),
     }
     stages = ("ingest", "quality", "shard_pipeline")
     manifests = plan_source("embedded", max_shards=shards)

@@ -47,6 +47,7 @@ def build(model_cfg: Any, run_root: str, staging: Path) -> tuple[Any, Any, Any]:
     """(TrainConfig, model, optimizer with moments) for ``model_cfg``."""
     import torch
 
+    from pretrain.distributed import ProcessInfo
     from pretrain.train.config import (
         CheckpointConfig,
         DataConfig,
@@ -57,7 +58,6 @@ def build(model_cfg: Any, run_root: str, staging: Path) -> tuple[Any, Any, Any]:
     )
     from pretrain.train.optim import build_optimizer
     from pretrain.train.parallel import build_model
-    from pretrain.train.process import ProcessInfo
 
     cfg = TrainConfig(
         model=model_cfg,
@@ -95,14 +95,15 @@ def measure_verify(name: str, model_cfg: Any, root: Path, repeats: int) -> dict[
         read_commit_record,
         save_checkpoint,
     )
-    from pretrain.train.process import ProcessInfo
+    from pretrain.distributed import ProcessInfo
 
     run_root = root / name
     cfg, model, optimizer = build(model_cfg, str(run_root), root / "staging")
 
     def save(i: int) -> Path:
         return save_checkpoint(
-            cfg=cfg, proc=ProcessInfo(), model=model, optimizer=optimizer, step=i + 1,
+            cfg=cfg.checkpoint, branch=cfg.run.branch, run_config=cfg.to_dict(),
+            proc=ProcessInfo(), model=model, optimizer=optimizer, step=i + 1,
             meta={"tokens_seen": 0},
         )  # fmt: skip
 
@@ -131,7 +132,7 @@ def measure_verify(name: str, model_cfg: Any, root: Path, repeats: int) -> dict[
 
 def measure_s3(model_cfg: Any, root: Path, repeats: int) -> dict[str, Any]:
     from pretrain.checkpoint.dcp import load_consolidated_model, save_checkpoint
-    from pretrain.train.process import ProcessInfo
+    from pretrain.distributed import ProcessInfo
     from tests.s3_server import moto_s3
 
     out: dict[str, Any] = {}
@@ -141,7 +142,8 @@ def measure_s3(model_cfg: Any, root: Path, repeats: int) -> dict[str, Any]:
 
             def save(i: int, cfg: Any = cfg, model: Any = model, optimizer: Any = optimizer) -> Any:
                 return save_checkpoint(
-                    cfg=cfg, proc=ProcessInfo(), model=model, optimizer=optimizer, step=i + 1,
+                    cfg=cfg.checkpoint, branch=cfg.run.branch, run_config=cfg.to_dict(),
+                    proc=ProcessInfo(), model=model, optimizer=optimizer, step=i + 1,
                     meta={"tokens_seen": 0},
                 )  # fmt: skip
 

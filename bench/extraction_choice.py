@@ -20,9 +20,9 @@ from pathlib import Path
 
 import zstandard
 
+from pretrain.data.encoding import decode_bytes
 from pretrain.data.readers import html_to_text
 from pretrain.filters.c4_fineweb import C4Filter, FineWebFilter
-from pretrain.filters.encoding import decode_bytes
 from pretrain.filters.gopher import GopherQuality, GopherRepetition
 from pretrain.filters.langid import predict
 

@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pretrain.filters.extract import ExtractConfig, extract_main_text  # noqa: E402
+from pretrain.data.extract import ExtractConfig, extract_main_text  # noqa: E402
 
 GOLD = ROOT.parent / "shared" / "data" / "extraction" / "dragnet_test_415pages.jsonl.gz"
 WORD = re.compile(r"\w+")

@@ -66,15 +66,16 @@ def write_packed(root: Path, seq_len: int, vocab: int, num_sequences: int) -> No
 def train_throughput(args: argparse.Namespace) -> dict[str, object]:
     from torch.distributed.fsdp import fully_shard
 
+    from pretrain.distributed import ProcessInfo, init_process_group
     from pretrain.model import flops_per_token, num_params
     from pretrain.model.recipes import llama_1b
     from pretrain.model.transformer import Transformer, flash_attn_func, init_weights
+    from pretrain.packing.format import PackedSplit, read_packed_index
+    from pretrain.packing.order import BatchReader
     from pretrain.train.config import ComputeConfig, OptimConfig
-    from pretrain.train.data import BatchReader, PackedSplit, read_packed_index
     from pretrain.train.metrics import peak_flops_per_device
     from pretrain.train.optim import build_optimizer
     from pretrain.train.parallel import apply_compute_options, mixed_precision
-    from pretrain.train.process import ProcessInfo, init_process_group
     from pretrain.train.step import train_step
 
     proc = ProcessInfo.from_env()

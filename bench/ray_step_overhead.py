@@ -27,7 +27,7 @@ Per run and per step it reads the Dagster event log (and, for ``jobs``, the Ray 
 ``bench/backfill_scale.py`` at concurrency 1.
 
 Plus three probes on the same machine: a cold ``import dagster``, a cold import of
-``jobs.ray_jobs`` with its definitions built, a no-op Ray job (``true``) submit → SUCCEEDED,
+``pretrain_assets.ray_jobs`` with its definitions built, a no-op Ray job (``true``) submit → SUCCEEDED,
 and the mean cost of one event write to the SQLite instance::
 
     PYTHONPATH=$PWD .venv/bin/python bench/ray_step_overhead.py [--shards 3] [--modes jobs actors]
@@ -127,7 +127,9 @@ def measure(mode: str, tmp: Path, shards: int) -> dict:
     runner = PartitionRunner()
     for stage, partitions in (("ingest", keys), ("quality", [None]), ("shard_pipeline", keys)):
         started = time.time()
-        outcomes = runner.run(f"jobs.ray_jobs:{stage}{SUFFIX[mode]}", partitions, width=1)
+        outcomes = runner.run(
+            f"pretrain_assets.ray_jobs:{stage}{SUFFIX[mode]}", partitions, width=1
+        )
         ended = time.time()
         wall += ended - started
         failed = {k: o["failures"] for k, o in outcomes.items() if not o["success"]}
@@ -176,7 +178,7 @@ def main() -> None:
     load_before = os.getloadavg()
     probes = {
         "import_dagster_s": _cold("import dagster"),
-        "import_definitions_s": _cold("import jobs.ray_jobs as r; r.ray_definitions()"),
+        "import_definitions_s": _cold("import pretrain_assets.ray_jobs as r; r.ray_definitions()"),
     }
     results: dict = {"bench": "ray_step_overhead", "probes": probes}
     with tempfile.TemporaryDirectory() as tmp_name, ray_cluster(Path(tmp_name)) as cluster:

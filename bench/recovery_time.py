@@ -36,8 +36,8 @@ from dagster import DagsterInstance, DagsterRunStatus  # noqa: E402
 from dagster_graphql import DagsterGraphQLClient  # noqa: E402
 
 from pretrain.recovery.policy import Decision  # noqa: E402
-from pretrain.recovery.series import wandb_run_id  # noqa: E402
-from pretrain.recovery.wandb_file import offline_run_files, read_history  # noqa: E402
+from pretrain.recovery.wandb_file import read_history  # noqa: E402
+from pretrain.run_files import offline_run_files, wandb_run_id  # noqa: E402
 from tests.dagster_server import (  # noqa: E402
     dagster_dev,
     submit_train,

@@ -8,15 +8,15 @@ imports a job's module and builds the job once, then ``fork``s a child per parti
 (``width`` at a time; the server holds no thread, no instance and no Ray connection, so the
 fork is clean). Each child runs ``execute_job`` and reports whether the run succeeded, how
 many steps were retried, and the failure reasons. The job comes from a zero-argument factory
-(``reconstructable`` needs one), e.g. ``jobs.ray_jobs:shard_pipeline_on_ray`` (steps on a Ray
+(``reconstructable`` needs one), e.g. ``pretrain_assets.ray_jobs:shard_pipeline_on_ray`` (steps on a Ray
 cluster) or any module-level factory of the default definitions::
 
-    results = run_partitions("jobs.ray_jobs:shard_pipeline_on_ray", ["web-0000", "web-0001"])
+    results = run_partitions("pretrain_assets.ray_jobs:shard_pipeline_on_ray", ["web-0000", "web-0001"])
     results["web-0000"]  # {"success": True, "retries": 0, "failures": [], "run_id": "..."}
 
     with PartitionRunner() as runner:  # one server for several stages: imports paid once
-        runner.run("jobs.ray_jobs:ingest_on_ray", keys)
-        runner.run("jobs.ray_jobs:shard_pipeline_on_ray", keys)
+        runner.run("pretrain_assets.ray_jobs:ingest_on_ray", keys)
+        runner.run("pretrain_assets.ray_jobs:shard_pipeline_on_ray", keys)
 
 The server inherits the environment (``DAGSTER_HOME``, ``PRETRAIN_ROOT``, ...) when it starts.
 """

@@ -28,13 +28,13 @@ from dagster import (
     op,
 )
 
+from jobs.campaign import campaign_runs, loss_curve_md
 from jobs.partitions import checkpoint_partitions
 from jobs.train_config import TrainRunConfig, resolve_train_config
 from pretrain import storage
 from resources.launching import Launcher
 from resources.metrics import WandbMetricsReader
 from resources.storage import ArtifactStore
-from sensors.recovery.campaign import campaign_runs, loss_curve_md
 
 
 def checkpoint_materialization(event: dict[str, Any], run_id: str) -> AssetMaterialization:

@@ -47,6 +47,7 @@ from pathlib import Path
 import numpy as np
 
 from pretrain.errors import ConfigError, DataError
+from pretrain.eval_cache import default_eval_dir
 
 DEFAULT_EVAL_FILES = (  # bare names: read from the eval task cache (see eval_dir)
     "hellaswag_val_10042.jsonl.gz",
@@ -70,8 +71,6 @@ class DecontamConfig:
 
     def resolved_files(self) -> tuple[str, ...]:
         """``eval_files`` with bare names placed in the eval task folder."""
-        from pretrain.eval.fetch import default_eval_dir
-
         folder = Path(self.eval_dir) if self.eval_dir else default_eval_dir()
         return tuple(p if "/" in p else str(folder / p) for p in self.eval_files)
 

@@ -10,7 +10,6 @@ stats file. Every function returns ``CheckOutcome(passed, description, metadata)
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,21 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pretrain import storage
-
-
-@dataclass(frozen=True)
-class CheckOutcome:
-    passed: bool
-    description: str
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-
-def count_rows(uri: str) -> int:
-    if not storage.exists(uri):
-        return 0
-    fs, path = storage.filesystem(uri)
-    with fs.open_input_file(path) as f:
-        return pq.ParquetFile(f).metadata.num_rows
+from pretrain.checks import CheckOutcome, count_rows
 
 
 def non_empty(uri: str, what: str = "documents") -> CheckOutcome:

@@ -18,6 +18,7 @@ from jobs.config import to_library
 from jobs.partitions import band_partitions, shard_partitions
 from jobs.stages import STAGES
 from pretrain import storage, verify
+from pretrain.checks import count_rows
 from pretrain.dedup.apply import apply_dedup
 from pretrain.dedup.config import DedupConfig
 from pretrain.dedup.minhash import compute_signatures
@@ -87,7 +88,7 @@ def dedup_pairs(
         _signature_uris(context, store), store.uri("dedup_clusters"), out, key, library_config
     )
     documents = sum(
-        verify.count_rows(uri) for uri in _signature_uris(context, store)
+        count_rows(uri) for uri in _signature_uris(context, store)
     )  # the node numbers span every shard's signature rows
     return MaterializeResult(
         metadata=stage_metadata(stats, library_config, uri=out),

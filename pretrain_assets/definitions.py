@@ -115,7 +115,7 @@ def build_definitions(
     """Definitions with the given storage root; tests build their own with a temp root.
 
     ``executor`` replaces the default (multiprocess) one for every job, e.g. the Ray step-pool
-    executor or dagster-ray's ``ray_executor`` (``jobs/ray_jobs.py``).
+    executor or dagster-ray's ``ray_executor`` (``pretrain_assets/ray_jobs.py``).
     """
     root = artifact_root or default_artifact_root()
     endpoint = s3_endpoint_url or os.environ.get("PRETRAIN_S3_ENDPOINT_URL")

@@ -14,8 +14,8 @@ from dagster import (
 
 import pretrain
 from pretrain import identity
+from pretrain.checks import CheckOutcome
 from pretrain.identity import Identity, config_hash
-from pretrain.verify import CheckOutcome
 from resources.storage import ArtifactStore
 
 __all__ = [

@@ -13,8 +13,8 @@ from dagster import AssetCheckSpec, AssetExecutionContext, MaterializeResult, as
 from jobs.config import to_library
 from jobs.stages import STAGES
 from pretrain import storage
+from pretrain.checks import CheckOutcome
 from pretrain.quality.classifier import QualityClassifierConfig, train_quality_classifier
-from pretrain.verify import CheckOutcome
 from pretrain_assets.data_assets import raw_shards
 from pretrain_assets.metadata import begin_output, check_result, finish_output, stage_metadata
 from resources.storage import ArtifactStore

@@ -1,6 +1,6 @@
 """What each data step needs (CPU, memory), as op tags that executors read.
 
-``dagster-ray/config`` is read by both Ray executors of ``jobs/ray_jobs.py``: our
+``dagster-ray/config`` is read by both Ray executors of ``pretrain_assets/ray_jobs.py``: our
 ``ray_actor_executor`` (the step runs on a pool actor that reserves at least ``num_cpus`` and
 ``memory`` bytes) and dagster-ray's ``ray_executor`` (the step's Ray job asks for them), so the
 Ray scheduler places the step on a node with room; the in-process and multiprocess executors

@@ -16,11 +16,11 @@ from dagster import AssetCheckSpec, AssetExecutionContext, MaterializeResult, as
 from jobs.config import to_library
 from jobs.stages import STAGES
 from pretrain import identity
+from pretrain.checks import CheckOutcome
 from pretrain.filters.toxicity_classifier import (
     ToxicityClassifierConfig,
     train_toxicity_classifier,
 )
-from pretrain.verify import CheckOutcome
 from pretrain_assets.metadata import begin_output, check_result, finish_output, stage_metadata
 from resources.storage import ArtifactStore
 

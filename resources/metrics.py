@@ -8,7 +8,7 @@ One interface, two real implementations::
     rows, cursor = reader.rows_since("b00", cursor)          # only what arrived since
 
 The branch's W&B run id is the trainer's (``<branch>-<hash of run_root>``,
-:func:`pretrain.recovery.series.wandb_run_id`).
+:func:`pretrain.run_files.wandb_run_id`).
 
 - offline: reads every ``<run_root>/wandb/offline-run-*-<id>/run-<id>.wandb`` (a crash-resumed
   branch has one per start; on an ``s3://`` run root, the copies the trainer mirrors there) with
@@ -31,8 +31,9 @@ from pydantic import Field
 from pretrain.errors import ConfigError
 from pretrain.recovery.detectors import DetectorConfig
 from pretrain.recovery.policy import PolicyConfig
-from pretrain.recovery.series import MetricRow, metric_rows, wandb_run_id
-from pretrain.recovery.wandb_file import offline_run_files, read_history, run_folder
+from pretrain.recovery.series import MetricRow, metric_rows
+from pretrain.recovery.wandb_file import read_history
+from pretrain.run_files import offline_run_files, run_folder, wandb_run_id
 
 
 class WandbMetricsReader(ConfigurableResource):

@@ -111,7 +111,7 @@ def test_uncommitted_upload_is_never_picked_and_damage_falls_back(
     assert damaged["step"] == 8 and "xxh3_64" in damaged["problems"][0]
     # the rewritten step 8 is intact again, and the partial step 12 is still not a checkpoint
     cfg = s3_config(packed, tmp_path / "c", root)
-    assert ckpt.local_copy(cfg, f"{root}/b00/step-00000008")[1] == []
+    assert ckpt.local_copy(cfg.checkpoint, f"{root}/b00/step-00000008")[1] == []
     assert ckpt.list_checkpoints(root, "b00") == [
         f"{root}/b00/step-00000004",
         f"{root}/b00/step-00000008",

@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from pretrain.checkpoint.health import HEALTHY, PENDING, SUSPECT, CheckpointInfo
 from pretrain.errors import ConfigError
 from pretrain.recovery.detectors import (
     GRAD_STOP,
@@ -20,10 +21,6 @@ from pretrain.recovery.detectors import (
 )
 from pretrain.recovery.monitor import MonitorState, observe_spikes, observe_trends
 from pretrain.recovery.policy import (
-    HEALTHY,
-    PENDING,
-    SUSPECT,
-    CheckpointInfo,
     Decision,
     PolicyConfig,
     RunSettings,

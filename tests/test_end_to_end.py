@@ -17,9 +17,9 @@ import pytest
 from dagster import AssetKey, DagsterInstance, SkipReason, build_schedule_context
 
 from pretrain import storage
+from pretrain.checks import count_rows
 from pretrain.data.harvest import discover_embedded
 from pretrain.data.readers import iter_records
-from pretrain.verify import count_rows
 from pretrain_assets.definitions import build_definitions
 from pretrain_assets.demo import parse_args, run_demo
 from sensors.backfill_schedule import shard_backfill_schedule

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from pretrain.checkpoint.checkpointer import save_checkpoint
+from pretrain.distributed import ProcessInfo
 from pretrain.errors import CheckpointError, DataError
 from pretrain.eval import EvalConfig, evaluate_checkpoint
 from pretrain.train.events import NullSink
@@ -17,7 +18,6 @@ from pretrain.train.loop import train
 from pretrain.train.metrics import NullMetrics
 from pretrain.train.optim import build_optimizer
 from pretrain.train.parallel import build_model
-from pretrain.train.process import ProcessInfo
 from tests.helpers.eval_data import VOCAB, make_config, make_packed
 
 
@@ -78,7 +78,9 @@ def test_non_finite_weights_raise(trained: tuple[Path, Path], tmp_path: Path) ->
     with torch.no_grad():
         model.norm.weight.fill_(float("nan"))
     path = save_checkpoint(
-        cfg=cfg,
+        cfg=cfg.checkpoint,
+        branch=cfg.run.branch,
+        run_config=cfg.to_dict(),
         proc=proc,
         model=model,
         optimizer=build_optimizer(model, cfg.optim),

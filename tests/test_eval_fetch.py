@@ -26,8 +26,9 @@ import pytest
 
 from pretrain.decontam import iter_eval_items
 from pretrain.errors import DataError
-from pretrain.eval.fetch import HUB_TASKS, _hellaswag_text, fetch_eval_tasks, verify_eval_dir
+from pretrain.eval.fetch import HUB_TASKS, _hellaswag_text, fetch_eval_tasks
 from pretrain.eval.tasks import DEFAULT_FILES, MultipleChoice, TaskSpec, load_task
+from pretrain.eval_cache import verify_eval_dir
 
 SHARED = Path(__file__).parent.parent.parent / "shared/data/eval"
 pytestmark = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data/eval is absent")

@@ -17,12 +17,12 @@ import pytest
 import torch
 from tokenizers import Tokenizer
 
+from pretrain.distributed import ProcessInfo
 from pretrain.eval import EvalConfig, GenerationConfig, TaskSpec, default_tasks, evaluate_checkpoint
 from pretrain.eval.scoring import encode_request, score_requests, score_task
 from pretrain.eval.tasks import MultipleChoice, load_task
 from pretrain.eval.tokens import token_byte_lengths
 from pretrain.train.parallel import build_model
-from pretrain.train.process import ProcessInfo
 from tests.helpers.eval_models import (
     SEQ_LEN,
     TEXT,

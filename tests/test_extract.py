@@ -14,8 +14,7 @@ from collections import Counter
 
 import pytest
 
-from pretrain.errors import ConfigError
-from pretrain.filters.extract import (
+from pretrain.data.extract import (
     ExtractConfig,
     anchor_texts,
     extract_main_text,
@@ -24,6 +23,7 @@ from pretrain.filters.extract import (
     short_line_share,
     trim_tail,
 )
+from pretrain.errors import ConfigError
 from tests.helpers.shared_data import SHARED_DATA
 
 ARTICLE = [

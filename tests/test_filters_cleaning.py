@@ -19,8 +19,8 @@ from pretrain.filters.funnel import funnel_reconciles
 from pretrain.filters.heuristics import HeuristicConfig
 from pretrain.filters.pipeline import filter_shard
 from pretrain.filters.profiles import SourceProfile, default_profiles
-from pretrain.filters.text import weighted_length
 from pretrain.filters.unwrap import UnwrapConfig, mark_paragraphs, paragraphs, wrap_width
+from pretrain.text import weighted_length
 from tests.helpers.shared_data import SHARED_DATA
 
 NEWS = SHARED_DATA / "web" / "news" / "reuters21578_apte_nltk_10788docs.jsonl.gz"

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from pretrain.data.encoding import binary_fraction, fix_mojibake
 from pretrain.errors import ConfigError
 from pretrain.filters.c4_fineweb import C4Filter, FineWebFilter, count_sentences
-from pretrain.filters.encoding import binary_fraction, fix_mojibake
 from pretrain.filters.funnel import aggregate, drop_rates_within, funnel_markdown
 from pretrain.filters.gopher import GopherQuality, GopherQualityConfig, GopherRepetition
 from pretrain.filters.langid import LangIdConfig, LanguageFilter
-from pretrain.filters.text import words
 from pretrain.filters.urls import UrlConfig, UrlFilter
+from pretrain.text import words
 from tests.helpers.shared_data import SHARED_DATA
 
 SHARED = SHARED_DATA

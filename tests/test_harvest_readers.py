@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from pretrain.data.extract import ExtractConfig
 from pretrain.data.harvest import discover_embedded
 from pretrain.data.raw import (
     ShardManifest,
@@ -21,7 +22,6 @@ from pretrain.data.raw import (
 from pretrain.data.readers import RawFile, is_reject, iter_records
 from pretrain.data.schema import DOCUMENT_SCHEMA, REJECT_SCHEMA
 from pretrain.errors import ConfigError, DataError
-from pretrain.filters.extract import ExtractConfig
 from tests.helpers.shared_data import SHARED_DATA
 
 SHARED = SHARED_DATA

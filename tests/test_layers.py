@@ -50,24 +50,61 @@ def test_no_dagster_import_statement_in_library() -> None:
     assert offenders == []
 
 
-# -- the Dagster side (issue 17) ----------------------------------------------------------------
+# -- the declared order of layers ----------------------------------------------------------------
+# Imports flow one way: a module may import its own layer and the layers before it, never a later
+# one. The library follows the data: text and data primitives, then the stages in pipeline order,
+# then the training runtime, then what reads checkpoints. Every module belongs to exactly one
+# layer (the longest matching prefix wins): a new package or top-level module must be placed here.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    # foundations: no knowledge of any stage
+    (
+        "pretrain",  # the package itself (__version__); matches no submodule
+        "pretrain.errors",
+        "pretrain.tmpfiles",
+        "pretrain.hashset",
+        "pretrain.storage",
+        "pretrain.settings",
+        "pretrain.charts",
+        "pretrain.hardware",
+        "pretrain.checks",
+        "pretrain.identity",
+        "pretrain.text",
+        "pretrain.fasttext_models",
+        "pretrain.run_files",
+        "pretrain.eval_cache",
+    ),
+    ("pretrain.data",),  # raw records, extraction, the document schema
+    ("pretrain.quality",),  # the classifier the filter stage applies
+    ("pretrain.filters",),
+    ("pretrain.dedup",),
+    ("pretrain.decontam", "pretrain.mixture"),
+    ("pretrain.tokenizer",),
+    ("pretrain.packing",),  # owns the one packed-token format and its reader
+    ("pretrain.model", "pretrain.scaling"),
+    ("pretrain.distributed",),  # the process, its group, seeding, RNG state
+    ("pretrain.checkpoint",),  # takes a CheckpointConfig, never the whole TrainConfig
+    ("pretrain.train",),  # the training loop
+    # what reads checkpoints and runs
+    ("pretrain.recovery", "pretrain.eval", "pretrain.quarantine", "pretrain.hf_export"),
+    ("pretrain.verify",),  # invariant checks over every stage's outputs
+    # the Dagster layer
+    ("resources",),
+    ("jobs",),
+    ("sensors",),
+    ("pretrain_assets",),  # assets, checks, definitions.py, the CLI and the demo
+)
 PACKAGES = ("pretrain", "pretrain_assets", "jobs", "sensors", "resources")
-# the entry points that wire everything together may import every package
-# (jobs.ray_jobs builds the same Definitions with the Ray executor)
-ENTRY_POINTS = {
-    "pretrain_assets.definitions",
-    "pretrain_assets.demo",
-    "pretrain_assets.cli",
-    "jobs.ray_jobs",
-}
-# leaf modules of jobs/ that assets and sensors may import: no assets, no sensors behind them
-JOBS_LEAVES = {
-    "jobs.partitions",
-    "jobs.config",
-    "jobs.stages",
-    "jobs.train_config",
-    "jobs.quarantine",
-}
+
+
+def layer_of(module: str) -> int:
+    """Index in LAYERS of the longest declared prefix of ``module``."""
+    best, best_len = -1, -1
+    for i, layer in enumerate(LAYERS):
+        for prefix in layer:
+            covers = module == prefix or (prefix != "pretrain" and module.startswith(prefix + "."))
+            if covers and len(prefix) > best_len:
+                best, best_len = i, len(prefix)
+    return best
 
 
 def project_imports() -> dict[str, set[str]]:
@@ -139,29 +176,28 @@ def test_no_import_cycles_lazy_imports_included() -> None:
     assert cycles(project_imports()) == []
 
 
-def test_dagster_side_imports_flow_one_way() -> None:
-    """assets → jobs' leaf modules; sensors → jobs; jobs → never assets; resources → library."""
-    bad = []
-    for module, imports in project_imports().items():
-        if module in ENTRY_POINTS:
-            continue
-        top = module.split(".")[0]
-        for imported in imports:
-            target = imported.split(".")[0]
-            if top == "pretrain_assets" and (
-                target == "sensors" or (target == "jobs" and imported not in JOBS_LEAVES)
-            ):
-                bad.append((module, imported))
-            if top == "jobs" and (
-                target == "pretrain_assets"
-                or (target == "sensors" and imported != "sensors.recovery.campaign")
-            ):
-                bad.append((module, imported))
-            if top == "resources" and target in ("pretrain_assets", "jobs", "sensors"):
-                bad.append((module, imported))
-            if top == "pretrain" and target != "pretrain":
-                bad.append((module, imported))
-    assert bad == []
+def test_every_module_has_a_declared_layer() -> None:
+    unplaced = sorted(m for m in project_imports() if layer_of(m) < 0)
+    assert unplaced == [], f"place these modules in LAYERS (tests/test_layers.py): {unplaced}"
+
+
+def test_imports_follow_the_declared_layers() -> None:
+    """No module imports a later layer, lazy imports included."""
+    upward = sorted(
+        f"{module} (layer {layer_of(module)}) imports {imported} (layer {layer_of(imported)})"
+        for module, imports in project_imports().items()
+        for imported in imports
+        if layer_of(imported) > layer_of(module)
+    )
+    assert upward == [], "imports that run back up:\n" + "\n".join(upward)
+
+
+def test_the_layer_check_catches_an_upward_import() -> None:
+    """The checker itself: a library module importing the Dagster layer is refused."""
+    assert layer_of("pretrain.filters.pipeline") < layer_of("pretrain.train.loop")
+    assert layer_of("pretrain.filters.pipeline") < layer_of("jobs.stages")
+    assert layer_of("pretrain.some_new_module") == -1  # must be placed before it passes
+    assert layer_of("sensors.eval_sensor") < layer_of("pretrain_assets.definitions")
 
 
 def test_partitions_import_without_the_assets_package() -> None:

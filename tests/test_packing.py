@@ -12,7 +12,13 @@ import pytest
 
 from pretrain import storage
 from pretrain.errors import DataError
-from pretrain.packing import PackedTokens, PackingConfig, pack_tokens, token_dtype
+from pretrain.packing import (
+    PackedSplit,
+    PackingConfig,
+    pack_tokens,
+    read_packed_index,
+    token_dtype,
+)
 from pretrain.tokenizer import load_tokenizer
 from tests.helpers.packing_data import CONFIG, SEQ_LEN, WORDS
 
@@ -20,6 +26,11 @@ from tests.helpers.packing_data import CONFIG, SEQ_LEN, WORDS
 @pytest.fixture(scope="module")
 def packed(packed_mix):
     return packed_mix
+
+
+def _val_by_source(packed_dir: Path) -> dict[str, np.ndarray]:
+    index = read_packed_index(str(packed_dir))
+    return {src: PackedSplit(index, "val", src).all_rows() for src in index.sources("val")}
 
 
 def _encoded(tmp: Path, split: str) -> list[tuple[dict, list[int]]]:
@@ -31,28 +42,28 @@ def _encoded(tmp: Path, split: str) -> list[tuple[dict, list[int]]]:
 
 def test_token_accounting(packed):
     tmp, stats = packed
-    reader = PackedTokens(str(tmp / "out"))
-    train = reader.split("train")
-    assert train.dtype == np.uint16 and train.shape == (stats.sequences["train"], SEQ_LEN)
+    index = read_packed_index(str(tmp / "out"))
+    train = PackedSplit(index, "train").all_rows()
+    assert index.dtype == np.dtype("<u2") and train.shape == (stats.sequences["train"], SEQ_LEN)
     for split in ("train", "val"):
         expected = sum(len(ids) for _, ids in _encoded(tmp, split))
         tokens = stats.split_tokens[split]
         assert tokens["tokenized"] == expected
         assert tokens["packed"] + tokens["tail_dropped"] == expected
-        assert tokens["packed"] == reader.num_sequences(split) * SEQ_LEN
+        assert tokens["packed"] == len(PackedSplit(index, split)) * SEQ_LEN
     assert stats.tokens_tokenized == stats.tokens_packed + stats.tail_tokens_dropped
     assert stats.split_tokens["train"]["tail_dropped"] < SEQ_LEN
     # every document whose EOS lands inside a full sequence contributes exactly one EOS
     ends = np.cumsum([len(ids) for _, ids in _encoded(tmp, "train")])
-    assert int((train == reader.eos_id).sum()) == int((ends <= train.size).sum())
+    assert int((train == index.eos_id).sum()) == int((ends <= train.size).sum())
     assert stats.documents["train"] == len(ends)
 
 
 def test_ledger_tiles_sequences_and_rebuilds_documents(packed):
     tmp, stats = packed
-    reader = PackedTokens(str(tmp / "out"))
-    train = reader.split("train")
-    ledger = [r for r in reader.ledger().to_pylist() if r["split"] == "train"]
+    train = PackedSplit(read_packed_index(str(tmp / "out")), "train").all_rows()
+    ledger = storage.read_table(str(tmp / "out" / "ledger.parquet")).to_pylist()
+    ledger = [r for r in ledger if r["split"] == "train"]
     by_seq = defaultdict(list)
     pieces = defaultdict(list)
     for row in ledger:
@@ -79,8 +90,7 @@ def test_ledger_tiles_sequences_and_rebuilds_documents(packed):
 
 def test_val_is_packed_per_source_in_order(packed):
     tmp, stats = packed
-    reader = PackedTokens(str(tmp / "out"))
-    by_source = reader.val_by_source()
+    by_source = _val_by_source(tmp / "out")
     assert set(by_source) == {"web", "code", "cjk"}
     streams = defaultdict(list)
     for row, ids in _encoded(tmp, "val"):
@@ -89,8 +99,8 @@ def test_val_is_packed_per_source_in_order(packed):
         assert rows.shape[1] == SEQ_LEN and len(rows) == len(streams[source]) // SEQ_LEN
         assert rows.reshape(-1).tolist() == streams[source][: rows.size]
         assert stats.tokens_per_source[source]["val"] == len(streams[source])
-    assert sum(len(v) for v in by_source.values()) == reader.num_sequences("val")
-    files = reader.index["splits"]["val"]["files"]
+    assert sum(len(v) for v in by_source.values()) == stats.sequences["val"]
+    files = storage.read_json(str(tmp / "out" / "index.json"))["splits"]["val"]["files"]
     assert {f["source"] for f in files} == set(by_source)
     assert files[0]["file"].startswith("val-")
 
@@ -129,11 +139,11 @@ def test_rerun_is_byte_identical_and_shards_split(packed):
         assert (tmp / "out" / name).read_bytes() == (tmp / "again" / name).read_bytes(), name
     small = PackingConfig(seq_len=SEQ_LEN, seed=7, batch_size=50, shard_bytes=SEQ_LEN * 2 * 10)
     pack_tokens(str(tmp / "mix"), str(tmp / "tok"), str(tmp / "small"), small)
-    reader = PackedTokens(str(tmp / "small"))
-    assert len(reader.split_shards("train")) > 1
-    assert all(len(s) <= 10 for s in reader.split_shards("train"))
-    full = PackedTokens(str(tmp / "out"))
-    np.testing.assert_array_equal(reader.split("train"), full.split("train"))
+    small_index = read_packed_index(str(tmp / "small"))
+    assert len(small_index.files("train")) > 1
+    assert all(f.num_sequences <= 10 for f in small_index.files("train"))
+    full = PackedSplit(read_packed_index(str(tmp / "out")), "train")
+    np.testing.assert_array_equal(PackedSplit(small_index, "train").all_rows(), full.all_rows())
 
 
 def test_uncommitted_or_truncated_dir_is_refused(packed):
@@ -142,11 +152,11 @@ def test_uncommitted_or_truncated_dir_is_refused(packed):
     shutil.copytree(tmp / "out", broken)
     (broken / storage.COMMITTED).unlink()
     with pytest.raises(DataError, match="_COMMITTED"):
-        PackedTokens(str(broken))
+        read_packed_index(str(broken))
     storage.commit_marker(str(broken))
     (broken / "train-00000.bin").write_bytes(b"\x00\x00")
     with pytest.raises(DataError, match="bytes"):
-        PackedTokens(str(broken)).split("train")
+        PackedSplit(read_packed_index(str(broken)), "train")
 
 
 def test_too_little_train_text_fails_loudly(tmp_path, packed):
@@ -173,6 +183,6 @@ def test_val_source_shorter_than_seq_len_is_kept_empty_and_warned(tmp_path, pack
     storage.write_table(pa.Table.from_pylist(val), str(mix / "val.parquet"))
     stats = pack_tokens(str(mix), str(tmp / "tok"), str(tmp_path / "out"), CONFIG)
     assert len(stats.warnings) == 1 and "'rare'" in stats.warnings[0]
-    by_source = PackedTokens(str(tmp_path / "out")).val_by_source()
+    by_source = _val_by_source(tmp_path / "out")
     assert by_source["rare"].shape == (0, SEQ_LEN) and len(by_source["web"]) > 0
     assert stats.split_tokens["val"]["tail_dropped"] >= stats.tokens_per_source["rare"]["val"]

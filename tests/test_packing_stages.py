@@ -8,14 +8,14 @@ import pytest
 
 from pretrain import storage, verify
 from pretrain.packing import (
-    PackedTokens,
     PackingConfig,
     pack_tokens,
     steps_for_token_ranges,
     trace_steps,
     window_token_ranges,
 )
-from pretrain.train.data import BatchReader, PackedSplit, read_packed_index
+from pretrain.packing.format import PackedSplit, read_packed_index
+from pretrain.packing.order import BatchReader
 from tests.helpers.packing_data import STAGES_PLAN as PLAN
 from tests.helpers.packing_data import STAGES_SEQ_LEN as SEQ_LEN
 
@@ -42,7 +42,7 @@ def test_stages_are_contiguous_and_read_in_order(packed):
     assert [s["name"] for s in stages] == ["main", "anneal"] == [s["name"] for s in stats.stages]
     assert stages[1]["first_sequence"] == stages[0]["num_sequences"]
     assert sum(s["num_sequences"] for s in stages) == index["splits"]["train"]["num_sequences"]
-    ledger = PackedTokens(str(tmp / "out")).ledger()
+    ledger = storage.read_table(str(tmp / "out" / "ledger.parquet"))
     train = ledger.filter(pc.equal(ledger["split"], "train")).to_pylist()
     for row in train:  # every sequence holds documents of its own stage only
         assert (row["seq_index"] >= stages[1]["first_sequence"]) == (row["stage"] == 1)

@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pretrain import storage
+from pretrain.distributed import ProcessInfo
 from pretrain.errors import ConfigError
 from pretrain.mixture import MixtureConfig, build_mixture
 from pretrain.packing.ledger import BatchPlan, step_sequences
@@ -31,7 +32,6 @@ from pretrain.quarantine.scoring import score_window, window_pieces
 from pretrain.train.events import NullSink
 from pretrain.train.loop import train
 from pretrain.train.metrics import NullMetrics
-from pretrain.train.process import ProcessInfo
 from pretrain_assets.cli import main
 from tests.helpers.eval_data import SEQ_LEN, VOCAB, make_config
 from tests.helpers.eval_data import make_packed as make_clean_packed

@@ -2,7 +2,7 @@
 
 One run per partition, launched through Dagster (``execute_job`` on a SQLite instance, each
 run in a process of its own: ``jobs/partition_runs.py``); every step runs on a warm actor of
-the cluster's step pool (``jobs/ray_jobs.py`` → ``jobs/ray_executor.py``), except the
+the cluster's step pool (``pretrain_assets/ray_jobs.py`` → ``jobs/ray_executor.py``), except the
 ``quality`` stage, which goes through dagster-ray's job executor (``quality_on_ray_jobs``) so
 that both executors stay tested. The test checks, against an in-process run of the same
 definitions on the same corpus:
@@ -27,7 +27,6 @@ from pathlib import Path
 
 import pytest
 from dagster import DagsterInstance
-from ray.job_submission import JobSubmissionClient, JobType
 
 from jobs.partition_runs import PartitionRunner
 from jobs.partitions import band_partitions
@@ -39,12 +38,19 @@ from resources.storage import ArtifactStore
 from tests.helpers.pipelines import materialize_data_stages
 from tests.ray_cluster import ray_available, ray_cluster
 
+# the ray extra is installed by `make test` only: a fresh clone's `make test-fast` must collect
+# this module, so it is imported here and skips the module without it
+ray_job_submission = pytest.importorskip(
+    "ray.job_submission", reason="needs the ray extra: pip install -e '.[ray]'"
+)
+JobSubmissionClient, JobType = ray_job_submission.JobSubmissionClient, ray_job_submission.JobType
+
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.timeout(900),
     pytest.mark.skipif(not ray_available(), reason="needs the ray extra: pip install -e '.[ray]'"),
 ]
-RAY_JOBS = "jobs.ray_jobs"
+RAY_JOBS = "pretrain_assets.ray_jobs"
 
 
 def _in_process(root: Path, manifests) -> None:

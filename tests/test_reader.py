@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from pretrain.errors import DataError
-from pretrain.train.data import BatchReader, PackedSplit, batch_indices, read_packed_index
+from pretrain.packing.format import PackedSplit, read_packed_index
+from pretrain.packing.order import BatchReader, batch_indices
 
 
 @pytest.fixture(scope="module")

@@ -8,10 +8,10 @@ import pyarrow as pa
 import pytest
 
 from pretrain import storage
+from pretrain.checks import count_rows
 from pretrain.data.raw import build_raw_shard, list_source_files, plan_shards
 from pretrain.filters.config import FilterConfig
 from pretrain.filters.pipeline import filter_shard
-from pretrain.verify import count_rows
 from tests.s3_server import moto_s3
 
 SENTENCES = [

@@ -25,7 +25,7 @@ from dagster._core.test_utils import instance_for_test
 from pretrain import storage
 from pretrain.checkpoint.dcp import is_healthy
 from pretrain.recovery.policy import Decision
-from pretrain.recovery.series import wandb_run_id
+from pretrain.run_files import wandb_run_id
 from resources.metrics import RecoveryThresholds, WandbMetricsReader
 from sensors.recovery.failure import training_failure_sensor
 from sensors.recovery.loss_spike import loss_spike_sensor

@@ -116,8 +116,8 @@ def test_packed_tokens_staged_from_s3_once_and_only_when_committed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from pretrain.errors import DataError
-    from pretrain.train.data import read_packed_index
-    from pretrain.train.staging import stage_packed_dir
+    from pretrain.packing.format import read_packed_index
+    from pretrain.packing.staging import stage_packed_dir
 
     monkeypatch.setenv("PRETRAIN_CACHE_DIR", str(tmp_path / "cache"))
     local = make_packed(tmp_path / "packed_tokens", num_train=16)
@@ -282,8 +282,8 @@ def test_nan_rollback_on_slurm_with_only_an_s3_run_root(
     from dagster import DagsterRunStatus
 
     from pretrain.recovery.policy import Decision
-    from pretrain.recovery.series import metric_rows, wandb_run_id
-    from pretrain.recovery.wandb_file import offline_run_files
+    from pretrain.recovery.series import metric_rows
+    from pretrain.run_files import offline_run_files, wandb_run_id
     from tests.helpers.fault_campaign import POLICY, Campaign, train_config
 
     # local: the node's staging and token cache, and the op's submit folder (scripts, job logs)

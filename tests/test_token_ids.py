@@ -16,8 +16,9 @@ import pytest
 
 from pretrain.errors import DataError
 from pretrain.packing import pack_tokens
+from pretrain.packing.format import SAMPLE_ROWS, PackedSplit, read_packed_index
+from pretrain.packing.order import BatchReader
 from pretrain.tokenizer import load_tokenizer
-from pretrain.train.data import SAMPLE_ROWS, BatchReader, PackedSplit, read_packed_index
 from tests.helpers.packing_data import CONFIG, WORDS
 from tests.helpers.training import VOCAB, make_config, make_packed, run
 

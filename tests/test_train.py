@@ -21,7 +21,10 @@ import torch
 
 from pretrain.checkpoint import dcp as ckpt
 from pretrain.checkpoint.checkpointer import save_checkpoint
+from pretrain.distributed import ProcessInfo
 from pretrain.errors import CheckpointError, ConfigError, DataError
+from pretrain.packing.format import PackedSplit, read_packed_index
+from pretrain.packing.order import BatchReader
 from pretrain.train.__main__ import main
 from pretrain.train.config import (
     DataConfig,
@@ -29,11 +32,9 @@ from pretrain.train.config import (
     RunConfig,
     TrainConfig,
 )
-from pretrain.train.data import BatchReader, PackedSplit, read_packed_index
 from pretrain.train.events import ProgressThrottle
 from pretrain.train.optim import build_optimizer, lr_at
 from pretrain.train.parallel import build_model
-from pretrain.train.process import ProcessInfo
 from pretrain.train.recipes import recipe_with_overrides
 from tests.helpers.training import (
     REPO,
@@ -169,7 +170,9 @@ def test_checkpoint_reloads_to_identical_weights(packed: Path, tmp_path: Path) -
     model(torch.randint(0, VOCAB, (2, 8))).logsumexp(-1).mean().backward()
     optimizer.step()
     path = save_checkpoint(
-        cfg=cfg,
+        cfg=cfg.checkpoint,
+        branch=cfg.run.branch,
+        run_config=cfg.to_dict(),
         proc=proc,
         model=model,
         optimizer=optimizer,
@@ -183,7 +186,16 @@ def test_checkpoint_reloads_to_identical_weights(packed: Path, tmp_path: Path) -
     assert reloaded.state_dict().keys() == original.keys()
     assert all(torch.equal(v, original[k]) for k, v in reloaded.state_dict().items())
     with pytest.raises(CheckpointError, match="already exists"):
-        save_checkpoint(cfg=cfg, proc=proc, model=model, optimizer=optimizer, step=3, meta={})
+        save_checkpoint(
+            cfg=cfg.checkpoint,
+            branch="b00",
+            run_config=cfg.to_dict(),
+            proc=proc,
+            model=model,
+            optimizer=optimizer,
+            step=3,
+            meta={},
+        )
 
 
 # -- the loop -------------------------------------------------------------------------------

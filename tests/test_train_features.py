@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from pretrain.checkpoint import dcp as ckpt
+from pretrain.distributed import ProcessInfo
 from pretrain.errors import ConfigError
 from pretrain.model import ModelConfig, Transformer, flops_per_token, init_weights, num_params
 from pretrain.model.recipes import debug_tiny, llama_1b, llama_125m
@@ -19,7 +20,6 @@ from pretrain.train.config import CheckpointConfig, ComputeConfig, OptimConfig
 from pretrain.train.metrics import PEAK_FLOPS, mfu
 from pretrain.train.optim import lr_at
 from pretrain.train.parallel import build_model
-from pretrain.train.process import ProcessInfo
 from pretrain.train.recipes import get_train_recipe, sequences_for_tokens
 from pretrain.train.step import language_model_loss
 from tests.helpers.training import VOCAB, losses, make_config, make_packed, read_jsonl, run

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from pretrain.errors import DataError
-from pretrain.recovery.series import metric_rows, wandb_run_id
-from pretrain.recovery.wandb_file import BLOCK_SIZE, offline_run_files, read_history, read_records
+from pretrain.recovery.series import metric_rows
+from pretrain.recovery.wandb_file import BLOCK_SIZE, read_history, read_records
+from pretrain.run_files import offline_run_files, wandb_run_id
 from pretrain.train.config import TrainConfig
 from resources.metrics import WandbMetricsReader
 

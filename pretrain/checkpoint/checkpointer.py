@@ -1,6 +1,7 @@
 """The save side of checkpointing: collective DCP writes, synchronous or asynchronous, and the commit.
 
-    checkpointer = Checkpointer(cfg, proc, on_commit=[lambda path, meta: ...])
+    checkpointer = Checkpointer(cfg.checkpoint, proc, branch="b00", run_config=cfg.to_dict(),
+                                on_commit=[lambda path, meta: ...])
     checkpointer.save(model=model, optimizer=optimizer, step=40, meta={...})  # collective;
                              # returns the committed step-40 dir (None while an async save runs)
     checkpointer.wait()      # commit an async save still in flight (no-op when sync or idle)
@@ -27,7 +28,7 @@ from __future__ import annotations
 import math
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,7 @@ from torch.distributed.checkpoint.state_dict import get_state_dict
 import pretrain
 from pretrain import storage
 from pretrain.checkpoint import integrity, remote
+from pretrain.checkpoint.config import CheckpointConfig
 from pretrain.checkpoint.dcp import (
     META,
     _single_process_quiet,
@@ -51,9 +53,8 @@ from pretrain.checkpoint.dcp import (
     step_dir_name,
     weights_fingerprint,
 )
+from pretrain.distributed import ProcessInfo, all_gather_objects, barrier, rng_state
 from pretrain.errors import CheckpointError
-from pretrain.train.config import TrainConfig
-from pretrain.train.process import ProcessInfo, all_gather_objects, barrier, rng_state
 
 CommitCallback = Callable[[Path | str, dict[str, Any]], None]
 
@@ -73,14 +74,19 @@ class Checkpointer:
 
     def __init__(
         self,
-        cfg: TrainConfig,
+        cfg: CheckpointConfig,
         proc: ProcessInfo,
         *,
+        branch: str,
+        run_config: Mapping[str, Any],
         async_save: bool | None = None,
         on_commit: list[CommitCallback] | None = None,
     ) -> None:
-        self.cfg, self.proc = cfg, proc
-        self.async_save = cfg.checkpoint.async_save if async_save is None else async_save
+        """``run_config``: the resolved run config (``TrainConfig.to_dict()``), recorded in every
+        checkpoint's ``meta.json`` as ``config``; its ``model`` section is what loads it."""
+        self.cfg, self.proc, self.branch = cfg, proc, branch
+        self.run_config = dict(run_config)
+        self.async_save = cfg.async_save if async_save is None else async_save
         self.on_commit = list(on_commit or [])
         self._in_flight: _InFlight | None = None
         self._group = None
@@ -100,17 +106,18 @@ class Checkpointer:
         """Write step ``step``; commits it and returns its directory, or returns None with the
         write in flight (``async_save``; :meth:`wait` commits it).
 
-        ``healthy_reason`` labels the checkpoint healthy at commit (see ``mark_healthy``)."""
+        ``healthy_reason`` labels the checkpoint healthy at commit (see ``mark_healthy``);
+        ``meta`` goes into ``meta.json`` (the trainer records its resolved config and lineage)."""
         self.wait()
-        cfg, proc = self.cfg, self.proc
+        cfg, proc, branch = self.cfg, self.proc, self.branch
         on_s3 = cfg.is_remote()
         # s3://: a URI, staged in the local branch dir of every node; else the local folder
         final: Path | str = (
-            cfg.checkpoint_uri(step_dir_name(step))
+            cfg.checkpoint_uri(branch, step_dir_name(step))
             if on_s3
-            else cfg.branch_dir() / step_dir_name(step)
+            else cfg.branch_dir(branch) / step_dir_name(step)
         )
-        tmp = cfg.branch_dir() / f".tmp-{step_dir_name(step)}"
+        tmp = cfg.branch_dir(branch) / f".tmp-{step_dir_name(step)}"
         if proc.is_main and storage.is_committed(str(final)):
             raise CheckpointError(
                 f"{final} already exists; a branch never rewrites a step — resume onto a "
@@ -129,11 +136,11 @@ class Checkpointer:
         full_meta = {
             "weights_fingerprint": fingerprint,
             "step": step,
-            "branch": cfg.run.branch,
-            "key": checkpoint_key(cfg.run.branch, step),
+            "branch": branch,
+            "key": checkpoint_key(branch, step),
             "world_size": proc.world_size,
             "code_version": pretrain.__version__,
-            "config": cfg.to_dict(),
+            "config": self.run_config,
             **meta,
         }
         flight = _InFlight(
@@ -193,10 +200,7 @@ class Checkpointer:
             if flight.healthy_reason:
                 mark_healthy(flight.final, flight.healthy_reason)
             prune_checkpoints(
-                cfg.checkpoint.run_root,
-                cfg.run.branch,
-                cfg.checkpoint.keep_last,
-                protected=cfg.checkpoint.protected_steps,
+                cfg.run_root, self.branch, cfg.keep_last, protected=cfg.protected_steps
             )
         barrier(self.proc)
         if isinstance(flight.final, str) and self.proc.local_rank == 0:
@@ -217,7 +221,9 @@ class Checkpointer:
 
 def save_checkpoint(
     *,
-    cfg: TrainConfig,
+    cfg: CheckpointConfig,
+    branch: str,
+    run_config: Mapping[str, Any],
     proc: ProcessInfo,
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -228,19 +234,19 @@ def save_checkpoint(
 
     The trainer uses :class:`Checkpointer` (async option, commit
     callbacks); this is the one-call form of it."""
-    checkpointer = Checkpointer(cfg, proc, async_save=False)
+    checkpointer = Checkpointer(cfg, proc, branch=branch, run_config=run_config, async_save=False)
     path = checkpointer.save(model=model, optimizer=optimizer, step=step, meta=meta)
     assert path is not None  # a synchronous save commits before returning
     return path
 
 
-def healthy_reason(cfg: TrainConfig, step: int, losses: list[float]) -> str | None:
+def healthy_reason(cfg: CheckpointConfig, step: int, losses: list[float]) -> str | None:
     """Why the checkpoint at ``step`` is labelled healthy at save time, or None.
 
     Only every ``checkpoint.healthy_every_steps`` (0: never), and only if every loss in the
     window is finite; spike-based judgement belongs to the recovery loop, which labels more
     checkpoints later with :func:`pretrain.checkpoint.dcp.mark_healthy`."""
-    every = cfg.checkpoint.healthy_every_steps
+    every = cfg.healthy_every_steps
     if not every or step % every or not losses or not all(map(math.isfinite, losses)):
         return None
     return f"finite loss window of {len(losses)} steps at a healthy_every_steps={every} boundary"

@@ -47,16 +47,16 @@ import pyarrow.fs as pafs
 
 from pretrain import storage
 from pretrain.checkpoint import integrity, remote
+from pretrain.checkpoint.config import CheckpointConfig
 from pretrain.errors import CheckpointError, DataError
 from pretrain.model.config import ModelConfig
-from pretrain.train.config import TrainConfig
 
 if TYPE_CHECKING:
     import torch
     from torch import nn
 
+    from pretrain.distributed import ProcessInfo
     from pretrain.model.transformer import Transformer
-    from pretrain.train.process import ProcessInfo
 
 META = "meta.json"
 HEALTHY = "HEALTHY"
@@ -184,7 +184,7 @@ class ResumeChoice:
     damaged: tuple[DamagedCheckpoint, ...] = ()
 
 
-def local_copy(cfg: TrainConfig, ckpt: str | Path) -> tuple[Path, list[str]]:
+def local_copy(cfg: CheckpointConfig, ckpt: str | Path) -> tuple[Path, list[str]]:
     """A checkpoint as a local folder and its problems (``[]``: intact). An ``s3://`` one is
     downloaded into ``<staging>/.downloads/<branch>/step-<N>`` first."""
     if isinstance(ckpt, str) and storage.is_s3(ckpt):
@@ -198,23 +198,25 @@ def local_copy(cfg: TrainConfig, ckpt: str | Path) -> tuple[Path, list[str]]:
     return Path(ckpt), checkpoint_problems(ckpt)
 
 
-def resolve_resume(cfg: TrainConfig, *, quarantine: bool = False) -> ResumeChoice:
-    """The checkpoint a run starts from, verified against its commit record.
+def resolve_resume(
+    cfg: CheckpointConfig, *, branch: str, resume: str, quarantine: bool = False
+) -> ResumeChoice:
+    """The checkpoint a run of ``branch`` starts from, verified against its commit record.
 
-    ``none`` -> no checkpoint; ``latest`` -> the newest *intact* committed checkpoint of this
+    ``resume`` (a run's ``run.resume``): ``none`` -> no checkpoint; ``latest`` -> the newest *intact* committed checkpoint of this
     branch: damaged newer ones are passed over (and, with ``quarantine``, set aside — renamed to
     ``.damaged-step-<N>`` locally, where the files stay for inspection; on S3 the record moves to
     ``_DAMAGED`` and a rewrite of that step replaces the files) so the branch can write those
     steps again. Committed checkpoints that are all
     damaged raise rather than silently starting over. A given directory must be intact (an
     explicit choice never falls back). S3 checkpoints are downloaded and verified locally."""
-    if cfg.run.resume == "none":
+    if resume == "none":
         return ResumeChoice()
-    if cfg.run.resume != "latest":
-        given: Any = cfg.run.resume if storage.is_s3(cfg.run.resume) else Path(cfg.run.resume)
+    if resume != "latest":
+        given: Any = resume if storage.is_s3(resume) else Path(resume)
         if not storage.is_committed(str(given)):
             raise CheckpointError(
-                f"run.resume={cfg.run.resume!r} is not a committed checkpoint directory "
+                f"run.resume={resume!r} is not a committed checkpoint directory "
                 "(expected <run_root>/<branch>/step-<N:08d> with a _COMMITTED marker)"
             )
         local, problems = local_copy(cfg, given)
@@ -222,7 +224,7 @@ def resolve_resume(cfg: TrainConfig, *, quarantine: bool = False) -> ResumeChoic
             raise CheckpointError(f"{given} is damaged: " + "; ".join(problems))
         return ResumeChoice(path=given, local=local)
     damaged: list[DamagedCheckpoint] = []
-    for path in reversed(list_checkpoints(cfg.checkpoint.run_root, cfg.run.branch)):
+    for path in reversed(list_checkpoints(cfg.run_root, branch)):
         local, problems = local_copy(cfg, path)
         if not problems:
             return ResumeChoice(path=path, local=local, damaged=tuple(damaged))
@@ -236,7 +238,7 @@ def resolve_resume(cfg: TrainConfig, *, quarantine: bool = False) -> ResumeChoic
         damaged.append(DamagedCheckpoint(path=path, moved_to=moved, problems=tuple(problems)))
     if damaged:
         raise CheckpointError(
-            f"branch {cfg.run.branch!r} has no intact checkpoint to resume from: "
+            f"branch {branch!r} has no intact checkpoint to resume from: "
             + "; ".join(f"{Path(d.path).name}: {', '.join(d.problems)}" for d in damaged)
             + " (resume from another branch's checkpoint with run.resume=<dir>, or "
             "run.resume=none on a new branch)"
@@ -371,13 +373,14 @@ def latest_healthy_checkpoint(
 def load_checkpoint(
     path: Path,
     *,
-    cfg: TrainConfig,
+    model_cfg: ModelConfig,
     proc: ProcessInfo,
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
     verify: bool = True,
 ) -> RestoredState:
-    """Collective: restore model, optimizer and this rank's RNG states in place.
+    """Collective: restore model, optimizer and this rank's RNG states in place (the
+    checkpoint must have been trained with ``model_cfg``).
 
     The files are verified against the commit record first (``verify=False`` when the caller
     has just done so, e.g. rank 0 in :func:`resolve_resume`). RNG states load with
@@ -387,16 +390,16 @@ def load_checkpoint(
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
     from pretrain.checkpoint.safe_dcp import SafeFileSystemReader
-    from pretrain.train.process import set_rng_state
+    from pretrain.distributed import set_rng_state
 
     if verify:
         verify_checkpoint(path)
     meta = read_meta(path)
     saved_model = meta.get("config", {}).get("model")
-    if saved_model is None or ModelConfig.from_dict(saved_model) != cfg.model:
+    if saved_model is None or ModelConfig.from_dict(saved_model) != model_cfg:
         raise CheckpointError(
             f"{path} was trained with model config {saved_model}, this run has "
-            f"{cfg.model.to_dict()}; resume with the checkpoint's model config"
+            f"{model_cfg.to_dict()}; resume with the checkpoint's model config"
         )
     model_sd, optim_sd = get_state_dict(model, optimizer)
     state = {"model": model_sd, "optim": optim_sd}

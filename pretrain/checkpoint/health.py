@@ -15,14 +15,27 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from pretrain import storage
 from pretrain.checkpoint import dcp as ckpt
 from pretrain.errors import CheckpointError
-from pretrain.recovery.policy import HEALTHY, PENDING, CheckpointInfo
 
 MAX_LINEAGE_DEPTH = 64
+# a checkpoint's health label: the recovery loop's verdict (pretrain.recovery.policy)
+HEALTHY, SUSPECT, PENDING = "healthy", "suspect", "pending"
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckpointInfo:
+    """A committed checkpoint as the recovery loop sees it: key, path (local or ``s3://``),
+    step and health label (HEALTHY, SUSPECT or PENDING)."""
+
+    key: str
+    path: str
+    step: int
+    label: str
 
 
 def _root_key(root: str | Path) -> str:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pretrain.data.extract import ExtractConfig
 from pretrain.errors import ConfigError
-from pretrain.filters.extract import ExtractConfig
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -25,10 +25,10 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 from pretrain import storage
+from pretrain.data.extract import ExtractConfig
 from pretrain.data.readers import RawFile, is_reject, iter_records, kind_for
 from pretrain.data.schema import DOCUMENT_SCHEMA, REJECT_SCHEMA, doc_id
 from pretrain.errors import ConfigError, DataError
-from pretrain.filters.extract import ExtractConfig
 from pretrain.hashset import HashSet64, key64
 from pretrain.tmpfiles import sweep_stale_temps_in
 

@@ -31,7 +31,7 @@ which byte offset), ``empty_file``, ``missing_text_column``, ``unsupported_forma
 no reader handles, listed so that it is counted, never skipped silently), ``non_html``,
 ``non_http``. A UTF-8 byte-order mark at the start of a file is dropped.
 
-Bytes are decoded with :func:`pretrain.filters.encoding.decode_bytes` (declared charset, then
+Bytes are decoded with :func:`pretrain.data.encoding.decode_bytes` (declared charset, then
 UTF-8, then detection); HTML becomes main text with resiliparse (see ``bench/RESULTS.md`` for
 the measured choice), falling back to a plain tag stripper when it finds no main content.
 """
@@ -46,12 +46,12 @@ from email.parser import BytesHeaderParser
 from typing import Any
 
 from pretrain import storage
+from pretrain.data.encoding import decode_bytes
+from pretrain.data.extract import ExtractConfig
 from pretrain.data.records import KINDS, RawFile, is_reject, lost, reject, writable  # noqa: F401 (re-exported)
 from pretrain.data.streams import MAX_LINE_BYTES, LineTooLong, Resynced, open_stream
 from pretrain.data.warc import iter_warc
 from pretrain.errors import DataError
-from pretrain.filters.encoding import decode_bytes
-from pretrain.filters.extract import ExtractConfig
 
 _COMPRESSIONS = (".gz", ".zst", ".bz2", ".xz")  # detected from magic bytes when read
 _BASE_SUFFIXES = {

@@ -20,10 +20,10 @@ import zlib
 from collections.abc import Iterator
 from typing import Any
 
+from pretrain.data.encoding import decode_bytes
+from pretrain.data.extract import ExtractConfig, extract_main_text
 from pretrain.data.records import RawFile, lost, reject
 from pretrain.data.streams import LineStream, LineTooLong, Resynced, open_stream
-from pretrain.filters.encoding import decode_bytes
-from pretrain.filters.extract import ExtractConfig, extract_main_text
 
 
 def iter_warc(raw: RawFile, extract: ExtractConfig | None = None) -> Iterator[dict[str, Any]]:

@@ -37,13 +37,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pretrain import storage
+from pretrain.checks import CheckOutcome
 from pretrain.dedup.buckets import partition_pairs, rows_in, unique_pairs
 from pretrain.dedup.clusters import ClusterInputs, peak_rss_mb, verify_pairs, write_clusters
 from pretrain.dedup.config import DedupConfig
 from pretrain.dedup.minhash import EXACT_BAND, URL_BAND
 from pretrain.dedup.stats import ClusterStats
 from pretrain.errors import ConfigError, DataError
-from pretrain.verify import CheckOutcome
 
 PAIRS_FILE = "pairs.parquet"
 _KEY_BANDS = {"exact": EXACT_BAND, "url": URL_BAND}

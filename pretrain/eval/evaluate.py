@@ -33,7 +33,7 @@ from pretrain.errors import ConfigError, DataError
 from pretrain.eval.generate import GenerationConfig, generate
 from pretrain.eval.report import OVERALL, EvalStats, SourceStats, render_markdown
 from pretrain.eval.tasks import TaskSpec, default_tasks, load_task
-from pretrain.train.data import PackedIndex, PackedSplit, read_packed_index
+from pretrain.packing.format import PackedIndex, PackedSplit, read_packed_index
 
 DEFAULT_SOURCE = "default"
 

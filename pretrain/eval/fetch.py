@@ -2,7 +2,7 @@
 
 HellaSwag, ARC-Easy, BLiMP and WikiText-2 are fetched with ``huggingface_hub`` from their
 public dataset repositories and converted to the files that :mod:`pretrain.eval.tasks` and
-:mod:`pretrain.decontam` read, in :func:`default_eval_dir` (``$PRETRAIN_EVAL_DIR``, else
+:mod:`pretrain.decontam` read, in :func:`pretrain.eval_cache.default_eval_dir` (``$PRETRAIN_EVAL_DIR``, else
 ``$XDG_CACHE_HOME/pretrain/eval``, else ``~/.cache/pretrain/eval``)::
 
     pretrain evals fetch                         # or: python -m pretrain.eval.fetch
@@ -12,7 +12,7 @@ public dataset repositories and converted to the files that :mod:`pretrain.eval.
 Hashes: a source file with a pinned ``sha256`` must match it; otherwise it must match the
 sha256 the Hub reports for it (the LFS object id, ``X-Linked-Etag``). ``SOURCES.json`` in the
 cache records every source's repo, revision, commit and sha256 and the sha256 of each
-converted file; :func:`verify_eval_dir` re-checks them, so a file changed in the cache is
+converted file; :func:`pretrain.eval_cache.verify_eval_dir` re-checks them, so a file changed in the cache is
 caught before it is scored or used for decontamination. Offline, :func:`fetch_eval_tasks`
 downloads nothing and its report says so in one line.
 """
@@ -31,16 +31,7 @@ from typing import Any
 
 from pretrain import storage
 from pretrain.errors import DataError
-
-MANIFEST = "SOURCES.json"
-
-
-def default_eval_dir() -> Path:
-    """Where task files live: ``$PRETRAIN_EVAL_DIR``, else the user's cache folder."""
-    if explicit := os.environ.get("PRETRAIN_EVAL_DIR"):
-        return Path(explicit)
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "pretrain" / "eval"
+from pretrain.eval_cache import MANIFEST, default_eval_dir, read_manifest, sha256_file
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -185,10 +176,10 @@ def fetch_eval_tasks(
     root = Path(eval_dir) if eval_dir is not None else default_eval_dir()
     endpoint = endpoint or os.environ.get("HF_ENDPOINT") or None
     report = FetchReport(eval_dir=str(root))
-    manifest = _read_manifest(root)
+    manifest = read_manifest(root)
     for task in tasks:
         entry = manifest.get(task.name)
-        if not force and entry and _sha256_file(root / task.output) == entry.get("sha256"):
+        if not force and entry and sha256_file(root / task.output) == entry.get("sha256"):
             report.cached.append(task.name)
             continue
         if not force and not entry and (root / task.output).is_file():
@@ -212,24 +203,6 @@ def fetch_eval_tasks(
         storage.write_json(manifest, str(root / MANIFEST))
         report.fetched.append(task.name)
     return report
-
-
-def verify_eval_dir(eval_dir: str | Path | None = None) -> dict[str, str]:
-    """Task name → file for every task whose file matches ``SOURCES.json``; a file whose
-    hash differs raises DataError (tasks never fetched are simply absent from the result)."""
-    root = Path(eval_dir) if eval_dir is not None else default_eval_dir()
-    ok = {}
-    for name, entry in _read_manifest(root).items():
-        path = root / entry["output"]
-        if not path.is_file():
-            continue
-        if _sha256_file(path) != entry["sha256"]:
-            raise DataError(
-                f"{path} does not match the sha256 recorded when it was fetched: it was "
-                "changed after download; run `pretrain evals fetch --force`"
-            )
-        ok[name] = str(path)
-    return ok
 
 
 class _Offline(Exception):
@@ -265,7 +238,7 @@ def _download(spec: HubFile, cache: Path, endpoint: str | None) -> dict[str, Any
         if "Connect" in type(exc).__name__ or "Timeout" in type(exc).__name__:
             raise _Offline(str(exc)) from exc
         raise
-    digest = _sha256_file(Path(local))
+    digest = sha256_file(Path(local))
     expected = spec.sha256 or (meta.etag if meta.etag and _SHA256.fullmatch(meta.etag) else None)
     if expected is None:
         raise DataError(f"{where}: the Hub gave no sha256 to check it against; pin HubFile.sha256")
@@ -279,21 +252,6 @@ def _download(spec: HubFile, cache: Path, endpoint: str | None) -> dict[str, Any
 
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-
-
-def _sha256_file(path: Path) -> str | None:
-    if not path.is_file():
-        return None
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(2**20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def _read_manifest(root: Path) -> dict[str, Any]:
-    path = root / MANIFEST
-    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def _rows(paths: list[Path]) -> list[dict[str, Any]]:

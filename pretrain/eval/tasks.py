@@ -71,11 +71,11 @@ class MultipleChoice:
 
 def default_tasks(eval_dir: str | None = None, max_examples: int = 200) -> tuple[TaskSpec, ...]:
     """HellaSwag, ARC-Easy and BLiMP read from ``eval_dir`` (default: the task cache that
-    ``pretrain evals fetch`` fills, see :func:`pretrain.eval.fetch.default_eval_dir`).
+    ``pretrain evals fetch`` fills, see :func:`pretrain.eval_cache.default_eval_dir`).
 
     A cache with ``SOURCES.json`` is hash-checked first: a task file changed after it was
     downloaded raises DataError instead of being scored."""
-    from pretrain.eval.fetch import MANIFEST, default_eval_dir, verify_eval_dir
+    from pretrain.eval_cache import MANIFEST, default_eval_dir, verify_eval_dir
 
     folder = Path(eval_dir) if eval_dir else default_eval_dir()
     if (folder / MANIFEST).is_file():

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pretrain.errors import ConfigError
 from pretrain.filters.base import Document, Filter, Rejection
 from pretrain.filters.gopher import _duplicates, doc_words
-from pretrain.filters.text import TERMINAL_PUNCTUATION, is_unsegmented, words
 from pretrain.filters.unwrap import Paragraph, UnwrapConfig, join_paragraphs, paragraphs
+from pretrain.text import TERMINAL_PUNCTUATION, is_unsegmented, words
 
 _CITATION = re.compile(r"\[\d*]|\[edit]|\[citation needed]")
 _C4_END = (".", "?", "!", '"', "'")

@@ -21,11 +21,11 @@ from pretrain.filters.langid import LangIdConfig
 from pretrain.filters.normalize import NormalizeConfig
 from pretrain.filters.pii import PiiConfig
 from pretrain.filters.profiles import (
+    ANY_LANGUAGE,
+    FAMILIES,
     LONG_DOCUMENT_POLICIES,
     SourceProfile,
-    apply_profile,
     default_profiles,
-    long_documents_pass,
 )
 from pretrain.filters.toxicity import ToxicityConfig
 from pretrain.filters.unwrap import UnwrapConfig
@@ -118,3 +118,47 @@ class FilterConfig:
         if profile is None:
             return long_documents_pass(replace(self, profiles={}))
         return apply_profile(self, profile)
+
+
+def apply_profile(config: FilterConfig, p: SourceProfile) -> FilterConfig:
+    """The base config with ``p``'s overrides (inherit ``None``; switch families off)."""
+    langid, heuristics = config.langid, config.heuristics
+    if p.languages is not None:
+        any_language = ANY_LANGUAGE in p.languages
+        langid = replace(langid, languages=None if any_language else tuple(p.languages))
+    if p.min_language_score is not None:
+        langid = replace(langid, min_score=p.min_language_score)
+    if p.min_chars is not None:
+        heuristics = replace(heuristics, min_chars=p.min_chars)
+    if p.max_chars is not None:
+        heuristics = replace(heuristics, max_chars=p.max_chars)
+    changes: dict[str, object] = {"langid": langid, "heuristics": heuristics, "profiles": {}}
+    for family in FAMILIES:
+        if not getattr(p, family):
+            changes[family] = None
+    if p.c4 and config.c4 is not None and p.c4_min_sentences is not None:
+        changes["c4"] = replace(config.c4, min_sentences=p.c4_min_sentences)
+    if p.gopher_quality and config.gopher_quality is not None:
+        gopher = {
+            "min_doc_words": p.gopher_min_doc_words,
+            "min_alpha_words_ratio": p.gopher_min_alpha_words_ratio,
+        }
+        changes["gopher_quality"] = replace(
+            config.gopher_quality, **{k: v for k, v in gopher.items() if v is not None}
+        )
+    if not p.unwrap:
+        changes["unwrap"] = None
+    if not p.use_quality_model:
+        changes.update(quality_model_uri=None, min_quality_score=None, keep_top_fraction=None)
+    for name in ("long_documents", "chunk_chars", "max_removed_fraction"):
+        if getattr(p, name) is not None:
+            changes[name] = getattr(p, name)
+    return long_documents_pass(replace(config, **changes))  # type: ignore[arg-type]
+
+
+def long_documents_pass(config: FilterConfig) -> FilterConfig:
+    """Kept or split long documents must not then fall to Gopher's word maximum."""
+    if config.long_documents == "reject" or config.gopher_quality is None:
+        return config
+    unbounded = replace(config.gopher_quality, max_doc_words=2**62)
+    return replace(config, gopher_quality=unbounded)

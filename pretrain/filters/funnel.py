@@ -23,8 +23,8 @@ from typing import Any
 import pyarrow.compute as pc
 
 from pretrain import storage
+from pretrain.checks import CheckOutcome, count_rows
 from pretrain.errors import DataError
-from pretrain.verify import CheckOutcome, count_rows
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,7 +1,7 @@
 """Gopher quality and Gopher repetition rules (Rae et al. 2021, table A1), language-aware.
 
 Published defaults; every threshold is a config field. Word-based rules use
-:func:`pretrain.filters.text.words`; for unsegmented languages (zh, ja, th, ...) each
+:func:`pretrain.text.words`; for unsegmented languages (zh, ja, th, ...) each
 character is a word, the mean-word-length rule is skipped and stop words come from the
 per-language table (none configured → the stop-word rule is skipped)::
 
@@ -31,7 +31,7 @@ import numpy as np
 
 from pretrain.errors import ConfigError
 from pretrain.filters.base import Document, Filter, Rejection
-from pretrain.filters.text import is_symbol_word, is_unsegmented, words
+from pretrain.text import is_symbol_word, is_unsegmented, words
 
 # Gopher's stop words (the paper's eight) plus our own pick of very frequent Chinese characters.
 DEFAULT_STOP_WORDS = {

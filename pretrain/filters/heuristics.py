@@ -23,7 +23,7 @@ import regex
 
 from pretrain.errors import ConfigError
 from pretrain.filters.base import Document, Filter, Rejection, is_code
-from pretrain.filters.text import weighted_length
+from pretrain.text import weighted_length
 
 NO_SPACE_LANGUAGES = frozenset({"zh", "ja", "th", "lo", "km", "my", "bo", "wuu", "yue", "dz"})
 # A whitespace-separated word with a letter (str.isalpha == \p{L}), matched once, at its start.

@@ -54,12 +54,12 @@ from dataclasses import asdict
 import pyarrow as pa
 
 from pretrain import storage
+from pretrain.data.encoding import binary_fraction, fix_mojibake
 from pretrain.data.schema import DOCUMENT_SCHEMA, REJECT_SCHEMA, doc_id
 from pretrain.errors import DataError
 from pretrain.filters.base import Filter, Rejection, is_code
 from pretrain.filters.c4_fineweb import C4Filter, FineWebFilter
 from pretrain.filters.config import FilterConfig
-from pretrain.filters.encoding import binary_fraction, fix_mojibake
 from pretrain.filters.funnel import FilterStats
 from pretrain.filters.gopher import (
     GopherQuality,
@@ -69,10 +69,10 @@ from pretrain.filters.heuristics import HeuristicFilter, quality_score
 from pretrain.filters.langid import LanguageFilter
 from pretrain.filters.normalize import normalize_text
 from pretrain.filters.pii import mask_pii
-from pretrain.filters.text import weighted_length
 from pretrain.filters.toxicity import ToxicityFilter
 from pretrain.filters.unwrap import mark_paragraphs, split_at_paragraphs
 from pretrain.filters.urls import UrlFilter
+from pretrain.text import weighted_length
 
 STAGE = "filter"
 __all__ = ["FilterStats", "filter_shard"]

@@ -56,8 +56,8 @@ import regex
 from pretrain import storage
 from pretrain.errors import ConfigError
 from pretrain.filters.base import Document, Filter, Rejection
-from pretrain.filters.text import is_unsegmented
 from pretrain.filters.toxic_words import DEFAULT_WORD_LISTS, IDENTITY_TERMS
+from pretrain.text import is_unsegmented
 
 MODELS = ("profanity_check",)
 # A break after terminal punctuation, at a blank line, or at a line break that does not go on

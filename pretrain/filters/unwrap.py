@@ -25,7 +25,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from pretrain.errors import ConfigError
-from pretrain.filters.text import TERMINAL_PUNCTUATION
+from pretrain.text import TERMINAL_PUNCTUATION
 
 _PARAGRAPH_END = (*TERMINAL_PUNCTUATION, ":", ";")
 

@@ -7,18 +7,18 @@ validation is packed per source, in order, so evaluation per source is exact.
 
 Usage::
 
-    from pretrain.packing import PackedTokens, PackingConfig, pack_tokens
+    from pretrain.packing import PackedSplit, PackingConfig, pack_tokens, read_packed_index
     stats = pack_tokens("art/data_mixture", "art/tokenizer", "art/packed_tokens",
                         PackingConfig(seq_len=2048, num_workers=4))
-    packed = PackedTokens("art/packed_tokens")      # refuses an uncommitted dir
-    batch = packed.split("train")[0:16]             # (16, seq_len)
+    index = read_packed_index("art/packed_tokens")  # refuses an uncommitted dir
+    batch = PackedSplit(index, "train").rows(np.arange(16))   # (16, seq_len)
 
     from pretrain.packing import BatchPlan, trace_steps, window_token_ranges
     plan = BatchPlan(global_batch=16, micro_batch=4, world_size=2, seed=0)
     trace_steps("art/packed_tokens", plan, [1200])   # documents and sources of step 1200
     window_token_ranges("art/packed_tokens", plan, 1200, 1210)   # the skip window as tokens
 
-On-disk contract (read by the trainer, ``pretrain/train/data.py``), under the output dir:
+On-disk contract (defined and read by ``format.py``), under the output dir:
 
 - ``train-00000.bin``, ``val-<source>-00000.bin``: raw little-endian uint16 (vocab < 65536)
   or uint32, shape ``(num_sequences, seq_len)`` row-major, split at ``shard_bytes``.
@@ -42,11 +42,14 @@ text). The output is byte-identical for the same inputs and config, whatever ``n
 | encode.py   | ordered batch encoding over worker processes                   |
 | stream.py   | scratch token streams and the streamed ledger                  |
 | pack.py     | ``pack_tokens``: stages, shuffle, shards, index                |
-| reader.py   | ``PackedTokens``: memory-mapped analysis reader                |
+| format.py   | the format: ``index.json``, ``PackedSplit`` (the one reader)   |
+| order.py    | the training order: permutations, ``BatchReader`` (resumable)  |
+| staging.py  | ``s3://`` packed directories copied to this node's cache       |
 | ledger.py   | step / micro-batch → sequences → documents; skip windows       |
 """
 
-from pretrain.packing.config import FORMAT, PackingConfig, PackingStats, token_dtype
+from pretrain.packing.config import PackingConfig, PackingStats, token_dtype
+from pretrain.packing.format import FORMAT, PackedIndex, PackedSplit, read_packed_index
 from pretrain.packing.ledger import (
     BatchPlan,
     steps_for_token_ranges,
@@ -54,15 +57,16 @@ from pretrain.packing.ledger import (
     window_token_ranges,
 )
 from pretrain.packing.pack import pack_tokens
-from pretrain.packing.reader import PackedTokens
 
 __all__ = [
     "FORMAT",
     "BatchPlan",
-    "PackedTokens",
+    "PackedIndex",
+    "PackedSplit",
     "PackingConfig",
     "PackingStats",
     "pack_tokens",
+    "read_packed_index",
     "steps_for_token_ranges",
     "token_dtype",
     "trace_steps",

@@ -12,8 +12,6 @@ import numpy as np
 
 from pretrain.errors import ConfigError
 
-FORMAT = 1
-
 
 @dataclass(frozen=True, kw_only=True)
 class PackingConfig:

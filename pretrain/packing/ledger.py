@@ -1,7 +1,7 @@
 """From training steps to documents and back: the step / micro-batch ledger.
 
 ``ledger.parquet`` maps each packed train sequence to its document pieces; the trainer's reader
-(``pretrain/train/data.py``) maps each step to sequences with a pure function of the data seed
+(:mod:`pretrain.packing.order`) maps each step to sequences with a pure function of the data seed
 and the batch shape. Together they answer "what was in step S?" and "which token ranges does a
 skip window cover?":
 
@@ -28,7 +28,8 @@ import pyarrow.parquet as pq
 
 from pretrain import storage
 from pretrain.errors import ConfigError, DataError
-from pretrain.train.data import batch_indices, epoch_permutation, read_packed_index
+from pretrain.packing.format import read_packed_index
+from pretrain.packing.order import batch_indices, epoch_permutation
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -25,8 +25,9 @@ import pyarrow.parquet as pq
 
 from pretrain import storage
 from pretrain.errors import DataError
-from pretrain.packing.config import FORMAT, PackingConfig, PackingStats, token_dtype
+from pretrain.packing.config import PackingConfig, PackingStats, token_dtype
 from pretrain.packing.encode import encode_batches
+from pretrain.packing.format import FORMAT
 from pretrain.packing.stream import LEDGER_SCHEMA, TokenStream
 from pretrain.tokenizer import load_tokenizer, special_ids, tokenizer_file
 

@@ -37,7 +37,7 @@ from pretrain import storage
 from pretrain.data.readers import RawFile, is_reject, iter_records, kind_for
 from pretrain.errors import ConfigError, DataError
 from pretrain.fasttext_models import load_supervised, train_supervised
-from pretrain.filters.text import words
+from pretrain.text import words
 
 POSITIVE, NEGATIVE = "__label__hq", "__label__lq"
 MIN_EXAMPLES = 10

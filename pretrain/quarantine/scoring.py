@@ -28,9 +28,9 @@ import pyarrow.parquet as pq
 
 from pretrain import storage
 from pretrain.errors import DataError
+from pretrain.packing.format import PackedSplit, read_packed_index
 from pretrain.packing.ledger import BatchPlan, trace_steps
 from pretrain.quarantine.config import QuarantineConfig
-from pretrain.train.data import PackedSplit, read_packed_index
 
 PIECE_COLUMNS = ["step", "seq_index", "doc_id", "source", "token_start", "token_end", "tokens"]
 

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pretrain.checkpoint.health import HEALTHY, SUSPECT, CheckpointInfo
 from pretrain.recovery.detectors import (
     SPIKE,
     Alarm,
@@ -35,9 +36,6 @@ from pretrain.recovery.detectors import (
     recovered_at,
 )
 from pretrain.recovery.policy import (
-    HEALTHY,
-    SUSPECT,
-    CheckpointInfo,
     Decision,
     PolicyConfig,
     RunSettings,

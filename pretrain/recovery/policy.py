@@ -32,11 +32,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pretrain.checkpoint.health import HEALTHY, PENDING, SUSPECT, CheckpointInfo
 from pretrain.errors import ConfigError
 from pretrain.recovery.detectors import GRAD_STOP, NONFINITE, SPIKE, Alarm
 
 ACTIONS = ("none", "warn", "rollback", "reduce_lr", "resume", "stop")
-HEALTHY, SUSPECT, PENDING = "healthy", "suspect", "pending"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,14 +74,6 @@ class RunSettings:
     branch: str
     lr_scale: float = 1.0
     skip_windows: tuple[tuple[int, int], ...] = ()
-
-
-@dataclass(frozen=True, kw_only=True)
-class CheckpointInfo:
-    key: str
-    path: str
-    step: int
-    label: str  # HEALTHY, SUSPECT or PENDING
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -6,21 +6,17 @@ last row winning when a crash-resumed branch logs a step twice.
 
     rows = metric_rows(history)          # [MetricRow(step=1, loss=2.9, grad_norm=1.0, ...), ...]
 
-:func:`wandb_run_id` is the run id the trainer uses for a branch (``<branch>-<hash of the
-absolute run root>``, :meth:`pretrain.train.config.TrainConfig.wandb_run_id`), so a reader can
-find a branch's W&B run without the trainer's config.
+The run id the trainer uses for a branch is :func:`pretrain.run_files.wandb_run_id`, so a
+reader can find a branch's W&B run without the trainer's config.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
-from pretrain import storage
 from pretrain.errors import DataError
 
 PREFIX = "train/"
@@ -91,13 +87,6 @@ def metric_rows(history: Iterable[Mapping[str, Any]], prefix: str = PREFIX) -> l
             skipped=bool(row.get(prefix + "skipped", False)),
         )
     return [by_step[s] for s in sorted(by_step)]
-
-
-def wandb_run_id(run_root: str | Path, branch: str) -> str:
-    """The trainer's default W&B run id for ``branch`` under ``run_root`` (a local run root by
-    its absolute path, an ``s3://`` one as written); ``TrainConfig.wandb_run_id`` calls this."""
-    root = str(run_root) if storage.is_s3(str(run_root)) else str(Path(run_root).absolute())
-    return f"{branch}-{hashlib.sha256(root.encode()).hexdigest()[:8]}"
 
 
 def tokens_per_step(rows: Iterable[MetricRow]) -> int | None:

@@ -107,16 +107,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     # torch loads only past this point: --print-config and --help stay fast
-    from pretrain.train.loop import train
-    from pretrain.train.metrics import Metrics, MetricsLogger, NullMetrics
-    from pretrain.train.mirror import MirrorCallback, RunFilesMirror
-    from pretrain.train.process import (
+    from pretrain.distributed import (
         ProcessInfo,
         StopFlag,
         barrier,
         close_process_group,
         init_process_group,
     )
+    from pretrain.train.loop import train
+    from pretrain.train.metrics import Metrics, MetricsLogger, NullMetrics
+    from pretrain.train.mirror import MirrorCallback, RunFilesMirror
 
     proc = ProcessInfo.from_env()
     stop = StopFlag().install()

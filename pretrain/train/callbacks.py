@@ -32,21 +32,45 @@ from __future__ import annotations
 
 import math
 import sys
+from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TextIO
+from pathlib import Path
+from typing import Protocol, TextIO
 
 import numpy as np
 import torch
 
+from pretrain.checkpoint.checkpointer import Checkpointer
+from pretrain.distributed import ProcessInfo
 from pretrain.errors import ConfigError
-from pretrain.train.data import PackedSplit
-from pretrain.train.events import ProgressThrottle
-from pretrain.train.metrics import finite_or_none
+from pretrain.packing.format import PackedIndex, PackedSplit
+from pretrain.train.config import TrainConfig
+from pretrain.train.events import EventSink, ProgressThrottle
+from pretrain.train.metrics import Metrics, finite_or_none
 from pretrain.train.parallel import autocast
 from pretrain.train.step import language_model_loss
 
-if TYPE_CHECKING:
-    from pretrain.train.loop import Trainer
+
+class Trainer(Protocol):
+    """What a callback may read and call of the running trainer (:class:`pretrain.train.loop.Trainer`
+    provides it). ``step_metrics`` holds extra values for this step's metrics row."""
+
+    cfg: TrainConfig
+    proc: ProcessInfo
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    index: PackedIndex
+    events: EventSink
+    metrics: Metrics
+    checkpointer: Checkpointer
+    step: int
+    tokens_seen: int
+    ignore_index: int
+    loss_window: deque[tuple[int, float]]
+    last_checkpoint: Path | str | None
+    step_metrics: dict[str, float]
+
+    def save(self) -> None: ...
 
 
 @dataclass(frozen=True, kw_only=True)

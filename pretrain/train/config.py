@@ -18,16 +18,16 @@ import dataclasses
 import hashlib
 import json
 import re
-import tempfile
 import types
 import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pretrain.checkpoint.config import CheckpointConfig
 from pretrain.errors import ConfigError
 from pretrain.model.config import ModelConfig
-from pretrain.recovery import series
+from pretrain.run_files import wandb_run_id
 
 _BRANCH_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 WANDB_MODES = ("offline", "online", "disabled")
@@ -123,52 +123,6 @@ class DataConfig:
                 f"use {lower} or {lower + per_step}, or change micro_batch_size"
             )
         return self.global_batch_sequences // per_step
-
-
-@dataclass(frozen=True, kw_only=True)
-class CheckpointConfig:
-    """Checkpoints go to ``<run_root>/<branch>/step-<N:08d>``: a local path or ``s3://``.
-
-    With an ``s3://`` run root, DCP writes into ``staging_dir`` (local), the files are uploaded
-    and the commit record goes last (:mod:`pretrain.checkpoint.remote`); a resume downloads and
-    verifies the checkpoint there first. ``staging_dir`` also holds what the trainer writes
-    locally for such a run (``metrics.jsonl``, ``events.jsonl``, W&B files); default:
-    ``<system temp>/pretrain-staging/<hash of run_root>``. Ignored for a local run root.
-
-    Pruning keeps the newest ``keep_last`` checkpoints plus every checkpoint labelled healthy
-    and every step in ``protected_steps``. The trainer labels a checkpoint healthy when its step
-    is a multiple of ``healthy_every_steps`` (0: never) and its loss window is finite; the
-    recovery loop labels others with :func:`pretrain.checkpoint.dcp.mark_healthy`.
-    ``async_save`` writes with ``torch.distributed.checkpoint.async_save`` in a background thread
-    (staged to CPU first); the commit happens before the next save or at the end of the run.
-    """
-
-    run_root: str
-    every_steps: int = 100
-    keep_last: int = 3
-    protected_steps: tuple[int, ...] = ()
-    healthy_every_steps: int = 0
-    async_save: bool = False
-    staging_dir: str | None = None
-
-    def __post_init__(self) -> None:
-        if not self.run_root or "://" in self.run_root and not self.run_root.startswith("s3://"):
-            raise ConfigError(
-                f"checkpoint.run_root={self.run_root!r} must be a local directory or an "
-                "s3://bucket/prefix URI"
-            )
-        if self.staging_dir is not None and "://" in self.staging_dir:
-            raise ConfigError(
-                f"checkpoint.staging_dir={self.staging_dir!r} must be a local directory (DCP "
-                "writes there before the upload)"
-            )
-        if self.every_steps <= 0 or self.keep_last <= 0:
-            raise ConfigError("checkpoint.every_steps and checkpoint.keep_last must be >= 1")
-        if self.healthy_every_steps < 0 or self.healthy_every_steps % self.every_steps:
-            raise ConfigError(
-                f"checkpoint.healthy_every_steps={self.healthy_every_steps} must be 0 (off) or a "
-                f"multiple of every_steps={self.every_steps}, or no checkpoint would match"
-            )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -312,26 +266,15 @@ class TrainConfig:
     # -- resolved paths ---------------------------------------------------------------------
     def is_remote(self) -> bool:
         """Checkpoints on object storage (``s3://``), staged locally (see CheckpointConfig)."""
-        return self.checkpoint.run_root.startswith("s3://")
+        return self.checkpoint.is_remote()
 
     def local_root(self) -> Path:
         """Where this trainer writes locally: the run root, or the staging folder of an S3 one."""
-        if not self.is_remote():
-            return Path(self.checkpoint.run_root)
-        if self.checkpoint.staging_dir:
-            return Path(self.checkpoint.staging_dir)
-        digest = hashlib.sha256(self.checkpoint.run_root.encode()).hexdigest()[:12]
-        return Path(tempfile.gettempdir()) / "pretrain-staging" / digest
+        return self.checkpoint.local_root()
 
     def branch_dir(self) -> Path:
         """The branch's local folder (checkpoint staging, metrics, events)."""
-        return self.local_root() / self.run.branch
-
-    def checkpoint_uri(self, step_dir: str) -> str:
-        """Where a committed checkpoint of this branch lives (local path or ``s3://`` URI)."""
-        if self.is_remote():
-            return f"{self.checkpoint.run_root.rstrip('/')}/{self.run.branch}/{step_dir}"
-        return str(self.branch_dir() / step_dir)
+        return self.checkpoint.branch_dir(self.run.branch)
 
     def metrics_path(self) -> Path:
         return Path(self.metrics.metrics_file or self.branch_dir() / "metrics.jsonl")
@@ -345,7 +288,7 @@ class TrainConfig:
     def wandb_run_id(self) -> str:
         if self.metrics.wandb_run_id:
             return self.metrics.wandb_run_id
-        return series.wandb_run_id(self.checkpoint.run_root, self.run.branch)  # as the sensors
+        return wandb_run_id(self.checkpoint.run_root, self.run.branch)  # as the sensors
 
     # -- serialization ----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -353,6 +296,10 @@ class TrainConfig:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    def sha256(self) -> str:
+        """Hash of the effective config (its canonical JSON): which run made a checkpoint."""
+        return hashlib.sha256(self.to_json().encode()).hexdigest()
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:

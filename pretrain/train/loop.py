@@ -28,19 +28,10 @@ from pathlib import Path
 from typing import Any
 
 import pretrain
-from pretrain import storage
+from pretrain import identity, storage
 from pretrain.checkpoint import dcp as ckpt
 from pretrain.checkpoint.checkpointer import Checkpointer, healthy_reason
-from pretrain.errors import CheckpointError, ConfigError, DataError
-from pretrain.model.config import flops_per_token, num_params
-from pretrain.train.callbacks import Callback, StepRecord, default_callbacks
-from pretrain.train.config import TrainConfig
-from pretrain.train.data import BatchReader, PackedIndex, PackedSplit, read_packed_index
-from pretrain.train.events import EventSink
-from pretrain.train.metrics import Metrics, finite_or_none, memory_gb, mfu, peak_flops_per_device
-from pretrain.train.optim import build_optimizer, lr_at
-from pretrain.train.parallel import build_model
-from pretrain.train.process import (
+from pretrain.distributed import (
     ProcessInfo,
     StopFlag,
     agree_to_stop,
@@ -48,6 +39,16 @@ from pretrain.train.process import (
     broadcast_from_main,
     set_determinism,
 )
+from pretrain.errors import CheckpointError, ConfigError, DataError
+from pretrain.model.config import flops_per_token, num_params
+from pretrain.packing.format import PackedIndex, PackedSplit, read_packed_index
+from pretrain.packing.order import BatchReader
+from pretrain.train.callbacks import Callback, StepRecord, default_callbacks
+from pretrain.train.config import TrainConfig
+from pretrain.train.events import EventSink
+from pretrain.train.metrics import Metrics, finite_or_none, memory_gb, mfu, peak_flops_per_device
+from pretrain.train.optim import build_optimizer, lr_at
+from pretrain.train.parallel import build_model
 from pretrain.train.step import train_step
 
 LOSS_WINDOW = 50
@@ -100,6 +101,9 @@ class Trainer:
         self.cfg, self.proc, self.events, self.metrics = cfg, proc, events, metrics
         set_determinism(cfg.seed, cfg.deterministic, proc)
         self.index = read_packed_index(cfg.data.packed_dir)
+        # what the checkpoints were trained on, by identity (None: packed outside a stage)
+        packed = identity.read(cfg.data.packed_dir)
+        self.packed_version = packed.version if packed else None
         check_data(cfg, self.index)
         self.accum = cfg.data.accum_steps(proc.world_size)
         self.model = build_model(cfg.model, proc, seed=cfg.seed, compute=cfg.compute)
@@ -119,7 +123,13 @@ class Trainer:
         self.parent: Path | str | None = None  # str: an s3:// URI
         self.last_checkpoint: Path | str | None = None
         self.step_metrics: dict[str, float] = {}
-        self.checkpointer = Checkpointer(cfg, proc, on_commit=[self._on_commit])
+        self.checkpointer = Checkpointer(
+            cfg.checkpoint,
+            proc,
+            branch=cfg.run.branch,
+            run_config=cfg.to_dict(),
+            on_commit=[self._on_commit],
+        )
 
     def restore(self) -> None:
         """Load the resume checkpoint (if any); refuse to rewrite an existing branch history."""
@@ -127,7 +137,9 @@ class Trainer:
         # rank 0 verifies (and moves damaged checkpoints aside), the others follow its choice
         choice = None
         if self.proc.is_main:
-            choice = ckpt.resolve_resume(cfg, quarantine=True)
+            choice = ckpt.resolve_resume(
+                cfg.checkpoint, branch=cfg.run.branch, resume=cfg.run.resume, quarantine=True
+            )
             self._report_damaged(choice)
         picked = None
         if choice is not None and choice.path is not None:
@@ -138,14 +150,16 @@ class Trainer:
             uri, local = picked
             remote = storage.is_s3(uri)
             if remote and self.proc.local_rank == 0 and not self.proc.is_main:
-                _, problems = ckpt.local_copy(cfg, uri)  # another node: its own verified copy
+                _, problems = ckpt.local_copy(
+                    cfg.checkpoint, uri
+                )  # another node: its own verified copy
                 if problems:
                     raise CheckpointError(f"{uri} is damaged: " + "; ".join(problems))
             barrier(self.proc)
             self.parent = uri if remote else Path(uri)
             restored = ckpt.load_checkpoint(
                 Path(local),
-                cfg=cfg,
+                model_cfg=cfg.model,
                 proc=self.proc,
                 model=self.model,
                 optimizer=self.optimizer,
@@ -204,6 +218,8 @@ class Trainer:
             "skipped_steps": self.skipped,
             "lineage": {
                 "packed_dir": str(index.root),
+                "packed_tokens_version": self.packed_version,
+                "config_sha256": self.cfg.sha256(),
                 "tokenizer_sha256": index.tokenizer_sha256,
                 "code_version": pretrain.__version__,
                 "parent": str(self.parent) if self.parent else None,
@@ -215,7 +231,7 @@ class Trainer:
             optimizer=self.optimizer,
             step=self.step,
             meta=meta,
-            healthy_reason=healthy_reason(self.cfg, self.step, losses),
+            healthy_reason=healthy_reason(self.cfg.checkpoint, self.step, losses),
         )
 
     def _on_commit(self, path: Path | str, meta: dict[str, Any]) -> None:

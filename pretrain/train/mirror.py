@@ -24,16 +24,12 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pretrain import storage
-from pretrain.recovery.wandb_file import offline_run_files
-from pretrain.train.callbacks import Callback
+from pretrain.run_files import offline_run_files
+from pretrain.train.callbacks import Callback, StepRecord, Trainer
 from pretrain.train.config import TrainConfig
-
-if TYPE_CHECKING:
-    from pretrain.train.callbacks import StepRecord
-    from pretrain.train.loop import Trainer
 
 
 class RunFilesMirror:

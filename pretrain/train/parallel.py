@@ -28,10 +28,10 @@ import torch
 from torch import nn
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
+from pretrain.distributed import ProcessInfo
 from pretrain.model.config import ModelConfig
 from pretrain.model.transformer import Transformer, init_weights
 from pretrain.train.config import ComputeConfig
-from pretrain.train.process import ProcessInfo
 
 
 def mixed_precision(proc: ProcessInfo) -> MixedPrecisionPolicy:

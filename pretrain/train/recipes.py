@@ -22,6 +22,7 @@ from typing import Any
 
 from pretrain.errors import ConfigError
 from pretrain.model import recipes as model_recipes
+from pretrain.packing.format import packed_shape
 from pretrain.train.config import (
     CheckpointConfig,
     DataConfig,
@@ -31,7 +32,6 @@ from pretrain.train.config import (
     TrainConfig,
     build_section,
 )
-from pretrain.train.data import packed_shape
 
 
 def _recipe(

@@ -23,10 +23,10 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from pretrain.train.data import BatchReader
+from pretrain.distributed import ProcessInfo
+from pretrain.packing.order import BatchReader
 from pretrain.train.optim import set_lr
 from pretrain.train.parallel import autocast, clip_grad_norm, set_gradient_sync
-from pretrain.train.process import ProcessInfo
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -28,13 +28,13 @@ from dagster import (
     sensor,
 )
 
+from jobs.campaign import campaign_runs, loss_curve_md
 from jobs.training import train_job
 from pretrain import storage
 from pretrain.checkpoint.health import apply_health_labels, lineage_checkpoints
 from pretrain.recovery.documents import describe_skip
 from pretrain.recovery.monitor import observe_spikes, unreported_labels
 from resources.metrics import RecoveryThresholds, WandbMetricsReader
-from sensors.recovery.campaign import campaign_runs, loss_curve_md
 from sensors.recovery.training_runs import (
     decision_observation,
     health_checks,

@@ -10,6 +10,7 @@ import torch
 from tokenizers import Tokenizer, pre_tokenizers, trainers
 
 from pretrain.checkpoint.checkpointer import save_checkpoint
+from pretrain.distributed import ProcessInfo
 from pretrain.model.config import ModelConfig
 from pretrain.tokenizer import DEFAULT_SPECIAL_TOKENS, new_tokenizer
 from pretrain.train.config import (
@@ -22,7 +23,6 @@ from pretrain.train.config import (
 )
 from pretrain.train.optim import build_optimizer
 from pretrain.train.parallel import build_model
-from pretrain.train.process import ProcessInfo
 
 TEXT = (
     "The quick brown fox jumps over the lazy dog. A student asked which question helps. "
@@ -76,9 +76,15 @@ def save_random_checkpoint(
             if name.endswith("norm.weight"):
                 param.add_(torch.randn(param.shape, generator=torch.Generator().manual_seed(7)))
     return save_checkpoint(
-        cfg=cfg, proc=proc, model=model, optimizer=build_optimizer(model, cfg.optim), step=1,
+        cfg=cfg.checkpoint,
+        branch=cfg.run.branch,
+        run_config=cfg.to_dict(),
+        proc=proc,
+        model=model,
+        optimizer=build_optimizer(model, cfg.optim),
+        step=1,
         meta={"lineage": {"tokenizer_sha256": tokenizer_sha256}, "tokens_seen": 123},
-    )  # fmt: skip
+    )
 
 
 def pack_val(root: Path, tok: Tokenizer, tokenizer_sha256: str) -> Path:

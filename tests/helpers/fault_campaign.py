@@ -27,8 +27,8 @@ from jobs.training import TrainRunConfig, resolve_train_config
 from pretrain import storage
 from pretrain.packing.ledger import BatchPlan, step_sequences
 from pretrain.packing.stream import LEDGER_SCHEMA
-from pretrain.recovery.series import wandb_run_id
-from pretrain.recovery.wandb_file import offline_run_files, read_history
+from pretrain.recovery.wandb_file import read_history
+from pretrain.run_files import offline_run_files, wandb_run_id
 from resources.launcher import TorchrunLauncher
 from resources.metrics import RecoveryThresholds, WandbMetricsReader
 from resources.slurm import SlurmLauncher

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pretrain.distributed import ProcessInfo
 from pretrain.model.recipes import debug_tiny
 from pretrain.train.config import (
     CheckpointConfig,
@@ -22,7 +23,6 @@ from pretrain.train.config import (
 from pretrain.train.events import EventSink, NullSink
 from pretrain.train.loop import TrainResult, train
 from pretrain.train.metrics import MetricsLogger
-from pretrain.train.process import ProcessInfo
 
 REPO = Path(__file__).resolve().parents[2]
 

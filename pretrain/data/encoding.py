@@ -5,7 +5,7 @@ via charset-normalizer); the filter stage repairs UTF-8 text that was once decod
 cp1252/latin-1 (``CafÃ©`` → ``Café``) with :func:`fix_mojibake` and quarantines documents
 that are mostly control characters or U+FFFD (:func:`binary_fraction`)::
 
-    from pretrain.filters.encoding import binary_fraction, decode_bytes, fix_mojibake
+    from pretrain.data.encoding import binary_fraction, decode_bytes, fix_mojibake
     decode_bytes("caf\\xe9 cr\\xe8me br\\xfbl\\xe9e".encode("cp1252") * 20, None)  # ('café ...', 'cp1252')
     fix_mojibake("CafÃ© dÃ©jÃ  vu â€” ok")  # 'Café déjà vu — ok'
     binary_fraction("\\x00\\x01abc")  # 0.4

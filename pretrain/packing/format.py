@@ -1,35 +1,23 @@
-"""Reader for packed token shards (the contract written by ``pretrain/packing.py``).
+"""The packed-token format: its one definition, and the one reader of it.
 
-Layout of a packed directory::
+Layout of a packed directory (written by :mod:`pretrain.packing.pack`)::
 
     index.json   {"format": 1, "seq_len": L, "vocab_size": V, "dtype": "uint16"|"uint32",
                   "eos_id", "bos_id", "pad_id", "tokenizer_sha256",
                   "splits": {"train": {"files": [{"file", "num_sequences", "source"}], ...},
                              "val": {...}}}
     *.bin        raw little-endian arrays of shape (num_sequences, L), row-major
+    ledger.parquet  the documents in every sequence (:mod:`pretrain.packing.ledger`)
     _COMMITTED   written last; a directory without it is refused
 
-Order is deterministic: epoch ``e`` visits the train split in the permutation
-``np.random.default_rng([seed, e]).permutation(N)`` — or, when ``index.json`` lists several
-curriculum stages (``splits.train.stages``), stage ``k``'s block permuted by
-``default_rng([seed, e, k])``, blocks in stage order. Each step takes the next
-``global_batch_sequences`` of it (an epoch's tail shorter than a batch is dropped), and rank
-``r`` of ``W`` reads the r-th contiguous slice of that global batch, sorted. Batch ``b``
-(0-based; training step ``b + 1``) is therefore a pure function, :func:`batch_indices`, which
-the ledger uses to map a step to its documents.
+Token ids must be < ``vocab_size``: a sample of each shard is checked when a split opens and
+every sequence when it is read (a ``DataError`` naming the file and row). The order in which
+training visits the sequences is :mod:`pretrain.packing.order`.
 
-Resumable state (in every checkpoint's ``meta.json`` as ``data_state``, all integers):
-``state_dict()`` is ``epoch`` and ``position`` (the cursor) and ``seed`` (the RNG: permutations
-are drawn from ``(seed, epoch[, stage])``, so no generator bytes need saving);
-``checkpoint_state()`` adds ``num_sequences``, ``shard``, ``offset`` (the file and row of the
-next sequence), which ``load_state_dict`` checks against the data so that a changed packed
-directory is refused instead of silently reading other batches. Both forms load. Model input is ``seq[:-1]``,
-target ``seq[1:]``. Token ids must be < ``vocab_size``: a sample of each shard is checked when a
-split opens and every sequence when it is read (a ``DataError`` naming the file and row).
-
-    index = read_packed_index("artifacts/packed_tokens")
-    reader = BatchReader(PackedSplit(index, "train"), global_batch=16, seed=0, rank=0, world_size=2)
-    local = reader.next_batch()      # (8, L) uint array: this rank's half of the global batch
+    index = read_packed_index("artifacts/packed_tokens")   # stages s3:// to this node first
+    train = PackedSplit(index, "train")
+    batch = train.rows(np.arange(8))                        # (8, L) int64
+    code_val = PackedSplit(index, "val", source="code")     # one source's validation sequences
 """
 
 from __future__ import annotations
@@ -43,9 +31,9 @@ import numpy as np
 
 from pretrain import storage
 from pretrain.errors import DataError
-from pretrain.train.staging import stage_packed_dir
+from pretrain.packing.staging import stage_packed_dir
 
-SUPPORTED_FORMAT = 1
+FORMAT = 1  # index.json "format": bump when the layout changes
 DTYPES = {"uint16": np.dtype("<u2"), "uint32": np.dtype("<u4")}
 
 
@@ -68,6 +56,10 @@ class PackedIndex:
     tokenizer_sha256: str
     splits: dict[str, tuple[ShardFile, ...]]
     stages: tuple[tuple[int, int], ...] = ()  # train curriculum: (first_sequence, count)
+
+    def sources(self, split: str) -> list[str]:
+        """The sources a split holds files of, in index order (validation is packed per source)."""
+        return list(dict.fromkeys(f.source for f in self.files(split) if f.source is not None))
 
     def files(self, split: str) -> tuple[ShardFile, ...]:
         if split not in self.splits:
@@ -96,8 +88,8 @@ def packed_shape(packed_dir: str) -> PackedShape:
     where = storage.join(packed_dir, "index.json")
     try:
         index = json.loads(storage.read_bytes(where))
-        if index.get("format") != SUPPORTED_FORMAT:
-            raise DataError(f"{where}: format {index.get('format')!r}, expected {SUPPORTED_FORMAT}")
+        if index.get("format") != FORMAT:
+            raise DataError(f"{where}: format {index.get('format')!r}, expected {FORMAT}")
         shape = PackedShape(seq_len=int(index["seq_len"]), vocab_size=int(index["vocab_size"]))
     except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         raise DataError(
@@ -111,7 +103,7 @@ def packed_shape(packed_dir: str) -> PackedShape:
 def read_packed_index(packed_dir: str) -> PackedIndex:
     """Read and validate ``index.json``; refuses an uncommitted or malformed directory.
 
-    An ``s3://`` directory is first copied to this node's cache (:mod:`pretrain.train.staging`)."""
+    An ``s3://`` directory is first copied to this node's cache (:mod:`pretrain.packing.staging`)."""
     root = storage.local_path(stage_packed_dir(packed_dir))
     if not (root / storage.COMMITTED).exists():
         raise DataError(
@@ -121,10 +113,8 @@ def read_packed_index(packed_dir: str) -> PackedIndex:
         index: dict[str, Any] = json.loads((root / "index.json").read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise DataError(f"{root}/index.json is missing or not JSON: {exc}") from exc
-    if index.get("format") != SUPPORTED_FORMAT:
-        raise DataError(
-            f"{root}: index format {index.get('format')!r}, expected {SUPPORTED_FORMAT}"
-        )
+    if index.get("format") != FORMAT:
+        raise DataError(f"{root}: index format {index.get('format')!r}, expected {FORMAT}")
     if index.get("dtype") not in DTYPES:
         raise DataError(f"{root}: dtype {index.get('dtype')!r} is not one of {sorted(DTYPES)}")
     try:
@@ -206,6 +196,10 @@ class PackedSplit:
     def __len__(self) -> int:
         return self.num_sequences
 
+    def all_rows(self) -> np.ndarray:
+        """Every sequence of the split, in the order the shards hold it: (N, seq_len) int64."""
+        return self.rows(np.arange(self.num_sequences))
+
     def locate(self, index: int) -> tuple[int, int]:
         """(shard file, row in it) of global sequence ``index``."""
         file_idx = int(np.searchsorted(self._starts, index, side="right") - 1)
@@ -221,130 +215,3 @@ class PackedSplit:
             if out[i].max() >= self.vocab_size:
                 self._check_ids(out[i : i + 1], int(file_idx), np.array([row]))
         return out
-
-
-def epoch_permutation(
-    num_sequences: int, stages: tuple[tuple[int, int], ...], seed: int, epoch: int
-) -> np.ndarray:
-    """The order epoch ``epoch`` visits the sequences in (see the module docstring)."""
-    if len(stages) <= 1:
-        return np.random.default_rng([seed, epoch]).permutation(num_sequences)
-    return np.concatenate(
-        [
-            first + np.random.default_rng([seed, epoch, k]).permutation(count)
-            for k, (first, count) in enumerate(stages)
-        ]
-    )
-
-
-def batch_indices(
-    num_sequences: int,
-    stages: tuple[tuple[int, int], ...],
-    *,
-    global_batch: int,
-    seed: int,
-    batch: int,
-) -> np.ndarray:
-    """Sequence indices of global batch ``batch`` (0-based; training step ``batch + 1``)."""
-    per_epoch = num_sequences // global_batch
-    epoch, position = divmod(batch, per_epoch)
-    perm = epoch_permutation(num_sequences, stages, seed, epoch)
-    return perm[position * global_batch : (position + 1) * global_batch]
-
-
-class BatchReader:
-    """Deterministic global-batch stream over a split with a two-integer resumable state."""
-
-    def __init__(
-        self, split: PackedSplit, *, global_batch: int, seed: int, rank: int, world_size: int
-    ) -> None:
-        if len(split) < global_batch:
-            raise DataError(
-                f"train split has {len(split)} sequences, fewer than one global batch "
-                f"({global_batch}); pack more data or lower data.global_batch_sequences"
-            )
-        if global_batch % world_size:
-            raise DataError(f"global batch {global_batch} not divisible by world size {world_size}")
-        self.split, self.global_batch, self.seed = split, global_batch, seed
-        self.rank, self.world_size = rank, world_size
-        self.epoch, self.position = 0, 0
-        self._perm_epoch, self._perm = -1, np.empty(0, dtype=np.int64)
-
-    def _permutation(self) -> np.ndarray:
-        if self._perm_epoch != self.epoch:
-            self._perm = epoch_permutation(
-                len(self.split), self.split.stages, self.seed, self.epoch
-            )
-            self._perm_epoch = self.epoch
-        return self._perm
-
-    def _next_cursor(self) -> tuple[int, int]:
-        """(epoch, position) of the next batch, after wrapping a short epoch tail."""
-        if self.position + self.global_batch > len(self.split):
-            return self.epoch + 1, 0
-        return self.epoch, self.position
-
-    def _advance(self) -> np.ndarray:
-        """Global-batch indices of the next step, moving the cursor past them."""
-        self.epoch, self.position = self._next_cursor()
-        batch = self._permutation()[self.position : self.position + self.global_batch]
-        self.position += self.global_batch
-        return batch
-
-    def next_batch(self) -> np.ndarray:
-        """This rank's slice of the next global batch: (global_batch / world_size, seq_len)."""
-        batch = self._advance()
-        per_rank = self.global_batch // self.world_size
-        return self.split.rows(np.sort(batch[self.rank * per_rank : (self.rank + 1) * per_rank]))
-
-    def skip_batch(self) -> int:
-        """Consume the next global batch without reading it; returns the sequences skipped."""
-        return len(self._advance())
-
-    def _next_location(self, epoch: int, position: int) -> tuple[int, int]:
-        """(shard, offset) of the next sequence to read from cursor (epoch, position)."""
-        saved = (self.epoch, self.position)
-        self.epoch, self.position = epoch, position
-        epoch, position = self._next_cursor()
-        self.epoch = epoch
-        location = self.split.locate(int(self._permutation()[position]))
-        self.epoch, self.position = saved
-        return location
-
-    def state_dict(self) -> dict[str, int]:
-        """The cursor: epoch, position and seed (the RNG: permutations derive from it)."""
-        return {"epoch": self.epoch, "position": self.position, "seed": self.seed}
-
-    def checkpoint_state(self) -> dict[str, int]:
-        """``state_dict()`` plus what a resume verifies: num_sequences and the shard and
-        row (``offset``) of the next sequence; all integers, as ``meta.json`` stores them."""
-        shard, offset = self._next_location(self.epoch, self.position)
-        return {
-            **self.state_dict(),
-            "num_sequences": len(self.split),
-            "shard": shard,
-            "offset": offset,
-        }
-
-    def load_state_dict(self, state: dict[str, int]) -> None:
-        if state.get("seed", self.seed) != self.seed:
-            raise DataError(
-                f"checkpoint data seed {state['seed']} != config data.seed {self.seed}; resuming "
-                "with another seed would replay a different order — keep the checkpoint's seed"
-            )
-        if state.get("num_sequences", len(self.split)) != len(self.split):
-            raise DataError(
-                f"checkpoint was trained on {state['num_sequences']} train sequences, this "
-                f"packed directory has {len(self.split)}; resume with the packed_tokens the "
-                "run started with (its path is in the checkpoint's config)"
-            )
-        epoch, position = int(state["epoch"]), int(state["position"])
-        if "shard" in state:
-            expected = (int(state["shard"]), int(state["offset"]))
-            if self._next_location(epoch, position) != expected:
-                raise DataError(
-                    f"checkpoint's next sequence is shard {expected[0]} row {expected[1]}, but "
-                    "this packed directory orders sequences differently; repacked data cannot "
-                    "resume a run exactly — resume with the original packed_tokens"
-                )
-        self.epoch, self.position = epoch, position

@@ -22,7 +22,7 @@ check and is retried by the asset's ``RetryPolicy``. Needs the ``ray`` extra
 
     export RAY_ADDRESS=127.0.0.1:6379 PRETRAIN_ROOT=$PWD/.pretrain/artifacts
     from jobs.partition_runs import run_partitions
-    run_partitions("jobs.ray_jobs:shard_pipeline_on_ray", ["web-00000", "web-00001"])
+    run_partitions("pretrain_assets.ray_jobs:shard_pipeline_on_ray", ["web-00000", "web-00001"])
 
 The nodes must run the same code and environment (the venv's ``bin`` on their PATH, the
 project on their PYTHONPATH, or the same container image on KubeRay): the runtime env holds

@@ -5,7 +5,7 @@ Measured against hand-made gold text (``bench/extraction_quality.py``, see
 trafilatura on the ~13 % of pages whose extract looks wrong) scores trafilatura's token F1 at
 ~4× its pages/s; ``"resiliparse"`` alone is ~12× faster at lower F1::
 
-    from pretrain.filters.extract import ExtractConfig, extract_main_text, html_to_text
+    from pretrain.data.extract import ExtractConfig, extract_main_text, html_to_text
     extract_main_text("<html><body><nav>Home</nav><article><p>Story text.</p></article></body></html>")
     extract_main_text(html, ExtractConfig(extractor="resiliparse"))  # fastest
     html_to_text("<p>a</p><script>x</script><p>b</p>")  # -> "a\nb"

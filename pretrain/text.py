@@ -6,7 +6,7 @@ Word-based rules (Gopher, C4, FineWeb) need words. For space-delimited languages
 without spaces (Chinese, Japanese, Thai, ...) get a character-based variant: every CJK/Thai
 character is a word and other runs are split as usual::
 
-    from pretrain.filters.text import words, is_unsegmented
+    from pretrain.text import words, is_unsegmented
     words("Don't stop-me now...")   # ['Do', "n't", 'stop', '-', 'me', 'now', '...']
     words("我爱北京 ok", unsegmented=True)  # ['我', '爱', '北', '京', 'ok']
     is_unsegmented("zh")  # True
