@@ -31,6 +31,13 @@ from pretrain_assets.dedup_assets import (
     minhash_signatures,
 )
 from pretrain_assets.eval_assets import eval_comparison, eval_reports, hf_export
+from pretrain_assets.experiment_assets import (
+    data_admission,
+    experiment_basis,
+    mixture_search,
+    proxy_pools,
+    proxy_runs,
+)
 from pretrain_assets.plan_assets import scaling_plan
 from pretrain_assets.quality_assets import quality_classifier
 from pretrain_assets.quarantine_assets import confirmed_quarantine, quarantined_documents
@@ -70,6 +77,11 @@ ASSETS = [
     hf_export,
     quarantined_documents,
     confirmed_quarantine,
+    experiment_basis,
+    proxy_pools,
+    proxy_runs,
+    mixture_search,
+    data_admission,
 ]
 
 
@@ -136,6 +148,8 @@ def build_definitions(
         resources={
             "store": ArtifactStore(root=root, s3_endpoint_url=endpoint),
             "launcher": launcher_from_env(nproc_per_node, s3_endpoint_url=endpoint),
+            # proxies: one process with both cores beats two gloo ranks on a small model
+            "proxy_launcher": TorchrunLauncher(nproc_per_node=1, threads_per_process=2),
             # the same run root string the training op uses: W&B run ids hash its path
             "metrics": WandbMetricsReader(
                 run_root=storage.join(root, "runs"),
