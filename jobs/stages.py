@@ -79,7 +79,10 @@ STAGES: dict[str, Stage] = {
     "quarantine": Stage(QuarantineConfig, (("quarantine", "quarantined_documents"),)),
     "basis": Stage(BasisConfig, (("make_basis", "experiment_basis"),)),
     "proxy": Stage(ExperimentsConfig, (("run_proxies", "proxy_runs"),)),
-    "search": Stage(SearchConfig, (("fit_search", "mixture_search"),)),
+    "search": Stage(
+        SearchConfig,
+        (("fit_search", "mixture_search"), ("search_mixture", "launch_mixture_search")),
+    ),
     "admission": Stage(AdmissionConfig, (("decide_admission", "data_admission"),)),
     "train": Stage(
         TrainConfig,

@@ -8,6 +8,7 @@
     pretrain status [--root .pretrain/artifacts]           # checkpoints, decisions, quarantine
     pretrain evals fetch                                   # eval tasks from the Hugging Face Hub
     pretrain export CHECKPOINT_KEY OUT [--dtype bf16]      # topology-free export
+    pretrain experiments list|show|compare|add|search|admit|ablate   # proxy experiments
 
 ``status`` reads the artifact store (checkpoints and their health labels, the quarantine: each
 decision's documents and review status, and per source its share of the quarantined tokens vs
@@ -22,6 +23,7 @@ import sys
 from pathlib import Path
 
 from jobs.stages import add_stage_options
+from pretrain_assets.experiments_cli import add_experiments_parser, experiment_flops
 from pretrain_assets.source_options import add_data_options
 
 
@@ -38,13 +40,27 @@ def cmd_plan(args: argparse.Namespace) -> int:
             f"{plan.gpu_hours:,.0f} {args.gpu.upper()}-hours at MFU {args.mfu:.0%}, "
             f"${plan.cost_dollars:,.0f}; nearest recipe {plan.recipe}"
         )
+        _experiments_share(args.root, plan.flops)
         return 0
     budget = ComputeBudget(
         gpu=args.gpu, num_gpus=args.gpus, days=args.days, dollars_per_gpu_hour=args.price,
         mfu=args.mfu,
     )  # fmt: skip
-    print(plan_from_budget(budget).markdown())
+    plan = plan_from_budget(budget)
+    print(plan.markdown())
+    _experiments_share(args.root, plan.chinchilla.flops)
     return 0
+
+
+def _experiments_share(root: str, training_flops: float) -> None:
+    """The proxy experiments' share of the campaign's FLOPs (training run + experiments)."""
+    spent = experiment_flops(root)
+    if spent:
+        total = training_flops + spent
+        print(
+            f"proxy experiments under {root}: {spent:.3g} FLOPs = {spent / total:.2%} of the "
+            f"campaign's {total:.3g} (the planned run plus the experiments)"
+        )
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -161,6 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--mfu", type=float, default=0.4)
     plan.add_argument("--params", type=float, help="plan for this model size instead")
     plan.add_argument("--tokens", type=float, help="with --params (default: 20 per param)")
+    plan.add_argument("--root", default=root, help="artifact root (its proxy experiments)")
     plan.set_defaults(func=cmd_plan)
 
     demo = sub.add_parser("demo", help="materialize the whole graph (as `make demo`)")
@@ -196,6 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
     export.add_argument("--root", default=root, help="artifact root")
     export.set_defaults(func=cmd_export)
+    add_experiments_parser(sub, root)
     return parser
 
 

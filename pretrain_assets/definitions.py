@@ -17,6 +17,7 @@ from dagster import Definitions, ExecutorDefinition
 from dagster_aws.s3 import S3Resource
 
 from jobs.asset_jobs import ASSET_JOBS
+from jobs.experiment_jobs import search_mixture_job
 from jobs.quarantine import quarantine_job, review_quarantine_job
 from jobs.training import train_job
 from pretrain import storage
@@ -51,6 +52,7 @@ from resources.sources import ShardSource
 from resources.storage import ArtifactStore
 from sensors.backfill_schedule import shard_backfill_schedule
 from sensors.eval_sensor import eval_sensor
+from sensors.experiments import experiment_sensor
 from sensors.recovery.failure import training_failure_sensor
 from sensors.recovery.loss_spike import loss_spike_sensor
 from sensors.recovery.lr import lr_sensor
@@ -135,7 +137,7 @@ def build_definitions(
         executor=executor,
         assets=ASSETS,
         asset_checks=[checkpoint_healthy],
-        jobs=[*ASSET_JOBS, train_job, quarantine_job, review_quarantine_job],
+        jobs=[*ASSET_JOBS, train_job, quarantine_job, review_quarantine_job, search_mixture_job],
         sensors=[
             eval_sensor,
             loss_spike_sensor,
@@ -143,6 +145,7 @@ def build_definitions(
             quarantine_sensor,
             training_failure_sensor,
             shard_discovery_sensor,
+            experiment_sensor,
         ],
         schedules=[shard_backfill_schedule],
         resources={

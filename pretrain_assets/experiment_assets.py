@@ -27,6 +27,13 @@ from dagster import (
 )
 
 from jobs.config import to_library
+from jobs.experiments import (
+    admission_inputs,
+    corpus_groups,
+    experiment_charts,
+    search_result,
+    variant_pools,
+)
 from jobs.partitions import experiment_partitions, shard_partitions
 from jobs.stages import STAGES
 from pretrain import identity, storage
@@ -41,13 +48,6 @@ from pretrain.experiments.run import TrainFn, run_experiment
 from pretrain.experiments.search import SearchConfig
 from pretrain.train.config import TrainConfig
 from pretrain_assets.dedup_assets import deduped_shards
-from pretrain_assets.experiment_inputs import (
-    admission_inputs,
-    corpus_groups,
-    experiment_charts,
-    search_result,
-    variant_pools,
-)
 from pretrain_assets.metadata import begin_output, finish_output, stage_metadata, to_metadata
 from resources.launching import Launcher
 from resources.storage import ArtifactStore
@@ -69,7 +69,7 @@ def experiment_basis(
     """The proxies' tokenizer and the validation set every experiment is scored on, from the
     shard groups present now (later groups never enter it)."""
     library_config = to_library(config, BasisConfig)
-    groups = corpus_groups(context, store)
+    groups = corpus_groups(context.instance, store)
     out = store.uri("experiment_basis")
     inputs = [store.uri("deduped_shards", g) for g in groups]
     ident = begin_output(context, store, out, library_config, inputs)
@@ -143,7 +143,7 @@ def proxy_runs(
     library_config = to_library(config, ExperimentsConfig)
     spec = registry.load_spec(store.root, name)
     basis = store.uri("experiment_basis")
-    pools, pool_dirs = variant_pools(context, store, spec.variant)
+    pools, pool_dirs = variant_pools(context.instance, store, spec.variant)
     out = registry.result_dir(store.root, name)
     settings = {"spec": spec.settings(), "max_epochs": library_config.max_epochs}
     ident = identity.compute("proxy_runs", "proxy-v1", settings, [basis, *pool_dirs])
@@ -197,7 +197,7 @@ def mixture_search(
     candidate proxies, its held-out rank correlation, and the weights it proposes."""
     library_config = to_library(config, SearchConfig)
     out = store.uri("mixture_search")
-    found = search_result(context, store, library_config)
+    found = search_result(context.instance, store, library_config)
     ident = begin_output(context, store, out, found.settings, found.inputs)
     storage.write_json(found.report, storage.join(out, "search.json"))
     return MaterializeResult(
@@ -229,7 +229,7 @@ def data_admission(
             store.uri("admission_reviews"), group, library_config.review,
             run_id=context.run.run_id, at=at,
         )  # fmt: skip
-    found = admission_inputs(context, store, group, library_config)
+    found = admission_inputs(context.instance, store, group, library_config)
     decision = admission.decide_admission(
         found.evidence, noise=found.noise, cost=found.cost, policy=library_config.policy
     )

@@ -1,20 +1,26 @@
-"""What the experiment assets read from the instance and the store, gathered in one place.
+"""Experiments on the Dagster side: what the experiment assets, the sensor, the jobs and the
+CLI read from the instance and the store, and how experiments are registered and launched.
 
-The assets stay a few lines each; here are the lookups they share: which shard groups are in
-the corpus, the pools of a variant (building an ablation's re-filtered pools on first use),
-a search's candidates and their results, and an admission's evidence, noise risk, cleaning
-cost and latest operator review.
+- lookups: which shard groups are in the corpus, the pools of a variant (an ablation's
+  re-filtered pools are built on first use), a search's candidates and results, an admission's
+  evidence, noise risk, cleaning cost and latest operator review;
+- registering: :func:`register_experiments` writes the specs and adds the ``experiments``
+  partitions; :func:`launch_search` registers a search's candidates and launches them as one
+  backfill of ``proxy_runs`` (the ``search_mixture`` job and ``pretrain experiments search``).
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from dagster import AssetExecutionContext, AssetKey, AssetRecordsFilter
+from dagster import AssetKey, AssetRecordsFilter, DagsterInstance
 
-from jobs.partitions import shard_partitions
+from jobs.backfills import launch_asset_backfill
+from jobs.partitions import experiment_partitions, shard_partitions
 from pretrain import identity, storage
 from pretrain.charts import figure_png, png_markdown, pyplot
 from pretrain.errors import DataError
@@ -29,7 +35,7 @@ from pretrain.experiments.admission import (
     noise_from_stats,
 )
 from pretrain.experiments.basis import validation_ids
-from pretrain.experiments.config import DataVariant
+from pretrain.experiments.config import DataVariant, ExperimentSpec
 from pretrain.experiments.decisions import cleaning_cost, latest_review, read_decisions
 from pretrain.experiments.pools import PoolInfo, read_pool
 from pretrain.experiments.run import ExperimentResult
@@ -47,23 +53,25 @@ from resources.storage import ArtifactStore
 CLEANING_STAGES = ("raw_shards", "filtered_shards", "minhash_signatures", "deduped_shards")
 
 
-def corpus_groups(context: AssetExecutionContext, store: ArtifactStore) -> list[str]:
+def corpus_groups(instance: DagsterInstance, store: ArtifactStore) -> list[str]:
     """Shard groups whose deduplicated documents exist (completed, with an identity)."""
-    shards = context.instance.get_dynamic_partitions(shard_partitions.name)
+    shards = instance.get_dynamic_partitions(shard_partitions.name)
     return sorted(s for s in shards if identity.read(store.uri("deduped_shards", s)) is not None)
 
 
-def admitted(context: AssetExecutionContext, store: ArtifactStore) -> list[str]:
+def admitted(instance: DagsterInstance, store: ArtifactStore) -> list[str]:
     basis = storage.read_json(store.uri("experiment_basis", "basis.json"))
     decisions = read_decisions(store.uri("data_admission"))
-    return registry.admitted_groups(corpus_groups(context, store), basis["shard_groups"], decisions)
+    return registry.admitted_groups(
+        corpus_groups(instance, store), basis["shard_groups"], decisions
+    )
 
 
 def variant_pools(
-    context: AssetExecutionContext, store: ArtifactStore, variant: DataVariant
+    instance: DagsterInstance, store: ArtifactStore, variant: DataVariant
 ) -> tuple[list[PoolInfo], list[str]]:
     """(pools, their dirs) of ``variant``: the admitted groups, plus and minus its own."""
-    groups = registry.variant_groups(admitted(context, store), variant)
+    groups = registry.variant_groups(admitted(instance, store), variant)
     if not variant.filter:
         dirs = [store.uri("proxy_pools", g) for g in groups]
         missing = [g for g, d in zip(groups, dirs, strict=True) if identity.read(d) is None]
@@ -107,10 +115,10 @@ class SearchFound:
 
 
 def search_candidates(
-    context: AssetExecutionContext, store: ArtifactStore, config: SearchConfig
+    instance: DagsterInstance, store: ArtifactStore, config: SearchConfig
 ) -> tuple[SearchSpace, list[dict[str, float]], list[registry.ExperimentSpec]]:
     """The search's space, candidate weights and experiment specs (deterministic from config)."""
-    pools, _ = variant_pools(context, store, DataVariant())
+    pools, _ = variant_pools(instance, store, DataVariant())
     space = SearchSpace.from_pools(
         pools, target_tokens=config.target_tokens, max_epochs=config.max_epochs,
         default_max_epochs=config.default_max_epochs,
@@ -123,9 +131,9 @@ def search_candidates(
 
 
 def search_result(
-    context: AssetExecutionContext, store: ArtifactStore, config: SearchConfig
+    instance: DagsterInstance, store: ArtifactStore, config: SearchConfig
 ) -> SearchFound:
-    space, candidates, specs = search_candidates(context, store, config)
+    space, candidates, specs = search_candidates(instance, store, config)
     found = registry.results(store.root, [s.name for s in specs])
     missing = [s.name for s in specs if s.name not in found]
     if missing:
@@ -171,11 +179,11 @@ class AdmissionFound:
     without_runs: list[ExperimentResult] = field(default_factory=list)
 
 
-def _cpu_seconds(context: AssetExecutionContext, group: str) -> float | None:
+def _cpu_seconds(instance: DagsterInstance, group: str) -> float | None:
     """CPU seconds the cleaning stages recorded for ``group`` (None when one did not)."""
     total = 0.0
     for stage in CLEANING_STAGES:
-        records = context.instance.fetch_materializations(
+        records = instance.fetch_materializations(
             AssetRecordsFilter(asset_key=AssetKey(stage), asset_partitions=[group]), limit=1
         ).records
         value = records[0].asset_materialization.metadata.get("cpu_seconds") if records else None
@@ -186,7 +194,7 @@ def _cpu_seconds(context: AssetExecutionContext, group: str) -> float | None:
 
 
 def admission_inputs(
-    context: AssetExecutionContext, store: ArtifactStore, group: str, config: AdmissionConfig
+    instance: DagsterInstance, store: ArtifactStore, group: str, config: AdmissionConfig
 ) -> AdmissionFound:
     with_specs, without_specs = registry.admission_specs(
         group, recipe=config.recipe, seeds=config.seeds, probe_share=config.probe_share
@@ -209,7 +217,7 @@ def admission_inputs(
         if storage.exists(filter_stats) and storage.exists(dedup_stats)
         else None
     )
-    cpu = _cpu_seconds(context, group)
+    cpu = _cpu_seconds(instance, group)
     manifest = store.uri("raw_shards", group, "manifest.json")
     cost = (
         cleaning_cost(storage.read_json(manifest), cpu)
@@ -241,3 +249,69 @@ def experiment_charts(found: AdmissionFound) -> str:
     ax.legend(fontsize=7)
     fig.tight_layout()
     return png_markdown("proxy loss curves", figure_png(fig))
+
+
+# -- registering and launching ------------------------------------------------------------------
+SEARCH_TAG = "pretrain/search"
+
+
+def register_experiments(
+    instance: DagsterInstance, store: ArtifactStore, specs: Sequence[ExperimentSpec]
+) -> list[str]:
+    """Write each spec and add its ``experiments`` partition; returns the names (in order)."""
+    for spec in specs:
+        registry.register(store.root, spec)
+    names = [s.name for s in specs]
+    known = set(instance.get_dynamic_partitions(experiment_partitions.name))
+    new = [n for n in dict.fromkeys(names) if n not in known]
+    if new:
+        instance.add_dynamic_partitions(experiment_partitions.name, new)
+    return names
+
+
+def not_run(store: ArtifactStore, names: Sequence[str]) -> list[str]:
+    """The experiments among ``names`` with no result yet."""
+    done = registry.results(store.root, names)
+    return [n for n in dict.fromkeys(names) if n not in done]
+
+
+def launch_search(
+    instance: DagsterInstance, asset_graph: Any, store: ArtifactStore, config: SearchConfig
+) -> dict[str, Any]:
+    """Register a search's candidates and launch the ones not run yet as one backfill of
+    ``proxy_runs`` (``mixture_search`` fits them once it is done)."""
+    _, _, specs = search_candidates(instance, store, config)
+    names = register_experiments(instance, store, specs)
+    todo = not_run(store, names)
+    backfill_id = None
+    if todo:
+        backfill_id = launch_asset_backfill(
+            instance, asset_graph, AssetKey("proxy_runs"), todo,
+            tags={SEARCH_TAG: config.search_id()}, title=config.search_id(),
+        )  # fmt: skip
+    return {
+        "search_id": config.search_id(),
+        "experiments": len(names),
+        "to_run": len(todo),
+        "backfill_id": backfill_id,
+        "names": names,
+    }
+
+
+def record_search(store: ArtifactStore, config: SearchConfig, launched: dict[str, Any]) -> str:
+    """Keep a launched search's settings, so the sensor fits it with the same ones."""
+    uri = store.uri("mixture_search", "launched", f"{config.search_id()}.json")
+    storage.write_json({"config": dataclasses.asdict(config), **launched}, uri)
+    return uri
+
+
+def launched_searches(store: ArtifactStore) -> list[tuple[SearchConfig, dict[str, Any]]]:
+    """Every search launched so far, oldest first, with its settings."""
+    from jobs.config import build
+
+    uris = sorted(storage.list_files(store.uri("mixture_search", "launched"), (".json",)))
+    found = []
+    for uri in uris:
+        record = storage.read_json(uri)
+        found.append((build(SearchConfig, record["config"]), record))
+    return found
