@@ -71,6 +71,12 @@ PROXY_RECIPES: dict[str, ProxyRecipe] = {
             micro_batch_size=16, global_batch_sequences=32, lr=4e-3, warmup_steps=10,
             token_budget=600_000,
         ),
+        # seconds on one core: for tests and smoke runs, too small to decide real data
+        ProxyRecipe(
+            name="proxy_tiny", d_model=64, n_layers=2, n_heads=4, n_kv_heads=4,
+            micro_batch_size=16, global_batch_sequences=16, lr=3e-3, warmup_steps=8,
+            token_budget=80_000, max_val_sequences=32, max_task_examples=50,
+        ),
         ProxyRecipe(
             name="proxy_gpu_20m", d_model=384, n_layers=8, n_heads=6, n_kv_heads=6,
             micro_batch_size=64, global_batch_sequences=128, lr=2e-3, warmup_steps=100,
