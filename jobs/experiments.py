@@ -77,7 +77,7 @@ def variant_pools(
         missing = [g for g, d in zip(groups, dirs, strict=True) if identity.read(d) is None]
         if missing:
             raise DataError(f"no token pool for shard groups {missing}: materialize proxy_pools")
-        return [read_pool(d) for d in dirs], dirs
+        return [p for d in dirs for p in read_pool(d)], dirs
     basis = store.uri("experiment_basis")
     config = with_overrides(FilterConfig(), variant.filter)
     seq_len = storage.read_json(storage.join(basis, "basis.json"))["seq_len"]
@@ -101,7 +101,7 @@ def variant_pools(
             )  # fmt: skip
             identity.write(out, ident)
         dirs.append(out)
-        pools.append(read_pool(out))
+        pools.extend(read_pool(out))
     return pools, dirs
 
 

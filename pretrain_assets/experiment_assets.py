@@ -71,8 +71,10 @@ def experiment_basis(
     library_config = to_library(config, BasisConfig)
     groups = corpus_groups(context.instance, store)
     out = store.uri("experiment_basis")
-    inputs = [store.uri("deduped_shards", g) for g in groups]
-    ident = begin_output(context, store, out, library_config, inputs)
+    # a fixed yardstick: the groups' versions name it, but their later changes (incremental
+    # dedup, new groups) never make it stale; it changes only when it is made again
+    made_from = {g: identity.read(store.uri("deduped_shards", g)).version for g in groups}
+    ident = begin_output(context, store, out, {"config": library_config, "groups": made_from}, [])
     by_source: dict[str, list[str]] = {}
     for group in groups:
         documents = store.uri("deduped_shards", group, "documents.parquet")
@@ -101,12 +103,21 @@ def proxy_pools(context: AssetExecutionContext, store: ArtifactStore) -> Materia
     ident = begin_output(
         context, store, out, {"seq_len": seq_len}, [store.uri("deduped_shards", group), basis]
     )
-    info = build_pool(
+    pools = build_pool(
         [store.uri("deduped_shards", group, "documents.parquet")], storage.join(basis, "tokenizer"),
         out, group=group, seq_len=seq_len, exclude_ids=validation_ids(basis),
     )  # fmt: skip
     return MaterializeResult(
-        data_version=finish_output(out, ident), metadata=to_metadata(info.as_metadata())
+        data_version=finish_output(out, ident),
+        metadata=to_metadata(
+            {
+                "sources": {p.source: p.sequences for p in pools},
+                "tokens": sum(p.tokens for p in pools),
+                "documents": sum(p.documents for p in pools),
+                "validation_documents_left_out": pools[0].excluded_documents,
+                "uri": out,
+            }
+        ),
     )
 
 

@@ -37,6 +37,7 @@ from jobs.experiments import corpus_groups, launched_searches, not_run
 from jobs.partitions import experiment_partitions
 from jobs.stages import run_configs
 from pretrain import identity, storage
+from pretrain.errors import DataError
 from pretrain.experiments import registry
 from pretrain.experiments.admission import AdmissionConfig
 from pretrain.experiments.decisions import DECISION_FILE, latest_review, read_decisions
@@ -50,6 +51,18 @@ def _version(names: list[str], store: ArtifactStore) -> str:
     return hashlib.sha256(json.dumps(versions).encode()).hexdigest()[:12]
 
 
+def _current(uri: str) -> bool:
+    """The output exists and none of its inputs changed since it was made."""
+    made = identity.read(uri)
+    if made is None:
+        return False
+    try:
+        identity.check_fresh(uri, made)
+    except DataError:
+        return False
+    return True
+
+
 def admission_requests(
     context: SensorEvaluationContext, store: ArtifactStore, config: AdmissionConfig
 ) -> tuple[list[RunRequest], list[str]]:
@@ -60,11 +73,15 @@ def admission_requests(
     admitted = registry.admitted_groups(groups, basis["shard_groups"], decisions)
     requests, partitions = [], []
     pending = [g for g in groups if g not in basis["shard_groups"] and g not in decisions]
-    for group in [*admitted, *pending]:  # every pool the experiments read
-        pool = identity.read(store.uri("proxy_pools", group))
-        if pool is None:
+    for group in [*admitted, *pending]:  # every pool the experiments read, current
+        deduped = identity.read(store.uri("deduped_shards", group))
+        if not _current(store.uri("proxy_pools", group)) and deduped is not None:
             requests.append(
-                RunRequest(job_name="make_pools", partition_key=group, run_key=f"pools:{group}")
+                RunRequest(
+                    job_name="make_pools",
+                    partition_key=group,
+                    run_key=f"pools:{group}:{deduped.version}",
+                )  # fmt: skip
             )
     if any(r.job_name == "make_pools" for r in requests):
         return requests, partitions  # experiments wait for their pools

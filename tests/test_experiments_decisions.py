@@ -34,7 +34,7 @@ def proxies(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Experime
 
     def run(spec: registry.ExperimentSpec, groups: list[str]) -> ExperimentResult:
         return run_experiment(
-            spec, [pools[g] for g in groups], val_packed_dir=f"{basis}/validation",
+            spec, [p for g in groups for p in pools[g]], val_packed_dir=f"{basis}/validation",
             tokenizer_uri=f"{basis}/tokenizer", out_dir=str(Path(root) / "runs" / spec.name),
         )  # fmt: skip
 
@@ -80,6 +80,6 @@ def test_proxies_record_cost_and_a_loss_curve(proxies: dict) -> None:
     assert steps == sorted(steps) and steps[-1] == run.cost["steps"]
     assert run.loss_curve[-1][1] < run.loss_curve[0][1]  # it learned something
     # the with arm read the group at its probe share of the budget
-    assert proxies["beta-0001"][0].rows["beta-0001"] == round(
+    assert proxies["beta-0001"][0].rows["beta-0001/beta"] == round(
         0.3 * sum(proxies["beta-0001"][0].rows.values())
     )

@@ -58,7 +58,7 @@ POOLS = [pool("web-0000", "web", 600), pool("web-0001", "web", 200), pool("news-
 # -- views --------------------------------------------------------------------------------------
 def test_natural_weights_follow_the_pool_sizes() -> None:
     plan = plan_view(POOLS, weights=None, num_sequences=100, max_epochs=4.0)
-    assert plan.rows == {"web-0000": 60, "web-0001": 20, "news-0000": 20}
+    assert plan.rows == {"web-0000/web": 60, "web-0001/web": 20, "news-0000/news": 20}
     assert plan.shares(POOLS) == {"web": 0.8, "news": 0.2}
 
 
@@ -67,8 +67,8 @@ def test_weights_and_boosts_split_the_budget() -> None:
         POOLS, weights={"web": 0.5, "news": 0.5}, num_sequences=100, max_epochs=4.0,
         boost={"web-0001": 0.2},
     )  # fmt: skip
-    assert plan.rows["web-0001"] == 20  # the boosted group first, then the rest by weight
-    assert plan.rows["news-0000"] == 40 and plan.rows["web-0000"] == 40
+    assert plan.rows["web-0001/web"] == 20  # the boosted group first, then the rest by weight
+    assert plan.rows["news-0000/news"] == 40 and plan.rows["web-0000/web"] == 40
     assert plan.num_sequences == 100
 
 
@@ -83,14 +83,14 @@ def test_epoch_caps_and_unknown_sources_are_refused() -> None:
 
 def test_a_view_reads_pool_rows_without_copying(tmp_path: Path) -> None:
     basis, pools = synthetic_setup(tmp_path)
-    chosen = [pools["alpha-0000"], pools["beta-0000"]]
-    beta = pools["beta-0000"].sequences
+    chosen = [*pools["alpha-0000"], *pools["beta-0000"]]
+    beta = pools["beta-0000"][0].sequences
     plan = plan_view(chosen, weights={"beta": 1.0}, num_sequences=beta * 2 + 7, max_epochs=4.0)
     view = tmp_path / "view"
     write_view(plan, chosen, str(view))
     assert sorted(p.name for p in view.iterdir()) == ["_COMMITTED", "index.json"]  # no .bin
     rows = PackedSplit(read_packed_index(str(view)), "train").all_rows()
-    source = PackedSplit(read_packed_index(pools["beta-0000"].path), "train").all_rows()
+    source = PackedSplit(read_packed_index(pools["beta-0000"][0].path), "train").all_rows()
     assert len(rows) == beta * 2 + 7
     # every pool row twice (two epochs), then 7 more, and nothing that is not a pool row
     counts, pool_rows = Counter(map(tuple, rows.tolist())), set(map(tuple, source.tolist()))

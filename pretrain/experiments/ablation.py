@@ -1,7 +1,7 @@
 """Filter ablations: a shard group filtered again with other settings, pooled for the proxies.
 
     config = with_overrides(FilterConfig(), {"min_quality_score": 0.5, "toxicity": None})
-    info = filtered_pool("art/raw_shards/web-0000/documents.parquet", config,
+    pools, stats = filtered_pool("art/raw_shards/web-0000/documents.parquet", config,
                          tokenizer_uri=..., out_dir=..., group="web-0000", seq_len=256,
                          exclude_ids=validation, duplicate_ids=dedup_removed)
 
@@ -64,8 +64,8 @@ def filtered_pool(
     exclude_ids: frozenset[str] = frozenset(),
     duplicate_ids: frozenset[str] = frozenset(),
     seed: int = 0,
-) -> tuple[PoolInfo, dict[str, Any]]:
-    """(pool, the arm's filter stats) for one shard group (see the module docstring)."""
+) -> tuple[list[PoolInfo], dict[str, Any]]:
+    """(pools, the arm's filter stats) for one shard group (see the module docstring)."""
     with tempfile.TemporaryDirectory(prefix="ablation-") as scratch:
         stats = filter_shard(raw_uri, scratch, config)
         kept = storage.read_table(str(Path(scratch) / "documents.parquet"))
@@ -74,8 +74,8 @@ def filtered_pool(
             kept = kept.filter(pc.invert(pc.is_in(kept["id"], dup)))
         documents = str(Path(scratch) / "kept.parquet")
         storage.write_table(kept, documents)
-        info = build_pool(
+        pools = build_pool(
             [documents], tokenizer_uri, out_dir, group=group, seq_len=seq_len, seed=seed,
             exclude_ids=exclude_ids,
         )  # fmt: skip
-    return info, stats.as_metadata()
+    return pools, stats.as_metadata()

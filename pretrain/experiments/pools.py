@@ -1,14 +1,15 @@
 """Token pools: each shard group's documents tokenized once, for every experiment to share.
 
 A pool is an ordinary packed-token directory (:mod:`pretrain.packing.format`) whose ``train``
-split holds one shard group's documents in shuffled ``seq_len``-token sequences. Experiments
-never copy a pool: a data variant is a *view* that names ranges of pool files
+split holds the documents of one source of one shard group in shuffled ``seq_len``-token
+sequences; a shard group that mixes sources has one pool per source (``<group>/<source>/``).
+Experiments never copy a pool: a data variant is a *view* that names ranges of pool files
 (:mod:`pretrain.experiments.view`), so a hundred mixtures cost one tokenization::
 
-    stats = build_pool(["art/deduped_shards/web-0003/documents.parquet"], "art/tokenizer",
+    pools = build_pool(["art/deduped_shards/web-0003/documents.parquet"], "art/tokenizer",
                        "art/proxy_pools/web-0003", group="web-0003", seq_len=256,
                        exclude_ids=val_ids)     # the shared validation documents stay out
-    read_pool("art/proxy_pools/web-0003")       # PoolInfo(group, source, sequences, tokens, ...)
+    read_pool("art/proxy_pools/web-0003")       # [PoolInfo(group, source, sequences, ...)]
 
 Validation documents (the mixture's ``val.parquet``) are excluded, so every experiment is scored
 on documents no proxy trained on.
@@ -34,6 +35,8 @@ _COLUMNS = ("id", "text", "source")
 
 @dataclass(frozen=True, kw_only=True)
 class PoolInfo:
+    """One source of one shard group, tokenized (``name``: ``<group>/<source>``)."""
+
     group: str
     source: str
     documents: int
@@ -43,6 +46,10 @@ class PoolInfo:
     seq_len: int
     tokenizer_sha256: str
     path: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.group}/{self.source}"
 
     def as_metadata(self) -> dict[str, Any]:
         return asdict(self)
@@ -57,46 +64,54 @@ def build_pool(
     seq_len: int,
     seed: int = 0,
     exclude_ids: set[str] | frozenset[str] = frozenset(),
-) -> PoolInfo:
-    """Tokenize the documents of one shard group into a pool (see the module docstring)."""
+) -> list[PoolInfo]:
+    """Tokenize the documents of one shard group, one pool per source (module docstring)."""
     tables = [storage.read_table(uri, columns=list(_COLUMNS)) for uri in document_uris]
     table = pa.concat_tables(tables) if tables else pa.table({c: [] for c in _COLUMNS})
     before = table.num_rows
     if exclude_ids:
         table = table.filter(pc.invert(pc.is_in(table["id"], pa.array(sorted(exclude_ids)))))
-    sources = sorted(set(table["source"].to_pylist()))
-    if len(sources) != 1:
-        raise DataError(
-            f"shard group {group!r} holds documents of sources {sources}; a pool is one shard "
-            "group of one source"
+    if table.num_rows == 0:
+        raise DataError(f"shard group {group!r} has no documents left for a token pool")
+    excluded = before - table.num_rows
+    pools = []
+    for source in sorted(set(table["source"].to_pylist())):
+        rows = table.filter(pc.equal(table["source"], source))
+        where = storage.join(out_dir, source)
+        train = rows.append_column("epoch", pa.array([0] * rows.num_rows, pa.int64()))
+        with tempfile.TemporaryDirectory(prefix="pool-") as mix:
+            storage.write_table(train, str(Path(mix) / "train.parquet"))
+            storage.write_table(train.slice(0, 0), str(Path(mix) / "val.parquet"))
+            try:
+                pack_tokens(mix, tokenizer_uri, where, PackingConfig(seq_len=seq_len, seed=seed))
+            except DataError as exc:  # e.g. less text than one sequence: that source is left out
+                if "fewer than seq_len" not in str(exc):
+                    raise DataError(f"shard group {group!r} ({source}): {exc}") from exc
+                continue
+        index = read_packed_index(where)
+        sequences = sum(f.num_sequences for f in index.files("train"))
+        pools.append(
+            PoolInfo(
+                group=group,
+                source=source,
+                documents=rows.num_rows,
+                excluded_documents=excluded,
+                sequences=sequences,
+                tokens=sequences * seq_len,
+                seq_len=seq_len,
+                tokenizer_sha256=index.tokenizer_sha256,
+                path=where,
+            )  # fmt: skip
         )
-    train = table.append_column("epoch", pa.array([0] * table.num_rows, pa.int64()))
-    with tempfile.TemporaryDirectory(prefix="pool-") as mix:
-        storage.write_table(train, str(Path(mix) / "train.parquet"))
-        storage.write_table(train.slice(0, 0), str(Path(mix) / "val.parquet"))
-        try:
-            pack_tokens(mix, tokenizer_uri, out_dir, PackingConfig(seq_len=seq_len, seed=seed))
-        except DataError as exc:
-            raise DataError(f"shard group {group!r} cannot make a token pool: {exc}") from exc
-    index = read_packed_index(out_dir)
-    sequences = sum(f.num_sequences for f in index.files("train"))
-    info = PoolInfo(
-        group=group,
-        source=sources[0],
-        documents=table.num_rows,
-        excluded_documents=before - table.num_rows,
-        sequences=sequences,
-        tokens=sequences * seq_len,
-        seq_len=seq_len,
-        tokenizer_sha256=index.tokenizer_sha256,
-        path=out_dir,
-    )
-    storage.write_json(info.as_metadata(), storage.join(out_dir, POOL_FILE))
-    return info
+    if not pools:
+        raise DataError(f"shard group {group!r} holds less text than one {seq_len}-token sequence")
+    storage.write_json([p.as_metadata() for p in pools], storage.join(out_dir, POOL_FILE))
+    return pools
 
 
-def read_pool(pool_dir: str) -> PoolInfo:
+def read_pool(pool_dir: str) -> list[PoolInfo]:
+    """The pools of one shard group (one per source)."""
     where = storage.join(pool_dir, POOL_FILE)
     if not storage.exists(where):
         raise DataError(f"{pool_dir} is not a token pool (no {POOL_FILE}); materialize it first")
-    return PoolInfo(**storage.read_json(where))
+    return [PoolInfo(**entry) for entry in storage.read_json(where)]

@@ -3,12 +3,13 @@ says so (``"view": true``, :mod:`pretrain.packing.format`), with nothing copied.
 
     plan = plan_view(pools, weights={"web": 0.6, "news": 0.4}, num_sequences=2048,
                      max_epochs=4.0, boost={}, seed=0)
-    plan.rows            # {"web-0000": 700, "web-0001": 529, "news-0000": 819}
+    plan.rows            # {"web-0000/web": 700, "web-0001/web": 529, "news-0000/news": 819}
     write_view(plan, pools, "exp/mix-0a1b2c3d-s0/view")   # index.json + _COMMITTED only
 
 Shares: ``weights`` over sources (``None``: each source's natural share of the pool tokens),
 spread over a source's pools in proportion to their size; a ``boost`` gives a shard group a
-minimum share of the whole budget first (admission experiments probe a new group that way).
+share of the whole budget first, spread over its pools by size (admission experiments probe a
+new group that way). Rows are keyed by pool name, ``<group>/<source>``.
 A pool read more than once is repeated whole (epochs); more than ``max_epochs`` times is refused,
 as the mixture's epoch caps refuse it. Which rows of a pool a proxy reads starts at an offset
 drawn from the seed, so repeats see different samples of a large pool.
@@ -31,7 +32,7 @@ from pretrain.packing import FORMAT, read_packed_index
 
 @dataclass(frozen=True, kw_only=True)
 class ViewPlan:
-    rows: dict[str, int]  # pool group -> sequences read
+    rows: dict[str, int]  # pool name (<group>/<source>) -> sequences read
     seed: int
 
     @property
@@ -40,7 +41,7 @@ class ViewPlan:
 
     def shares(self, pools: Sequence[PoolInfo]) -> dict[str, float]:
         """Share of the budget per source."""
-        source = {p.group: p.source for p in pools}
+        source = {p.name: p.source for p in pools}
         out: dict[str, float] = {}
         for group, n in self.rows.items():
             out[source[group]] = out.get(source[group], 0.0) + n / max(1, self.num_sequences)
@@ -80,12 +81,15 @@ def plan_view(
     seed: int = 0,
 ) -> ViewPlan:
     """Sequences per pool for a budget of ``num_sequences`` (see the module docstring)."""
-    by_group = {p.group: p for p in pools}
+    by_name = {p.name: p for p in pools}
     boost = dict(boost or {})
-    unknown = sorted(set(boost) - set(by_group))
+    unknown = sorted(set(boost) - {p.group for p in pools})
     if unknown:
         raise DataError(f"boosted shard groups {unknown} have no token pool")
-    rows = {g: round(share * num_sequences) for g, share in boost.items()}
+    rows: dict[str, int] = {}
+    for group, share in boost.items():
+        members = {p.name: float(p.sequences) for p in pools if p.group == group}
+        rows.update(_split(round(share * num_sequences), members))
     rest = [p for p in pools if p.group not in boost]
     remaining = num_sequences - sum(rows.values())
     shares = dict(weights) if weights is not None else natural_shares(rest)
@@ -94,14 +98,13 @@ def plan_view(
         raise DataError(f"weights name sources {missing} with no token pool in this variant")
     per_source = _split(remaining, {s: w for s, w in shares.items() if w > 0})
     for source, n in per_source.items():
-        members = {p.group: float(p.sequences) for p in rest if p.source == source}
-        rows.update(_split(n, members))
-    for group, n in rows.items():
-        available = by_group[group].sequences
+        rows.update(_split(n, {p.name: float(p.sequences) for p in rest if p.source == source}))
+    for name, n in rows.items():
+        available = by_name[name].sequences
         if n and (available == 0 or n / available > max_epochs + 1e-9):
             raise DataError(
-                f"the variant reads {n} sequences of shard group {group!r}, which has "
-                f"{available}: more than max_epochs={max_epochs}; lower its weight or the budget"
+                f"the variant reads {n} sequences of pool {name!r}, which has {available}: more "
+                f"than max_epochs={max_epochs}; lower its weight or the budget"
             )
     return ViewPlan(rows={g: n for g, n in rows.items() if n}, seed=seed)
 
@@ -126,11 +129,11 @@ def write_view(plan: ViewPlan, pools: Sequence[PoolInfo], out_dir: str) -> str:
     """Write the view's ``index.json`` (and ``_COMMITTED``) into ``out_dir`` (local)."""
     if storage.is_s3(out_dir):
         raise DataError(f"{out_dir}: a view is written on the node that trains (a local folder)")
-    by_group = {p.group: p for p in pools}
+    by_name = {p.name: p for p in pools}
     header: dict | None = None
     files = []
-    for group in sorted(plan.rows):
-        pool = by_group[group]
+    for name in sorted(plan.rows):
+        pool = by_name[name]
         index = read_packed_index(pool.path)
         if header is None:
             header = {
@@ -147,8 +150,8 @@ def write_view(plan: ViewPlan, pools: Sequence[PoolInfo], out_dir: str) -> str:
             raise DataError(f"pool {pool.path} was made with another tokenizer than the others")
         shards = [(f.path, f.num_sequences) for f in index.files("train")]
         available = sum(n for _, n in shards)
-        start = _offset(plan.seed, group, available)
-        for first, count in _ranges(start, plan.rows[group], available):
+        start = _offset(plan.seed, name, available)
+        for first, count in _ranges(start, plan.rows[name], available):
             # a pool's rows are its files' rows in order: map the range onto its files
             base = 0
             for path, n in shards:

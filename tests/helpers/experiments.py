@@ -63,7 +63,7 @@ def write_group(root: Path, group: str, rows: list[dict]) -> str:
     return uri
 
 
-def synthetic_setup(root: Path, seq_len: int = 64) -> tuple[str, dict[str, PoolInfo]]:
+def synthetic_setup(root: Path, seq_len: int = 64) -> tuple[str, dict[str, list[PoolInfo]]]:
     """(basis dir, pools by group): basis groups alpha-0000, beta-0000 (small); new groups
     beta-0001 (helpful) and alpha-0001 (harmful)."""
     groups = {
