@@ -23,9 +23,7 @@ def launch_mixture_search(
 ) -> dict:
     """Sample the candidates, register them, launch the ones not run yet as one backfill."""
     library_config = to_library(config, SearchConfig)
-    launched = launch_search(
-        context.instance, context.repository_def.asset_graph, store, library_config
-    )
+    launched = launch_search(context.instance, store, library_config)
     record_search(store, library_config, launched)
     context.log.info(f"mixture search launched: {launched}")
     return launched

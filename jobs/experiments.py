@@ -276,7 +276,7 @@ def not_run(store: ArtifactStore, names: Sequence[str]) -> list[str]:
 
 
 def launch_search(
-    instance: DagsterInstance, asset_graph: Any, store: ArtifactStore, config: SearchConfig
+    instance: DagsterInstance, store: ArtifactStore, config: SearchConfig
 ) -> dict[str, Any]:
     """Register a search's candidates and launch the ones not run yet as one backfill of
     ``proxy_runs`` (``mixture_search`` fits them once it is done)."""
@@ -286,7 +286,7 @@ def launch_search(
     backfill_id = None
     if todo:
         backfill_id = launch_asset_backfill(
-            instance, asset_graph, AssetKey("proxy_runs"), todo,
+            instance, AssetKey("proxy_runs"), experiment_partitions, todo,
             tags={SEARCH_TAG: config.search_id()}, title=config.search_id(),
         )  # fmt: skip
     return {

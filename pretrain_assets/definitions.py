@@ -22,6 +22,7 @@ from jobs.quarantine import quarantine_job, review_quarantine_job
 from jobs.training import train_job
 from pretrain import storage
 from pretrain.errors import ConfigError
+from pretrain.experiments.admission import AdmissionConfig
 from pretrain_assets.checkpoint_assets import checkpoint_healthy, checkpoints
 from pretrain_assets.corpus_assets import data_mixture, packed_tokens, tokenizer
 from pretrain_assets.data_assets import filtered_shards, raw_shards
@@ -52,7 +53,7 @@ from resources.sources import ShardSource
 from resources.storage import ArtifactStore
 from sensors.backfill_schedule import shard_backfill_schedule
 from sensors.eval_sensor import eval_sensor
-from sensors.experiments import experiment_sensor
+from sensors.experiments import experiment_sensor_for
 from sensors.recovery.failure import training_failure_sensor
 from sensors.recovery.loss_spike import loss_spike_sensor
 from sensors.recovery.lr import lr_sensor
@@ -125,11 +126,13 @@ def build_definitions(
     s3_endpoint_url: str | None = None,
     nproc_per_node: int = 2,
     executor: ExecutorDefinition | None = None,
+    admission: AdmissionConfig | None = None,
 ) -> Definitions:
     """Definitions with the given storage root; tests build their own with a temp root.
 
     ``executor`` replaces the default (multiprocess) one for every job, e.g. the Ray step-pool
-    executor or dagster-ray's ``ray_executor`` (``pretrain_assets/ray_jobs.py``).
+    executor or dagster-ray's ``ray_executor`` (``pretrain_assets/ray_jobs.py``). ``admission``
+    is how ``experiment_sensor`` tries new shard groups (default ``AdmissionConfig()``).
     """
     root = artifact_root or default_artifact_root()
     endpoint = s3_endpoint_url or os.environ.get("PRETRAIN_S3_ENDPOINT_URL")
@@ -145,7 +148,7 @@ def build_definitions(
             quarantine_sensor,
             training_failure_sensor,
             shard_discovery_sensor,
-            experiment_sensor,
+            experiment_sensor_for(admission or AdmissionConfig()),
         ],
         schedules=[shard_backfill_schedule],
         resources={

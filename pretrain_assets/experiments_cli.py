@@ -120,14 +120,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _instance_and_store(args: argparse.Namespace) -> tuple[Any, Any, Any]:
+def _instance_and_store(args: argparse.Namespace) -> tuple[Any, Any]:
     from dagster import DagsterInstance
 
-    from pretrain_assets.definitions import build_definitions
     from resources.storage import ArtifactStore
 
-    defs = build_definitions(artifact_root=_root(args))
-    return DagsterInstance.get(), defs.resolve_asset_graph(), ArtifactStore(root=_root(args))
+    return DagsterInstance.get(), ArtifactStore(root=_root(args))
 
 
 def _launch(args: argparse.Namespace, specs: Sequence[Any], title: str) -> int:
@@ -135,14 +133,15 @@ def _launch(args: argparse.Namespace, specs: Sequence[Any], title: str) -> int:
 
     from jobs.backfills import launch_asset_backfill
     from jobs.experiments import not_run, register_experiments
+    from jobs.partitions import experiment_partitions
 
-    instance, graph, store = _instance_and_store(args)
+    instance, store = _instance_and_store(args)
     names = register_experiments(instance, store, specs)
     todo = not_run(store, names)
     print(f"{len(names)} experiments registered ({len(todo)} not run yet)")
     if todo and not args.no_launch:
         backfill = launch_asset_backfill(
-            instance, graph, AssetKey("proxy_runs"), todo, tags={}, title=title
+            instance, AssetKey("proxy_runs"), experiment_partitions, todo, tags={}, title=title
         )
         print(f"backfill {backfill}: the daemon runs it (make ui)")
     return 0
@@ -178,8 +177,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     from pretrain.experiments.search import SearchConfig
 
     config = build(SearchConfig, stage_settings(args).get("search", {}))
-    instance, graph, store = _instance_and_store(args)
-    launched = launch_search(instance, graph, store, config)
+    instance, store = _instance_and_store(args)
+    launched = launch_search(instance, store, config)
     record_search(store, config, launched)
     print(json.dumps({k: v for k, v in launched.items() if k != "names"}))
     return 0

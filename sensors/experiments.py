@@ -15,12 +15,14 @@ Nothing happens until ``experiment_basis`` is materialized: the groups present t
 corpus, and every later group is new.
 """
 
+import dataclasses
 import hashlib
 import json
 
 from dagster import (
     DefaultSensorStatus,
     RunRequest,
+    SensorDefinition,
     SensorEvaluationContext,
     SensorResult,
     SkipReason,
@@ -109,7 +111,7 @@ def admission_requests(
     return requests, partitions
 
 
-def review_requests(store: ArtifactStore) -> list[RunRequest]:
+def review_requests(store: ArtifactStore, config: AdmissionConfig) -> list[RunRequest]:
     """Re-decide a group whose latest operator review is not the one its decision applied."""
     requests = []
     for group in read_decisions(store.uri("data_admission")):
@@ -146,21 +148,43 @@ def search_requests(store: ArtifactStore) -> list[RunRequest]:
     return requests
 
 
-@sensor(
-    jobs=[proxy_pools_job, proxy_runs_job, data_admission_job, mixture_search_job],
-    minimum_interval_seconds=30,
-    default_status=DefaultSensorStatus.STOPPED,
-)
-def experiment_sensor(context: SensorEvaluationContext, store: ArtifactStore):
-    if identity.read(store.uri("experiment_basis")) is None:
-        return SkipReason("experiment_basis is not materialized: there is no corpus to compare to")
-    requests, partitions = admission_requests(context, store, AdmissionConfig())
-    requests += review_requests(store) + search_requests(store)
-    if not requests:
-        return SkipReason("no shard group awaiting a decision, no review, no search to fit")
-    known = set(context.instance.get_dynamic_partitions(experiment_partitions.name))
-    new = [n for n in dict.fromkeys(partitions) if n not in known]
-    return SensorResult(
-        run_requests=requests,
-        dynamic_partitions_requests=[experiment_partitions.build_add_request(new)] if new else [],
+def experiment_sensor_for(config: AdmissionConfig) -> SensorDefinition:
+    """The sensor, trying new groups with ``config`` (a sensor has no run config: the code
+    location chooses it, ``build_definitions(admission=...)``; the default is
+    ``AdmissionConfig()``). Its ``decide_admission`` runs get the same settings."""
+
+    @sensor(
+        name="experiment_sensor",
+        jobs=[proxy_pools_job, proxy_runs_job, data_admission_job, mixture_search_job],
+        minimum_interval_seconds=30,
+        default_status=DefaultSensorStatus.STOPPED,
     )
+    def experiment_sensor(context: SensorEvaluationContext, store: ArtifactStore):
+        if identity.read(store.uri("experiment_basis")) is None:
+            return SkipReason(
+                "experiment_basis is not materialized: there is no corpus to compare to"
+            )
+        requests, partitions = admission_requests(context, store, config)
+        requests += review_requests(store, config) + search_requests(store)
+        if not requests:
+            return SkipReason("no shard group awaiting a decision, no review, no search to fit")
+        known = set(context.instance.get_dynamic_partitions(experiment_partitions.name))
+        new = [n for n in dict.fromkeys(partitions) if n not in known]
+        return SensorResult(
+            run_requests=requests,
+            dynamic_partitions_requests=(
+                [experiment_partitions.build_add_request(new)] if new else []
+            ),
+        )
+
+    return experiment_sensor
+
+
+def admission_run_config(config: AdmissionConfig) -> dict:
+    """``decide_admission``'s run config carrying ``config`` (as the sensor tried the group)."""
+    settings = json.loads(json.dumps(dataclasses.asdict(config)))
+    settings.pop("review", None)  # an operator's review is given at launch, never by the sensor
+    return run_configs({"admission": settings})["decide_admission"]
+
+
+experiment_sensor = experiment_sensor_for(AdmissionConfig())

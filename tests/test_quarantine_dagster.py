@@ -24,6 +24,7 @@ from pretrain import identity, storage
 from pretrain.errors import ConfigError
 from pretrain.recovery.policy import Decision
 from pretrain_assets.definitions import ASSETS
+from resources.launcher import TorchrunLauncher
 from resources.metrics import WandbMetricsReader
 from resources.storage import ArtifactStore
 from sensors.recovery.quarantine import quarantine_sensor
@@ -77,7 +78,11 @@ def test_missing_trainer_config_and_unknown_decision_are_clear(
     with pytest.raises(ConfigError, match="no trainer config .*run-"):
         skip_record(decision_id(ROLLBACK), run, ROLLBACK, str(tmp_path / "runs"), None)
     store = ArtifactStore(root=str(tmp_path))
-    resources = {"store": store, "metrics": WandbMetricsReader(run_root=str(tmp_path / "runs"))}
+    resources = {
+        "store": store,
+        "metrics": WandbMetricsReader(run_root=str(tmp_path / "runs")),
+        "proxy_launcher": TorchrunLauncher(nproc_per_node=1),  # every asset's resources
+    }
     instance.add_dynamic_partitions("quarantine_decisions", ["b09-s000000001-to-b10"])
     with pytest.raises(ConfigError, match="no rollback decision 'b09-s000000001-to-b10'"):
         materialize(
@@ -90,7 +95,11 @@ def test_review_is_recorded_in_run_tags_and_resolved(
     instance: DagsterInstance, tmp_path: Path
 ) -> None:
     store = ArtifactStore(root=str(tmp_path))
-    resources = {"store": store, "metrics": WandbMetricsReader(run_root=str(tmp_path / "runs"))}
+    resources = {
+        "store": store,
+        "metrics": WandbMetricsReader(run_root=str(tmp_path / "runs")),
+        "proxy_launcher": TorchrunLauncher(nproc_per_node=1),  # every asset's resources
+    }
     docs = pa.table(
         {"doc_id": ["a", "b"], "source": ["web", "code"], "source_id": [None, "x-1"],
          "tokens": [30, 10], "suspicion": [3.0, 0.1], "decision_id": ["d1", "d1"]}

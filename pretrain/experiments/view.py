@@ -8,8 +8,8 @@ says so (``"view": true``, :mod:`pretrain.packing.format`), with nothing copied.
 
 Shares: ``weights`` over sources (``None``: each source's natural share of the pool tokens),
 spread over a source's pools in proportion to their size; a ``boost`` gives a shard group a
-share of the whole budget first, spread over its pools by size (admission experiments probe a
-new group that way). Rows are keyed by pool name, ``<group>/<source>``.
+share of the whole budget first (or all that ``max_epochs`` passes over it give, if less), spread
+over its pools by size (admission experiments probe a new group that way). Rows are keyed by pool name, ``<group>/<source>``.
 A pool read more than once is repeated whole (epochs); more than ``max_epochs`` times is refused,
 as the mixture's epoch caps refuse it. Which rows of a pool a proxy reads starts at an offset
 drawn from the seed, so repeats see different samples of a large pool.
@@ -87,9 +87,10 @@ def plan_view(
     if unknown:
         raise DataError(f"boosted shard groups {unknown} have no token pool")
     rows: dict[str, int] = {}
-    for group, share in boost.items():
+    for group, share in boost.items():  # all of it the epoch cap allows, at most the share
         members = {p.name: float(p.sequences) for p in pools if p.group == group}
-        rows.update(_split(round(share * num_sequences), members))
+        cap = math.floor(max_epochs * sum(members.values()))
+        rows.update(_split(min(round(share * num_sequences), cap), members))
     rest = [p for p in pools if p.group not in boost]
     remaining = num_sequences - sum(rows.values())
     shares = dict(weights) if weights is not None else natural_shares(rest)
