@@ -31,6 +31,7 @@ import pyarrow.fs as pafs
 import xxhash
 
 from pretrain import storage
+from pretrain.identity import IDENTITY_FILE
 
 CHECKSUM = "xxh3_64"
 CHUNK_BYTES = 8 * 2**20
@@ -40,7 +41,9 @@ _RNG_RE = re.compile(r"^rng-rank(\d{5})\.pt$")
 DCP_METADATA = ".metadata"
 # every name a commit record may list: a name with a '/' or '..' would reach outside the folder
 # (a download writes each listed file, so a tampered record could write anywhere)
-_RECORDED_RE = re.compile(r"^(\.metadata|meta\.json|__\d+_\d+\.distcp|rng-rank\d{5}\.pt)$")
+_RECORDED_RE = re.compile(
+    rf"^(\.metadata|meta\.json|{re.escape(IDENTITY_FILE)}|__\d+_\d+\.distcp|rng-rank\d{{5}}\.pt)$"
+)
 
 FileRecord = dict[str, Any]  # {"size": int, "xxh3_64": hex str}
 
@@ -84,7 +87,8 @@ def record_problems(files: Mapping[str, Any]) -> list[str]:
         if not isinstance(name, str) or not _RECORDED_RE.match(name):
             problems.append(
                 f"the commit record lists {name!r}, not a checkpoint file (.metadata, meta.json, "
-                "__<rank>_<n>.distcp, rng-rank<rank>.pt): tampered with or not written by pretrain"
+                f"{IDENTITY_FILE}, __<rank>_<n>.distcp, rng-rank<rank>.pt): tampered with or not "
+                "written by pretrain"
             )
         elif not (
             isinstance(record, dict)
