@@ -5,15 +5,17 @@
     pretrain demo [demo options]                           # same as `make demo`
     pretrain data --source DIR [--source-name web]         # ingest → filter → dedup → mixture
     pretrain data --source DIR --filter.heuristics.min_words 20   # any data-stage setting
-    pretrain status [--root .pretrain/artifacts]           # checkpoints, decisions, quarantine
+    pretrain status [--root DIR] [--sizes-only]            # checkpoints, decisions, quarantine
     pretrain evals fetch                                   # eval tasks from the Hugging Face Hub
     pretrain export CHECKPOINT_KEY OUT [--dtype bf16]      # topology-free export
     pretrain experiments list|show|compare|add|search|admit|ablate   # proxy experiments
 
-``status`` reads the artifact store (checkpoints and their health labels, the quarantine: each
-decision's documents and review status, and per source its share of the quarantined tokens vs
-of the mixture) and, when ``DAGSTER_HOME`` holds an instance, the recovery decisions recorded as
-run tags.
+``status`` reads the artifact store (checkpoints, each verified against its commit record —
+a damaged one is marked DAMAGED and never shown as the latest — and their health labels; the
+quarantine: each decision's documents and review status, and per source its share of the
+quarantined tokens vs of the mixture) and, when ``DAGSTER_HOME`` holds an instance, the recovery
+decisions recorded as run tags (a tag that is not a decision is skipped with a warning). A user
+error (``ConfigError``, ``DataError``, ``CheckpointError``) is one line on stderr and exit 1.
 """
 
 import argparse
@@ -88,68 +90,64 @@ def cmd_data(args: argparse.Namespace) -> int:
     return 0
 
 
-def decisions(limit: int = 10) -> list[dict]:
-    """Recent recovery decisions recorded as run tags on the instance in DAGSTER_HOME."""
+def decisions(limit: int = 10) -> tuple[list[dict], list[str]]:
+    """Recent recovery decisions recorded as run tags on the instance in DAGSTER_HOME, and a
+    warning for each run whose ``pretrain/decision`` tag is not a decision (skipped)."""
     home = os.environ.get("DAGSTER_HOME")
     if not home or not Path(home).is_dir():
-        return []  # no instance here yet: nothing was recorded
+        return [], []  # no instance here yet: nothing was recorded
+    import dataclasses
+
     from dagster import DagsterInstance, RunsFilter
 
+    from jobs.quarantine import DECISION_TAG, read_decision
+    from pretrain.errors import DataError
     from pretrain_assets.orphaned_runs import fail_orphaned_runs
 
     instance = DagsterInstance.get()
     for run_id in fail_orphaned_runs(instance, by="pretrain status"):
         print(f"run {run_id} was left STARTED by a killed process: marked failed")
     runs = instance.get_runs(RunsFilter(job_name="train"), limit=50)
-    found = []
+    found, warnings = [], []
     for run in runs:
-        if "pretrain/decision" in run.tags:
-            found.append({"run_id": run.run_id[:8], **json.loads(run.tags["pretrain/decision"])})
-    return found[:limit]
+        if DECISION_TAG not in run.tags:
+            continue
+        try:
+            decision = read_decision(run)
+        except DataError as exc:
+            warnings.append(str(exc))
+            continue
+        found.append({"run_id": run.run_id[:8], **dataclasses.asdict(decision)})
+    return found[:limit], warnings
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     from pretrain import storage
-    from pretrain.checkpoint.dcp import (
-        damage_reports,
-        is_healthy,
-        list_branches,
-        list_checkpoints,
-        read_meta,
-    )
+    from pretrain.checkpoint.dcp import list_branches
+    from pretrain.checkpoint.status import branch_status, status_lines
 
     run_root = storage.join(args.root, "runs")  # local or s3://
     branches = list_branches(run_root)
     if not branches:
         print(f"no training runs under {run_root}")
-    for branch in branches:
-        checkpoints = list_checkpoints(run_root, branch)
-        if not checkpoints:
-            continue
-        latest = checkpoints[-1]
-        meta = read_meta(latest)
-        healthy = [str(c).rstrip("/").rsplit("/", 1)[-1] for c in checkpoints if is_healthy(c)]
-        print(
-            f"{branch}: {len(checkpoints)} checkpoints, latest {meta['key']} "
-            f"(tokens seen {meta.get('tokens_seen', 0):,}), "
-            f"healthy: {', '.join(healthy) if healthy else 'none labelled'}"
-        )
-        for damaged in damage_reports(run_root, branch):
-            print(
-                f"{branch}: DAMAGED checkpoint step {damaged['step']} passed over "
-                f"({'; '.join(damaged['problems'])}); resumed from {damaged['resumed_from']}, "
-                f"damaged files kept in {damaged['moved_to']}"
-            )
-    for decision in decisions():
+    checksums = not args.sizes_only
+    statuses = [branch_status(run_root, b, checksums=checksums) for b in branches]
+    for line in status_lines(statuses):
+        print(line)
+    found, warnings = decisions()
+    for warning in warnings:
+        print(f"warning: {warning}")
+    for decision in found:
         print(
             f"decision on run {decision['run_id']}: {decision.get('action')} — "
             f"{decision.get('reason', '')}"
         )
-    from pretrain.quarantine.status import quarantine_status, status_lines
+    from pretrain.quarantine.status import quarantine_status
+    from pretrain.quarantine.status import status_lines as quarantine_lines
 
     summary = quarantine_status(args.root)
     if summary is not None:
-        print("\n".join(status_lines(summary)))
+        print("\n".join(quarantine_lines(summary)))
     return 0
 
 
@@ -205,6 +203,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     status = sub.add_parser("status", help="latest checkpoints, health, recovery decisions")
     status.add_argument("--root", default=root, help="artifact root")
+    status.add_argument(
+        "--sizes-only",
+        action="store_true",
+        help="verify checkpoints by file size only (no checksums: nothing is read)",
+    )
     status.set_defaults(func=cmd_status)
 
     export = sub.add_parser("export", help="topology-free export of a checkpoint")
@@ -218,8 +221,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; a user error (bad config, data or checkpoint) is one line on stderr,
+    without a traceback, and exit status 1."""
+    from pretrain.errors import PretrainError
+
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except PretrainError as exc:
+        message = " ".join(str(exc).split())  # one line, whatever the message held
+        print(f"pretrain {args.command}: {type(exc).__name__}: {message}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

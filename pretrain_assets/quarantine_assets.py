@@ -98,8 +98,16 @@ QuarantineReviewConfig = config_class(ReviewAction, optional=True, name="Quarant
 
 
 def review_action(config: Config) -> ReviewAction | None:
+    """The review in the launch config, or None (no decision_id: re-apply the review log)."""
     chosen = overrides(config)
-    return build(ReviewAction, chosen) if chosen.get("decision_id") else None
+    if not chosen.get("decision_id"):
+        return None
+    try:
+        return build(ReviewAction, chosen)
+    except ConfigError as exc:
+        raise ConfigError(
+            f"review_quarantine launch config (ops: confirmed_quarantine: config:): {exc}"
+        ) from exc
 
 
 CONFIRMED_CODE_VERSION = "confirmed-v1"
