@@ -75,12 +75,8 @@ def experiment_basis(
     # dedup, new groups) never make it stale; it changes only when it is made again
     made_from = {g: identity.read(store.uri("deduped_shards", g)).version for g in groups}
     ident = begin_output(context, store, out, {"config": library_config, "groups": made_from}, [])
-    by_source: dict[str, list[str]] = {}
-    for group in groups:
-        documents = store.uri("deduped_shards", group, "documents.parquet")
-        source = storage.read_table(documents, columns=["source"])["source"][0].as_py()
-        by_source.setdefault(source, []).append(documents)
-    stats = build_basis(by_source, out, library_config, shard_groups=groups)
+    documents = [store.uri("deduped_shards", g, "documents.parquet") for g in groups]
+    stats = build_basis(documents, out, library_config, shard_groups=groups)
     storage.write_json(stats.as_metadata(), storage.join(out, "basis.json"))
     return MaterializeResult(
         data_version=finish_output(out, ident),

@@ -193,7 +193,7 @@ def test_the_decision_is_recorded_with_its_evidence(flow: dict) -> None:
         decision["decision"] in ("admit", "hold", "reject") and decision["decided_by"] == "policy"
     )
     evidence = decision["evidence"]
-    assert set(evidence["delta_bpb"]) >= {"mean", "prose"} and len(evidence["seeds"]) == 2
+    assert {"mean", "prose", "code"} <= set(evidence["delta_bpb"]) and len(evidence["seeds"]) == 2
     assert decision["noise"]["documents"] > 0 and 0 <= decision["noise"]["risk"] <= 1
     assert decision["cost"]["cpu_seconds"] > 0 and decision["cost"]["raw_bytes_total"] > 0
 

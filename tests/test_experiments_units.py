@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import math
+import random
 from collections import Counter
 from pathlib import Path
 
@@ -258,3 +259,44 @@ def test_filter_overrides_apply_to_nested_sections() -> None:
     assert changed.gopher_quality == base.gopher_quality
     with pytest.raises(ConfigError, match="no setting"):
         with_overrides(base, {"min_qualty": 0.5})
+
+
+def _english(rng: random.Random, sentences: int) -> str:
+    subjects = ["The committee", "A member of the board", "The mayor of the town", "Our team"]
+    verbs = ["said that it will review", "wanted to have", "agreed to fund", "will talk about"]
+    objects = ["the budget of the school", "a plan for the new road", "the report and the data",
+               "the cost of the project"]  # fmt: skip
+    return " ".join(
+        f"{rng.choice(subjects)} {rng.choice(verbs)} {rng.choice(objects)} in {1990 + i}."
+        for i in range(sentences)
+    )
+
+
+def test_an_ablation_arm_refilters_a_group_into_its_own_pool(tmp_path: Path) -> None:
+    """Two arms over the same raw documents: a base filter (without Gopher's repetition rules,
+    which templated text fails) and one whose Gopher word minimum drops the short half. The
+    duplicates the campaign removed stay out of both."""
+    from pretrain import storage
+    from pretrain.data.schema import doc_id, documents_table
+    from pretrain.experiments.ablation import filtered_pool
+
+    basis, _ = synthetic_setup(tmp_path)
+    rng = random.Random(0)
+    texts = [_english(rng, 30) for _ in range(40)] + [_english(rng, 8) for _ in range(40)]
+    docs = [{"id": doc_id(t), "text": t, "source": "web"} for t in texts]
+    raw = str(tmp_path / "raw.parquet")
+    storage.write_table(documents_table(docs), raw)
+    duplicate = frozenset({docs[0]["id"]})
+    base = {"gopher_repetition": None}
+    strict = {**base, "gopher_quality": {"min_doc_words": 150}}
+    arms = {}
+    for name, overrides in (("campaign", base), ("strict", strict)):
+        arms[name] = filtered_pool(
+            raw, with_overrides(FilterConfig(), overrides), tokenizer_uri=f"{basis}/tokenizer",
+            out_dir=str(tmp_path / name), group="web-0009", seq_len=64,
+            duplicate_ids=duplicate,
+        )  # fmt: skip
+    (campaign, campaign_stats), (strict_pools, strict_stats) = arms["campaign"], arms["strict"]
+    assert campaign_stats["kept"] == 80 and strict_stats["kept"] == 40  # each arm's funnel
+    assert campaign[0].documents == 79 and strict_pools[0].documents == 39  # the duplicate out
+    assert strict_pools[0].sequences < campaign[0].sequences

@@ -75,7 +75,7 @@ def synthetic_setup(root: Path, seq_len: int = 64) -> tuple[str, dict[str, list[
     uris = {g: write_group(root, g, rows) for g, rows in groups.items()}
     basis = str(root / "basis")
     build_basis(
-        {"alpha": [uris["alpha-0000"]], "beta": [uris["beta-0000"]]}, basis,
+        [uris["alpha-0000"], uris["beta-0000"]], basis,
         BasisConfig(vocab_size=300, seq_len=seq_len, val_fraction=0.2, val_docs_per_source=20),
         shard_groups=("alpha-0000", "beta-0000"),
     )  # fmt: skip
