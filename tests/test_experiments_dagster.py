@@ -193,7 +193,8 @@ def test_the_decision_is_recorded_with_its_evidence(flow: dict) -> None:
         decision["decision"] in ("admit", "hold", "reject") and decision["decided_by"] == "policy"
     )
     evidence = decision["evidence"]
-    assert {"mean", "prose", "code"} <= set(evidence["delta_bpb"]) and len(evidence["seeds"]) == 2
+    assert "mean" in evidence["delta_bpb"] and len(evidence["delta_bpb"]) >= 3  # 2+ sources
+    assert len(evidence["seeds"]) == 2
     assert decision["noise"]["documents"] > 0 and 0 <= decision["noise"]["risk"] <= 1
     assert decision["cost"]["cpu_seconds"] > 0 and decision["cost"]["raw_bytes_total"] > 0
 
@@ -229,8 +230,9 @@ def test_the_cli_reads_experiments_back(flow: dict) -> None:
     def cli(*args: str) -> str:
         out = subprocess.run(
             [sys.executable, "-m", "pretrain_assets.cli", *args], cwd=ROOT, text=True,
-            capture_output=True, check=True,
+            capture_output=True,
         )  # fmt: skip
+        assert out.returncode == 0, out.stderr
         return out.stdout
 
     listing = cli("experiments", "--root", flow["root"], "list", "--kind", "search")
