@@ -22,8 +22,12 @@ the reason):
 8. ``quality_score`` (quality classifier, or the heuristic score without one) on every
    document with text, rejects included; ``low_quality_score`` under ``min_quality_score`` /
    outside ``keep_top_fraction``
-9. PII masking (never drops) of the kept text, and of the rejected text before it is written:
-   ``rejects.parquet`` never holds the PII that :mod:`.pii` detects; documents over ``max_chars`` whose profile says
+9. PII masking (never drops) of every kept and rejected row before it is written: the text
+   (:mod:`.pii`) and the ``url``, ``metadata``, ``source_id`` and ``detail`` columns
+   (:mod:`.pii_fields`), so no column of ``documents.parquet`` or ``rejects.parquet`` holds
+   the PII that :mod:`.pii` detects; ``pii_masked`` counts the kept text's spans by type and
+   ``pii_masked_columns`` every other masked span (``kept.url.email``,
+   ``rejected.text.phone``, ``kept.metadata.dropped_keys``); documents over ``max_chars`` whose profile says
    ``long_documents="split"`` are cut into chunks of about ``chunk_chars`` at paragraph
    boundaries (``chunks_added`` in the stats; the chunks keep ``source_id``)
 
@@ -68,7 +72,8 @@ from pretrain.filters.gopher import (
 from pretrain.filters.heuristics import HeuristicFilter, quality_score
 from pretrain.filters.langid import LanguageFilter
 from pretrain.filters.normalize import normalize_text
-from pretrain.filters.pii import mask_pii
+from pretrain.filters.pii import PiiConfig, mask_pii
+from pretrain.filters.pii_fields import mask_columns
 from pretrain.filters.text import weighted_length
 from pretrain.filters.toxicity import ToxicityFilter
 from pretrain.filters.unwrap import mark_paragraphs, split_at_paragraphs
@@ -144,6 +149,7 @@ def filter_shard(input_uri: str, output_dir_uri: str, config: FilterConfig) -> F
     kept_sources: Counter[str] = Counter()
     kept_languages: Counter[str] = Counter()
     pii: Counter[str] = Counter()
+    pii_columns: Counter[str] = Counter()  # "kept.url.email", "rejected.text.phone", ...
     chars_removed: Counter[str] = Counter()
     totals = Counter()
     offset = 0
@@ -183,22 +189,21 @@ def filter_shard(input_uri: str, output_dir_uri: str, config: FilterConfig) -> F
                     kept_sources[doc["source"]] += len(chunks)
                     kept_languages[doc["language"]] += len(chunks)
                     pii.update(doc.pop("_pii", {}))
+                    pii_columns.update(doc.pop("_pii_columns", {}))
                     chars_removed.update(removed)
                     totals["chars_kept"] += raw_chars
                     totals["chars_out"] += sum(c["num_chars"] for c in chunks)
                 else:
                     doc.pop("_pii", None)
+                    doc.pop("_pii_columns", None)
+                    reject = {**doc, "stage": STAGE, "reason": decision[0], "detail": decision[1]}
                     pii_config = rules.of(doc).config.pii
-                    if pii_config is not None and doc["text"] is not None:
-                        doc["text"], _ = mask_pii(  # rejects are masked too
-                            doc["text"], pii_config, language=doc.get("language")
-                        )
+                    if pii_config is not None:  # rejects are masked too, every column
+                        pii_columns.update(_mask_row(reject, pii_config, "rejected"))
                     order.setdefault(decision[0])
                     dropped[decision[0]] += 1
                     dropped_chars[decision[0]] += raw_chars
-                    rejects.append(
-                        {**doc, "stage": STAGE, "reason": decision[0], "detail": decision[1]}
-                    )
+                    rejects.append(reject)
             kept_out.write_rows(kept)
             rejects_out.write_rows(rejects)
             kept_out.flush()  # row groups of at most one batch: nothing outlives its batch
@@ -218,6 +223,7 @@ def filter_shard(input_uri: str, output_dir_uri: str, config: FilterConfig) -> F
             kept_by_source=dict(sorted(kept_sources.items())),
             kept_by_language=dict(sorted(kept_languages.items())),
             pii_masked=dict(sorted(pii.items())),
+            pii_masked_columns=dict(sorted(pii_columns.items())),
             mojibake_repaired=totals["mojibake_repaired"],
             reason_order=tuple(r for r in order if r in dropped),
         )
@@ -262,8 +268,20 @@ def _filter_batch(docs: list[dict], rules: _Rules, totals: Counter) -> list[Reje
             doc["text"], doc["_pii"] = mask_pii(
                 doc["text"], source_rules.config.pii, language=doc.get("language")
             )
+            doc["_pii_columns"] = _mask_row(doc, source_rules.config.pii, "kept", text=False)
         doc["num_chars"] = len(doc["text"])
     return decisions
+
+
+def _mask_row(row: dict, config: PiiConfig, kept: str, *, text: bool = True) -> Counter[str]:
+    """Mask ``row``'s other columns (and its text unless ``text=False``) in place; counts as
+    ``"<kept>.<column>.<type>"``."""
+    language = row.get("language")
+    counts = mask_columns(row, config, language=language)
+    if text and row["text"] is not None:
+        row["text"], found = mask_pii(row["text"], config, language=language)
+        counts.update({f"text.{kind}": n for kind, n in found.items()})
+    return Counter({f"{kept}.{key}": n for key, n in counts.items()})
 
 
 def _toxicity(docs: list[dict], decisions: list[Rejection | None], rules: _Rules) -> None:
