@@ -185,4 +185,25 @@ def test_metadata_masking_keeps_what_is_not_pii_byte_for_byte() -> None:
     assert row["metadata"] == "not json: call <PHONE>"
     row = {"metadata": '{"ann@example.org": 1, "<EMAIL>": 2, "list": [["bob@example.com"]]}'}
     assert mask_columns(row, PiiConfig()) == {"metadata.email": 2}
-    assert json.loads(row["metadata"]) == {"<EMAIL>~2": 1, "<EMAIL>": 2, "list": [["<EMAIL>"]]}
+    assert json.loads(row["metadata"]) == {"<EMAIL>": 1, "<EMAIL>~2": 2, "list": [["<EMAIL>"]]}
+
+
+def test_metadata_strength_follows_the_key() -> None:
+    meta = {
+        "id": "1524225179",  # an id: no bare digit run is a phone here
+        "post_id": 13942877557,
+        "note": "call 4155550132",  # free text: the text's detectors
+        "contact": {"phone": 493045522651},  # an integer under a phone key: read as E.164
+        "cc_number": "4111 1111 1111 1111",
+        "nul": "a\u0000b ann@example.org",
+    }
+    row = {"metadata": json.dumps(meta)}
+    counts = mask_columns(row, PiiConfig())
+    assert counts == {"metadata.phone": 2, "metadata.credit_card": 1, "metadata.email": 1}
+    assert json.loads(row["metadata"]) == {
+        **meta,
+        "note": "call <PHONE>",
+        "contact": {"phone": "<PHONE>"},
+        "cc_number": "<CREDIT_CARD>",
+        "nul": "a\u0000b <EMAIL>",
+    }

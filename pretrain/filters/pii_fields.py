@@ -17,7 +17,8 @@ Two strengths, because ids are not phone numbers:
   ``tel=``, ``cardNumber``), a URL's user name, a reject's ``detail``;
 - *identifier*: the formats that delimit themselves — e-mail, IBAN, resident ID, SSN, IP
   address and international phone numbers (``+49 30 …``) — but no bare digit run. Used in URL
-  paths, other query values and fragments, metadata keys, scheme-less URLs in metadata and
+  paths, other query values and fragments, metadata keys, metadata values whose key names a
+  URL, an id, a size or a time (``url``, ``post_id``, ``offset``, ``created``) and
   ``source_id``. Real URLs are full of 10–13 digit ids and timestamps (``/news/1524225179/``,
   ``?showComment=1402201640051``, ``?rev=1561627232``) that libphonenumber accepts as phone
   numbers and that pass Luhn one time in ten: masked, pages that differ only in them would
@@ -28,11 +29,11 @@ URLs keep their scheme, host and port (the server the page came from: URL dedup,
 statistics and blocklists rely on it) and are masked piece by piece, percent-decoded first
 (``ann%40example.org``); a piece that changed is percent-encoded again except its
 placeholders. Metadata is a JSON object: every string in it, at any depth, is masked
-(``scheme://`` strings as URLs); numbers only under a hinting key (``"phone": 4930455226``;
-offsets and timestamps stay); keys named in ``PiiConfig.drop_metadata_keys`` are removed
+(``scheme://`` strings as URLs); numbers only under a hinting key (``"phone": 4930455226``,
+read as E.164 digits first; offsets and timestamps stay); keys named in ``PiiConfig.drop_metadata_keys`` are removed
 wherever they occur (counted as ``dropped_keys``). Metadata that is not JSON is masked as text.
-A value with nothing masked keeps its bytes. All of a row's values are masked in two
-:func:`mask_pii` calls, one per strength.
+A value with nothing masked keeps its bytes. :class:`ColumnMasker` masks a whole batch of
+rows' values in one :func:`mask_pii` call per strength (and language).
 """
 
 from __future__ import annotations
@@ -59,7 +60,20 @@ _HINT = re.compile(
 )
 _SCHEME = re.compile(r"(?i)^[a-z][a-z0-9+.-]*://")
 _URL_KEY = re.compile(r"(?i)url|uri|link|href")
+# Keys that name an id, a size or a time: their values are read at identifier strength.
+_ID_KEY = re.compile(
+    r"(?i:(?:^|[^a-z])(?:id|ids|uid|guid|uuid|key|offset|length|size|count|timestamp|ts|time|"
+    r"date|created|added|modified|version|rev|revision|hash|digest|sha1|md5|checksum)s?$)"
+    r"|[a-z]I[Dd]s?$"
+)
 _PCHAR = "<>!$&'()*+,;=:@-._~"  # left as they are when a masked piece is encoded again
+# Every detector needs a digit, an "@" (e-mail) or a ":" (IPv6 in hex): other values are skipped,
+# and so are the shapes metadata is full of that hold none: ISO times, UUIDs (WARC record ids).
+_MAYBE_PII = re.compile(r"[\d@:]")
+_NOT_PII = re.compile(
+    r"\d{4}-\d\d-\d\d(?:[T ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?(?:Z|[+-]\d\d:?\d\d)?)?"
+    r"|<?(?:urn:uuid:)?[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}>?"
+)
 
 
 @lru_cache(maxsize=32)
@@ -75,20 +89,39 @@ def mask_values(
     """Each of ``values`` masked at strength ``mode`` (FULL or IDENTIFIER), in one call."""
     if not values:
         return values, {}
-    joined = _JOIN.join(values)
-    if mode == FULL:
-        masked, counts = mask_pii(joined, config, language=language)
-    else:
-        masked, counts = mask_pii(joined, _identifier_config(config))
-        if "phone" in config.types and "+" in masked:
-            masked, phones = _mask_international_phones(masked, config)
-            if phones:
-                counts["phone"] = phones
+    if any("\x00" in v for v in values):  # the separator could be inside: one call each
+        done = [_mask(v, config, mode, language) for v in values]
+        return [v for v, _ in done], dict(sum((Counter(c) for _, c in done), Counter()))
+    masked, counts = _mask(_JOIN.join(values), config, mode, language)
     return masked.split(_JOIN), counts
 
 
+def _mask(text: str, config: PiiConfig, mode: str, language: str | None) -> tuple[str, dict]:
+    if mode == FULL:
+        return mask_pii(text, config, language=language)
+    masked, counts = mask_pii(text, _identifier_config(config))
+    if "phone" in config.types and "+" in masked:
+        masked, phones = _mask_international_phones(masked, config)
+        if phones:
+            counts["phone"] = phones
+    return masked, counts
+
+
+_PLUS = re.compile(r"\+\s?\d")
+
+
 def _mask_international_phones(text: str, config: PiiConfig) -> tuple[str, int]:
-    spans = find_phones(text, regions=config.phone_regions, leniency=config.phone_leniency)
+    """Phone numbers that start with "+" (judged only there: no national reading of ids)."""
+    windows: list[tuple[int, int]] = []
+    for match in _PLUS.finditer(text):
+        start, end = match.start(), min(len(text), match.start() + 40)
+        if windows and start <= windows[-1][1]:
+            windows[-1] = (windows[-1][0], end)
+        else:
+            windows.append((start, end))
+    spans = find_phones(
+        text, regions=config.phone_regions, leniency=config.phone_leniency, within=windows
+    )
     spans = [(start, end) for start, end in spans if text[start] == "+"]
     placeholder = config.placeholder.replace("{TYPE}", "PHONE")
     for start, end in reversed(spans):
@@ -96,61 +129,84 @@ def _mask_international_phones(text: str, config: PiiConfig) -> tuple[str, int]:
     return text, len(spans)
 
 
-class _Row:
-    """The values of one row to mask, by strength, with where each masked value goes."""
+class ColumnMasker:
+    """Rows' values to mask, collected and then masked together: one :func:`mask_pii` call per
+    strength (and language, for full strength) for a whole batch of rows::
+
+        masker = ColumnMasker()
+        for row in rows:
+            masker.add_row(row, config, language=row["language"], prefix="kept.")
+        counts = masker.mask()  # rows changed in place; {"kept.url.email": 1, ...}
+    """
 
     def __init__(self) -> None:
-        self.values: dict[str, list[tuple[str, str, Callable[[str], None]]]] = {
-            FULL: [], IDENTIFIER: []
-        }  # fmt: skip
+        # (id(config), strength, language) -> [(column, value, put)]
+        self.groups: dict[tuple, list[tuple[str, str, Callable[[str], None]]]] = {}
+        self.configs: dict[int, PiiConfig] = {}
+        self.finish: list[Callable[[], None]] = []
         self.counts: Counter[str] = Counter()
+        self.context: tuple[PiiConfig | None, str | None, str] = (None, None, "")
+
+    def add_row(
+        self, row: dict, config: PiiConfig, *, language: str | None = None, prefix: str = ""
+    ) -> None:
+        """Add ``row``'s url, metadata, source_id and detail (those it has)."""
+        self.context = (config, language, prefix)
+        self.configs[id(config)] = config
+        if row.get("url"):
+            self.finish.append(_add_url(self, "url", row["url"], _setter(row, "url")))
+        if row.get("metadata"):
+            self.finish.append(_add_metadata(self, row, config))
+        if row.get("source_id"):
+            self.add("source_id", row["source_id"], IDENTIFIER, _setter(row, "source_id"))
+        detail = row.get("detail")
+        if detail and _SCHEME.match(detail):
+            self.finish.append(_add_url(self, "detail", detail, _setter(row, "detail")))
+        elif detail:
+            self.add("detail", detail, FULL, _setter(row, "detail"))
 
     def add(self, column: str, value: str, mode: str, put: Callable[[str], None]) -> None:
-        if value:
-            self.values[mode].append((column, value, put))
+        """One value; ``put`` gets its masked form if anything in it was masked."""
+        if value and _MAYBE_PII.search(value):
+            config, language, prefix = self.context
+            key = (id(config), mode, language if mode == FULL else None)
+            self.groups.setdefault(key, []).append((prefix + column, value, put))
 
-    def mask(self, config: PiiConfig, language: str | None) -> None:
-        """Mask every value; a changed one is handed to its ``put`` and counted by column."""
-        placeholders = {t: config.placeholder.replace("{TYPE}", t.upper()) for t in PII_TYPES}
-        for mode, entries in self.values.items():
-            masked, counts = mask_values(
-                [v for _, v, _ in entries], config, mode, language=language
-            )
+    def mask(self) -> Counter[str]:
+        """Mask everything added; rows are changed in place. Counts by
+        ``"<prefix><column>.<type>"`` (and ``"<prefix>metadata.dropped_keys"``)."""
+        for (config_id, mode, language), entries in self.groups.items():
+            config = self.configs[config_id]
+            values = [v for _, v, _ in entries]
+            masked, counts = mask_values(values, config, mode, language=language)
             if not counts:
                 continue
+            placeholders = [config.placeholder.replace("{TYPE}", t.upper()) for t in PII_TYPES]
             for (column, value, put), new in zip(entries, masked, strict=True):
                 if new == value:
                     continue
                 put(new)
-                for kind, placeholder in placeholders.items():
+                for kind, placeholder in zip(PII_TYPES, placeholders, strict=True):
                     n = new.count(placeholder) - value.count(placeholder)
                     if n > 0:
                         self.counts[f"{column}.{kind}"] += n
+        for done in self.finish:
+            done()
+        counts, self.counts = self.counts, Counter()
+        self.groups, self.finish = {}, []
+        return counts
+
+
+def _setter(row: dict, column: str) -> Callable[[str], None]:
+    return lambda value: row.__setitem__(column, value)
 
 
 def mask_columns(row: dict, config: PiiConfig, *, language: str | None = None) -> Counter[str]:
     """Mask ``row``'s url, metadata, source_id and detail in place (those it has); counts as
     ``"<column>.<type>"`` and ``"metadata.dropped_keys"``."""
-    work = _Row()
-    finish: list[Callable[[], None]] = []
-    if row.get("url"):
-        finish.append(_add_url(work, "url", row["url"], lambda v: row.__setitem__("url", v)))
-    if row.get("metadata"):
-        finish.append(_add_metadata(work, row, config))
-    if row.get("source_id"):
-        work.add(
-            "source_id", row["source_id"], IDENTIFIER, lambda v: row.__setitem__("source_id", v)
-        )
-    detail = row.get("detail")
-    if detail:
-        if _SCHEME.match(detail):
-            finish.append(_add_url(work, "detail", detail, lambda v: row.__setitem__("detail", v)))
-        else:
-            work.add("detail", detail, FULL, lambda v: row.__setitem__("detail", v))
-    work.mask(config, language)
-    for done in finish:
-        done()
-    return work.counts
+    masker = ColumnMasker()
+    masker.add_row(row, config, language=language)
+    return masker.mask()
 
 
 def mask_url(
@@ -159,14 +215,17 @@ def mask_url(
     """``url`` with PII masked in its user name, path, query and fragment; scheme, host and
     port kept. A string that is no ``scheme://`` URL is masked at identifier strength."""
     out = [url]
-    work = _Row()
-    done = _add_url(work, "url", url, lambda v: out.__setitem__(0, v))
-    work.mask(config, language)
-    done()
-    return out[0], {k.split(".", 1)[1]: n for k, n in work.counts.items()}
+    masker = ColumnMasker()
+    masker.context = (config, language, "")
+    masker.configs[id(config)] = config
+    masker.finish.append(_add_url(masker, "url", url, lambda v: out.__setitem__(0, v)))
+    counts = masker.mask()
+    return out[0], {k.split(".", 1)[1]: n for k, n in counts.items()}
 
 
-def _add_url(work: _Row, column: str, url: str, put: Callable[[str], None]) -> Callable[[], None]:
+def _add_url(
+    work: ColumnMasker, column: str, url: str, put: Callable[[str], None]
+) -> Callable[[], None]:
     """Add ``url``'s pieces to ``work``; returns what puts the URL back together afterwards."""
     try:
         parts = urlsplit(url) if _SCHEME.match(url) else None
@@ -211,63 +270,90 @@ def _add_url(work: _Row, column: str, url: str, put: Callable[[str], None]) -> C
     return rebuild
 
 
-def _add_metadata(work: _Row, row: dict, config: PiiConfig) -> Callable[[], None]:
-    """Add the metadata's strings to ``work`` (keys named in ``drop_metadata_keys`` removed
-    now); returns what writes the JSON back when anything changed."""
+def _add_metadata(work: ColumnMasker, row: dict, config: PiiConfig) -> Callable[[], None]:
+    """Add the metadata's strings (keys too) and hinted numbers to ``work``, found by a scan of
+    the JSON text (no walk over Python objects); keys named in ``drop_metadata_keys`` are
+    removed now. Returns what splices the masked values back into the JSON."""
     text = row["metadata"]
     try:
-        obj = json.loads(text)
+        obj = json.loads(text)  # validates; non-JSON metadata is masked as text
     except ValueError:
-        work.add("metadata", text, FULL, lambda v: row.__setitem__("metadata", v))
+        work.add("metadata", text, FULL, _setter(row, "metadata"))
         return lambda: None
-    changed: list[bool] = []
-    renamed: list[tuple[dict, str, str]] = []
     dropped = _drop_keys(obj, set(config.drop_metadata_keys))
     if dropped:
-        work.counts["metadata.dropped_keys"] += dropped
-        changed.append(True)
-
-    def add_leaf(container: Any, index: Any, value: Any, key: str) -> None:
-        def put(new: str) -> None:
-            container[index] = new
-            changed.append(True)
-
-        if isinstance(value, str):
-            if _SCHEME.match(value):
-                urls.append(_add_url(work, "metadata", value, put))
-            else:
-                mode = IDENTIFIER if _URL_KEY.search(key) and " " not in value else FULL
-                work.add("metadata", value, mode, put)
-        elif isinstance(value, int) and not isinstance(value, bool) and _HINT.search(key):
-            work.add("metadata", str(value), FULL, put)
-
-    def walk(node: Any, key: str) -> None:
-        items = node.items() if isinstance(node, dict) else enumerate(node)
-        for index, value in items:
-            if isinstance(node, dict):
-                work.add(
-                    "metadata", index, IDENTIFIER,
-                    lambda new, node=node, old=index: renamed.append((node, old, new)),
-                )  # fmt: skip
-            name = index if isinstance(node, dict) else key
-            if isinstance(value, dict | list):
-                walk(value, name)
-            else:
-                add_leaf(node, index, value, name)
-
+        work.counts[f"{work.context[2]}metadata.dropped_keys"] += dropped
+        text = row["metadata"] = json.dumps(obj, ensure_ascii=False)
+    if not _MAYBE_PII.search(text):
+        return lambda: None
+    spliced: list[tuple[int, int, str, bool]] = []  # (start, end, new JSON, is a key)
     urls: list[Callable[[], None]] = []
-    holder = [obj]  # a bare JSON string or number is a leaf too
-    walk(holder, "")
+    for match in _HINTED_NUMBER.finditer(text):  # numbers: under a hinting key only
+        if _HINT.search(match.group(1)):
+            put = _splicer(spliced, match.start(2), match.end(2), False)
+            work.add("metadata", _as_phone(match.group(2), config), FULL, put)
+    pos = 0
+    while (match := _NEXT_STRING.match(text, pos)) is not None:
+        pos = match.end()
+        token, is_key = match.group(1), match.group(2) is not None
+        value = json.loads(token) if "\\" in token else token[1:-1]
+        if _NOT_PII.fullmatch(value):
+            continue
+        put = _splicer(spliced, match.start(1), match.end(1), is_key)
+        if is_key:
+            work.add("metadata", value, IDENTIFIER, put)
+        elif _SCHEME.match(value):
+            urls.append(_add_url(work, "metadata", value, put))
+        else:
+            key = _key_before(text, match.start(1))
+            plain = (_URL_KEY.search(key) or _ID_KEY.search(key)) and not _HINT.search(key)
+            work.add("metadata", value, IDENTIFIER if plain and " " not in value else FULL, put)
 
     def rebuild() -> None:
         for done in urls:
             done()
-        for node, old, new in renamed:
-            _rename(node, old, new)
-        if changed or renamed:
-            row["metadata"] = json.dumps(holder[0], ensure_ascii=False)
+        if not spliced:
+            return
+        pieces, last = [], 0
+        for start, end, new, _ in sorted(spliced):
+            pieces += (text[last:start], new)
+            last = end
+        out = "".join(pieces) + text[last:]
+        if any(is_key for *_, is_key in spliced):  # a masked key may now clash with another
+            out = json.dumps(json.loads(out, object_pairs_hook=_unclash), ensure_ascii=False)
+        row["metadata"] = out
 
     return rebuild
+
+
+# From a position between JSON tokens, the next string that may hold PII (a digit, "@", ":"
+# or an escape in it; 2: followed by a colon, a key). Other strings and everything between
+# strings are skipped inside ``re`` (possessively: a scan never restarts inside a string).
+_NEXT_STRING = re.compile(
+    r'(?:[^"]++|"[^"\\\d@:]*+")*+("[^"\\\d@:]*+(?:[\d@:]|\\.)(?:[^"\\]|\\.)*+")(\s*:)?'
+)
+_HINTED_NUMBER = re.compile(r'"([^"\\]*)"\s*:\s*(-?\d{7,})(?![\w.])')
+
+
+def _as_phone(number: str, config: PiiConfig) -> str:
+    """A number stored as an integer has lost its "+" (and any leading 0): read it as E.164
+    digits (``4930455226`` → ``+4930455226``) when that is a phone number, else as written."""
+    international = "+" + number.lstrip("-")
+    spans = find_phones(international, regions=config.phone_regions, leniency=config.phone_leniency)
+    return international if spans == [(0, len(international))] else number
+
+
+def _key_before(text: str, start: int) -> str:
+    """The key of the value starting at ``start`` ("" inside a list)."""
+    before = text[max(0, start - 200) : start].rstrip()
+    if not before.endswith(":"):
+        return ""
+    before = before[:-1].rstrip()
+    return before[before.rfind('"', 0, len(before) - 1) + 1 : -1]
+
+
+def _splicer(spliced: list, start: int, end: int, is_key: bool) -> Callable[[str], None]:
+    return lambda new: spliced.append((start, end, json.dumps(new, ensure_ascii=False), is_key))
 
 
 def _drop_keys(node: Any, drop: set[str]) -> int:
@@ -284,12 +370,13 @@ def _drop_keys(node: Any, drop: set[str]) -> int:
     return count
 
 
-def _rename(node: dict, old: str, new: str) -> None:
-    """Rename a key in place, keeping the order (a clash gets ``~2``, ``~3``, ...)."""
-    name, n = new, 1
-    while name in node:
-        n += 1
-        name = f"{new}~{n}"
-    items = [(name if k == old else k, v) for k, v in node.items()]
-    node.clear()
-    node.update(items)
+def _unclash(pairs: list[tuple[str, Any]]) -> dict:
+    """An object's pairs with repeated keys renamed ``key~2``, ``key~3`` (none is lost)."""
+    out: dict = {}
+    for name, value in pairs:
+        unique, n = name, 1
+        while unique in out:
+            n += 1
+            unique = f"{name}~{n}"
+        out[unique] = value
+    return out

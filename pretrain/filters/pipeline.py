@@ -72,8 +72,8 @@ from pretrain.filters.gopher import (
 from pretrain.filters.heuristics import HeuristicFilter, quality_score
 from pretrain.filters.langid import LanguageFilter
 from pretrain.filters.normalize import normalize_text
-from pretrain.filters.pii import PiiConfig, mask_pii
-from pretrain.filters.pii_fields import mask_columns
+from pretrain.filters.pii import mask_pii
+from pretrain.filters.pii_fields import ColumnMasker
 from pretrain.filters.text import weighted_length
 from pretrain.filters.toxicity import ToxicityFilter
 from pretrain.filters.unwrap import mark_paragraphs, split_at_paragraphs
@@ -169,13 +169,14 @@ def filter_shard(input_uri: str, output_dir_uri: str, config: FilterConfig) -> F
             del batch  # the rows live on as Python objects: hand Arrow's pages back now
             pa.default_memory_pool().release_unused()  # else mimalloc keeps freed pages
             try:
-                decisions = _filter_batch(docs, rules, totals)
+                decisions = _filter_batch(docs, rules, totals, pii_columns)
             except Exception as exc:
                 raise DataError(
                     f"filtering {input_uri} failed in the batch at row offset {offset} "
                     f"({len(docs)} rows): {type(exc).__name__}: {exc}"
                 ) from exc
             kept, rejects = [], []
+            reject_columns = ColumnMasker()  # the rejects' other columns, masked together
             for doc, decision in zip(docs, decisions, strict=True):
                 raw_chars = doc.pop("_raw_chars")
                 removed = doc.pop("_chars_removed", None) or {}
@@ -189,21 +190,28 @@ def filter_shard(input_uri: str, output_dir_uri: str, config: FilterConfig) -> F
                     kept_sources[doc["source"]] += len(chunks)
                     kept_languages[doc["language"]] += len(chunks)
                     pii.update(doc.pop("_pii", {}))
-                    pii_columns.update(doc.pop("_pii_columns", {}))
                     chars_removed.update(removed)
                     totals["chars_kept"] += raw_chars
                     totals["chars_out"] += sum(c["num_chars"] for c in chunks)
                 else:
                     doc.pop("_pii", None)
-                    doc.pop("_pii_columns", None)
                     reject = {**doc, "stage": STAGE, "reason": decision[0], "detail": decision[1]}
                     pii_config = rules.of(doc).config.pii
                     if pii_config is not None:  # rejects are masked too, every column
-                        pii_columns.update(_mask_row(reject, pii_config, "rejected"))
+                        language = doc.get("language")
+                        if reject["text"] is not None:
+                            reject["text"], found = mask_pii(
+                                reject["text"], pii_config, language=language
+                            )
+                            pii_columns.update({f"rejected.text.{k}": n for k, n in found.items()})
+                        reject_columns.add_row(
+                            reject, pii_config, language=language, prefix="rejected."
+                        )
                     order.setdefault(decision[0])
                     dropped[decision[0]] += 1
                     dropped_chars[decision[0]] += raw_chars
                     rejects.append(reject)
+            pii_columns.update(reject_columns.mask())
             kept_out.write_rows(kept)
             rejects_out.write_rows(rejects)
             kept_out.flush()  # row groups of at most one batch: nothing outlives its batch
@@ -239,8 +247,12 @@ def filter_shard(input_uri: str, output_dir_uri: str, config: FilterConfig) -> F
     return stats
 
 
-def _filter_batch(docs: list[dict], rules: _Rules, totals: Counter) -> list[Rejection | None]:
-    """Decide every document of a batch; kept documents are cleaned in place."""
+def _filter_batch(
+    docs: list[dict], rules: _Rules, totals: Counter, pii_columns: Counter
+) -> list[Rejection | None]:
+    """Decide every document of a batch; kept documents are cleaned (and PII-masked, counts of
+    the other columns into ``pii_columns``) in place."""
+    kept_columns = ColumnMasker()
     decisions: list[Rejection | None] = [_prepare(doc, rules.of(doc), totals) for doc in docs]
     with_text = [
         d for d, decision in zip(docs, decisions, strict=True)
@@ -268,20 +280,12 @@ def _filter_batch(docs: list[dict], rules: _Rules, totals: Counter) -> list[Reje
             doc["text"], doc["_pii"] = mask_pii(
                 doc["text"], source_rules.config.pii, language=doc.get("language")
             )
-            doc["_pii_columns"] = _mask_row(doc, source_rules.config.pii, "kept", text=False)
+            kept_columns.add_row(
+                doc, source_rules.config.pii, language=doc.get("language"), prefix="kept."
+            )
         doc["num_chars"] = len(doc["text"])
+    pii_columns.update(kept_columns.mask())
     return decisions
-
-
-def _mask_row(row: dict, config: PiiConfig, kept: str, *, text: bool = True) -> Counter[str]:
-    """Mask ``row``'s other columns (and its text unless ``text=False``) in place; counts as
-    ``"<kept>.<column>.<type>"``."""
-    language = row.get("language")
-    counts = mask_columns(row, config, language=language)
-    if text and row["text"] is not None:
-        row["text"], found = mask_pii(row["text"], config, language=language)
-        counts.update({f"text.{kind}": n for kind, n in found.items()})
-    return Counter({f"{kept}.{key}": n for key, n in counts.items()})
 
 
 def _toxicity(docs: list[dict], decisions: list[Rejection | None], rules: _Rules) -> None:
