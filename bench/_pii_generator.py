@@ -271,7 +271,7 @@ def _metadata(kind: str, value: str, rng: random.Random) -> str:
     core = value.strip("[]").split("]")[0] if kind.startswith("ipv4") else value
     where = rng.choice(("flat", "nested", "list", "sentence"))
     if kind == "phone" and rng.random() < 0.3:
-        number = phonenumbers.parse(value, "US" if not value.startswith(("+", "00")) else None)
+        number = phonenumbers.parse(value if value.startswith("+") else _plus_phone(rng))
         e164 = phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
         meta: dict = {"contact": {"phone": int(e164[1:])}}  # a number under a phone key
     elif where == "flat":

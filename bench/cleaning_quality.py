@@ -175,11 +175,14 @@ def _core(kind: str, value: str) -> str:
 
 
 def _gone(doc: dict, out: str) -> bool:
-    """The planted value is no longer in ``out``: neither whole nor any token of it (3+
-    characters, not in the sentence template), nor percent-encoded."""
-    core = _core(doc["kind"].split("_", 1)[-1] if doc["column"] != "text" else doc["kind"],
-                 doc["value"])  # fmt: skip
-    tokens = _tokens(core) - _tokens(doc["template"])
+    """The planted value is no longer in ``out``: neither whole nor percent-encoded, nor any
+    token of it (3+ characters) that the rest of the document does not hold anyway."""
+    column = doc["column"]
+    core = _core(doc["kind"].split("_", 1)[-1] if column != "text" else doc["kind"], doc["value"])
+    rest = doc[column]
+    for form in (doc["value"], quote(doc["value"], safe=""), core, quote(core, safe="")):
+        rest = rest.replace(form, " ")
+    tokens = _tokens(core) - _tokens(rest) - _tokens(doc["template"])
     return core not in out and quote(core, safe="") not in out and not tokens & _tokens(out)
 
 

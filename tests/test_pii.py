@@ -207,3 +207,11 @@ def test_drop_metadata_keys_must_be_a_tuple_of_names() -> None:
         PiiConfig(drop_metadata_keys="author_email")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="drop_metadata_keys"):
         PiiConfig(drop_metadata_keys=("",))
+
+
+def test_phone_written_with_dots_is_no_ip_address_and_id_shape_is_no_card() -> None:
+    # a Swedish mobile number: after "+46 " the dotted quad is the phone's, not an address
+    assert _mask("ring +46 70.123.45.67 idag") == ("ring <PHONE> idag", {"phone": 1})
+    # 17 digits (Luhn-valid) and an X, month 14: neither a resident ID nor a card
+    assert luhn_valid("12812819561424405")
+    assert _mask("id 12812819561424405X ok") == ("id 12812819561424405X ok", {})

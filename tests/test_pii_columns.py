@@ -169,6 +169,11 @@ def test_masked_urls_still_tell_pages_apart_for_url_dedup() -> None:
         ),
         ("https://a.example/1748-5908-7-83?rev=1561627232", None),  # a DOI, a timestamp
         ("forum.example/u?mail=ann@example.org", "forum.example/u?mail=<EMAIL>"),  # no scheme
+        (
+            "gw.example/send?to=ann%40example.org&n=1524225179",
+            "gw.example/send?to=<EMAIL>&n=1524225179",
+        ),
+        ("data/ann%40example.org file.txt", "data/<EMAIL>%20file.txt"),  # no URL: decoded too
         ("http://[bad/ann@example.org", "http://[bad/<EMAIL>"),  # not parseable, still masked
     ],
 )

@@ -124,11 +124,16 @@ _IBAN = re.compile(
     r"\d(?<=\b[A-Za-z]{2}\d)\d(?:[ \u00a0-]?[A-Za-z0-9]{4})*(?:[ \u00a0-]?[A-Za-z0-9]{1,4})?"
 )
 # Not inside a word or after "+" (a phone's country code), nor after an IBAN's country and
-# check digits ("DE89 3704 ..."); issuer numbers never start with 0 ("0049 30 ..." is a phone).
-_CARD = re.compile(r"[1-9](?<![\w+-][1-9])(?<![A-Z]{2}\d\d \d)(?:[ -]?\d){12,18}(?![\d-])")
+# check digits ("DE89 3704 ..."); issuer numbers never start with 0 ("0049 30 ..." is a phone),
+# and a number a Latin letter follows is no card ("12812819561424405X" is ID-shaped).
+_CARD = re.compile(r"[1-9](?<![\w+-][1-9])(?<![A-Z]{2}\d\d \d)(?:[ -]?\d){12,18}(?![\dA-Za-z-])")
 _SSN = re.compile(r"\d(?<![\d-]\d)\d\d-\d{2}-\d{4}(?![\d-])")
-# An address ends where no digit (or ".digit") follows: "was 93.29.251.207." keeps its stop.
-_IPV4 = r"\d(?<![\w.]\d)(?<!\w\.\d)\d{0,2}\.(?:\d{1,3}\.){2}\d{1,3}(?!\d|\.\d)"
+# An address ends where no digit (or ".digit") follows: "was 93.29.251.207." keeps its stop;
+# none follows a phone's country code ("+46 70.123.45.67" is a Swedish mobile number).
+_IPV4 = (
+    r"\d(?<![\w.]\d)(?<!\w\.\d)(?<!\+\d \d)(?<!\+\d\d \d)(?<!\+\d\d\d \d)"
+    r"\d{0,2}\.(?:\d{1,3}\.){2}\d{1,3}(?!\d|\.\d)"
+)
 _IPV6 = (
     r"(?<![\w:.])(?=[0-9A-Fa-f]{0,4}:[0-9A-Fa-f]{0,4}:)"  # two colons early: fails fast
     r"(?:[0-9A-Fa-f]{1,4}:|:){1,7}(?:(?:\d{1,3}\.){3}\d{1,3}|[0-9A-Fa-f]{1,4}|:)"

@@ -59,6 +59,7 @@ _HINT = re.compile(
     r"(?<![a-z])(?:tel|cell|cc|pan|acct|account)(?![a-z])"
 )
 _SCHEME = re.compile(r"(?i)^[a-z][a-z0-9+.-]*://")
+_HOST_FIRST = re.compile(r"[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+(?::\d+)?(?:[/?#]|$)")
 _URL_KEY = re.compile(r"(?i)url|uri|link|href")
 # Keys that name an id, a size or a time: their values are read at identifier strength.
 _ID_KEY = re.compile(
@@ -213,7 +214,8 @@ def mask_url(
     url: str, config: PiiConfig, *, language: str | None = None
 ) -> tuple[str, dict[str, int]]:
     """``url`` with PII masked in its user name, path, query and fragment; scheme, host and
-    port kept. A string that is no ``scheme://`` URL is masked at identifier strength."""
+    port kept (also without a scheme: ``forum.example/u?mail=...``). Any other string is
+    masked whole at identifier strength."""
     out = [url]
     masker = ColumnMasker()
     masker.context = (config, language, "")
@@ -227,12 +229,23 @@ def _add_url(
     work: ColumnMasker, column: str, url: str, put: Callable[[str], None]
 ) -> Callable[[], None]:
     """Add ``url``'s pieces to ``work``; returns what puts the URL back together afterwards."""
+    head = url[: url.index("//") + 2] if _SCHEME.match(url) else ""
     try:
-        parts = urlsplit(url) if _SCHEME.match(url) else None
+        if head:
+            parts = urlsplit(url)
+        elif _HOST_FIRST.match(url):  # "forum.example/u?mail=..." (Dolma's metadata.url)
+            parts = urlsplit("//" + url)
+        else:
+            parts = None
     except ValueError:  # "http://[bad/": not parseable, still masked
         parts = None
     if parts is None or not parts.netloc:
-        work.add(column, url, IDENTIFIER, put)
+        encoded = "%" in url
+
+        def put_whole(value: str) -> None:
+            put(quote(value, safe=_PCHAR + "/?#[]") if encoded else value)
+
+        work.add(column, unquote(url) if encoded else url, IDENTIFIER, put_whole)
         return lambda: None
     user, at, host = parts.netloc.rpartition("@")
     pieces: list[tuple[str, str]] = [(user, FULL)] if at else []  # (raw piece, strength)
@@ -263,7 +276,6 @@ def _add_url(
         path = "/".join(new[i : i + len(segments)])
         i += len(segments)
         query = "&".join(f"{new[i + 2 * n]}{p[1]}{new[i + 2 * n + 1]}" for n, p in enumerate(pairs))
-        head = url[: url.index("//") + 2]
         query = f"?{query}" if "?" in url.partition("#")[0] else ""
         put(head + netloc + path + query + (f"#{new[-1]}" if "#" in url else ""))
 
