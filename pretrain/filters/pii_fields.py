@@ -51,7 +51,6 @@ from pretrain.filters.phones import find_phones
 from pretrain.filters.pii import PII_TYPES, PiiConfig, mask_pii
 
 FULL, IDENTIFIER = "full", "identifier"
-COLUMNS = ("url", "metadata", "source_id", "detail")  # besides the text
 # No detector's pattern crosses a NUL, so a row's values are masked in one call per strength.
 _JOIN = "\n\x00\n"
 _HINT = re.compile(
