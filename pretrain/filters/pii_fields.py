@@ -58,6 +58,12 @@ _HINT = re.compile(
     r"(?<![a-z])(?:tel|cell|cc|pan|acct|account)(?![a-z])"
 )
 _SCHEME = re.compile(r"(?i)^[a-z][a-z0-9+.-]*://")
+# What a URL must hold for an identifier-strength detector to match in it: "@" (e-mail, user
+# name), "%" (anything encoded), "+" (a phone), a dotted quad, two colons (IPv6), two letters
+# and two digits (IBAN), an SSN, 17 digits (resident ID).
+_URL_MAYBE = re.compile(
+    r"[@%+]|\d\.\d+\.\d+\.\d|:[0-9A-Fa-f]*:|[A-Za-z]{2}\d\d|\d{3}-\d\d-\d{4}|\d{17}"
+)
 _HOST_FIRST = re.compile(r"[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+(?::\d+)?(?:[/?#]|$)")
 _URL_KEY = re.compile(r"(?i)url|uri|link|href")
 # Keys that name an id, a size or a time: their values are read at identifier strength.
@@ -197,6 +203,10 @@ class ColumnMasker:
         return counts
 
 
+def _nothing() -> None:
+    return None
+
+
 def _setter(row: dict, column: str) -> Callable[[str], None]:
     return lambda value: row.__setitem__(column, value)
 
@@ -228,6 +238,9 @@ def _add_url(
     work: ColumnMasker, column: str, url: str, put: Callable[[str], None]
 ) -> Callable[[], None]:
     """Add ``url``'s pieces to ``work``; returns what puts the URL back together afterwards."""
+    query = url.partition("?")[2]
+    if not _URL_MAYBE.search(url) and not (query and _HINT.search(query)):
+        return _nothing  # no detector of identifier strength can match, no hinting key
     head = url[: url.index("//") + 2] if _SCHEME.match(url) else ""
     try:
         if head:
@@ -299,7 +312,8 @@ def _add_metadata(work: ColumnMasker, row: dict, config: PiiConfig) -> Callable[
         return lambda: None
     spliced: list[tuple[int, int, str, bool]] = []  # (start, end, new JSON, is a key)
     urls: list[Callable[[], None]] = []
-    for match in _HINTED_NUMBER.finditer(text):  # numbers: under a hinting key only
+    hinted = _HINT.search(text) is not None
+    for match in _HINTED_NUMBER.finditer(text) if hinted else ():  # under a hinting key only
         if _HINT.search(match.group(1)):
             put = _splicer(spliced, match.start(2), match.end(2), False)
             work.add("metadata", _as_phone(match.group(2), config), FULL, put)
@@ -337,11 +351,15 @@ def _add_metadata(work: ColumnMasker, row: dict, config: PiiConfig) -> Callable[
     return rebuild
 
 
-# From a position between JSON tokens, the next string that may hold PII (a digit, "@", ":"
-# or an escape in it; 2: followed by a colon, a key). Other strings and everything between
-# strings are skipped inside ``re`` (possessively: a scan never restarts inside a string).
+# From a position between JSON tokens, the next string that may hold PII (2: followed by a
+# colon, a key). Skipped inside ``re``, possessively (a scan never restarts inside a string):
+# everything between strings, strings with at most 3 digits and none of "@%:+" or an escape,
+# ISO times and UUIDs (WARC dates and record ids) — no detector matches in them.
 _NEXT_STRING = re.compile(
-    r'(?:[^"]++|"[^"\\\d@:]*+")*+("[^"\\\d@:]*+(?:[\d@:]|\\.)(?:[^"\\]|\\.)*+")(\s*:)?'
+    r'(?:[^"]++|"[^"\\\d@%:+]*+(?:\d[^"\\\d@%:+]*+){0,3}"'
+    r'|"\d{4}-\d\d-\d\d(?:[T ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?(?:Z|[+-]\d\d:?\d\d)?)?"'
+    r'|"<?(?:urn:uuid:)?[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}>?")*+'
+    r'("(?:[^"\\]|\\.)*+")(\s*:)?'
 )
 _HINTED_NUMBER = re.compile(r'"([^"\\]*)"\s*:\s*(-?\d{7,})(?![\w.])')
 
