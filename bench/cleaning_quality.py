@@ -26,8 +26,9 @@ PII (``bench/_pii_generator.py``): recall per kind on planted values in internat
 them, ``pretrain/filters/pii_fields.py``) — and the share of decoys changed at all (checksum
 look-alikes, ID-shaped numbers, real-looking URL ids and metadata), for ``ours``; ``old`` (the
 regex version of commit ``447f740``) and ``naive`` (one loose regex per type) on the text
-kinds. ``ours`` counts a value as masked only when none of its tokens is left *and* the
-placeholder of its own type is there (an IBAN masked as ``<PHONE>`` is a miss);
+kinds, and ``before`` (the detectors of commit ``1afb2f7``, before issue 26) on the text
+kinds. ``ours`` and ``before`` count a value as masked only when none of its tokens is left
+*and* the placeholder of its own type is there (an IBAN masked as ``<PHONE>`` is a miss);
 ``ours_any_placeholder``, ``old`` and ``naive`` only ask that the value is gone. Also counted:
 phone false positives in all Reuters stories, and how many real URLs (Common Crawl, Dragnet)
 the column masking changes.
@@ -78,6 +79,7 @@ from pretrain.filters.toxicity_classifier import (  # noqa: E402
 )
 
 OLD_COMMIT = "447f740"
+PII_BEFORE_COMMIT = "1afb2f7"  # the PII detectors before issue 26 (text only, no precedence)
 PLAIN_WORDS = frozenset(
     "fuck fucking shit bitch cunt asshole bastard dick pussy slut whore damn crap piss cock "
     "fag nigger retard motherfucker bullshit".split()
@@ -92,17 +94,17 @@ NAIVE = {
 }
 
 
-def old_module(path: str, name: str) -> types.ModuleType | None:
-    """The file as it was at OLD_COMMIT, imported under ``name`` (None without git history)."""
+def old_module(path: str, name: str, commit: str = OLD_COMMIT) -> types.ModuleType | None:
+    """The file as it was at ``commit``, imported under ``name`` (None without git history)."""
     try:
         source = subprocess.run(
-            ["git", "show", f"{OLD_COMMIT}:{path}"], cwd=ROOT, capture_output=True, check=True
+            ["git", "show", f"{commit}:{path}"], cwd=ROOT, capture_output=True, check=True
         ).stdout.decode()
     except (subprocess.CalledProcessError, FileNotFoundError):
         return None
     module = types.ModuleType(name)
     sys.modules[name] = module  # dataclasses look their module up
-    exec(compile(source, f"{OLD_COMMIT}:{path}", "exec"), module.__dict__)  # noqa: S102
+    exec(compile(source, f"{commit}:{path}", "exec"), module.__dict__)  # noqa: S102
     return module
 
 
@@ -198,7 +200,8 @@ def _mask_doc(doc: dict, config: PiiConfig) -> tuple[str, str]:
 
 def pii_report(per_type: int) -> dict:
     """Recall per kind (typed: masked with the placeholder of its type, and the value gone),
-    decoys changed at all, for ours; value-gone rates for the old and naive text maskers."""
+    decoys changed at all, for ours and (text kinds) the detectors before issue 26;
+    value-gone rates for the old and naive text maskers."""
     docs = planted_documents(per_type=per_type)
     config = PiiConfig()
     report: dict = {"ours": {}, "ours_any_placeholder": {}}
@@ -225,8 +228,11 @@ def pii_report(per_type: int) -> dict:
     report["ours"]["docs_per_s"] = round(len(docs) / elapsed, 1)
     report["ours_missed_examples"] = {k: v[:3] for k, v in misses.items()}
     text_docs = [d for d in docs if d["column"] == "text"]
-    old = old_module("pretrain/filters/pii.py", "old_pii")
-    methods = {"old": (lambda t: old.mask_pii(t, old.PiiConfig())[0])} if old else {}
+    methods = {}
+    for method, commit in (("before", PII_BEFORE_COMMIT), ("old", OLD_COMMIT)):
+        module = old_module("pretrain/filters/pii.py", f"{method}_pii", commit)
+        if module is not None:
+            methods[method] = lambda t, m=module: m.mask_pii(t, m.PiiConfig())[0]
     naive = [re.compile(p) for p in NAIVE.values()]
 
     def naive_mask(text: str) -> str:
@@ -240,9 +246,11 @@ def pii_report(per_type: int) -> dict:
         start = time.perf_counter()
         for doc in text_docs:
             out = mask(doc["text"])
-            hits.setdefault(doc["kind"], []).append(
-                int(out != doc["text"] if doc["decoy"] else _gone(doc, out))
-            )
+            hit = out != doc["text"] if doc["decoy"] else _gone(doc, out)
+            if method == "before" and not doc["decoy"]:  # typed, as ours
+                placeholder = config.placeholder.replace("{TYPE}", EXPECTED[doc["kind"]].upper())
+                hit = hit and placeholder in out
+            hits.setdefault(doc["kind"], []).append(int(hit))
         rates = {kind: round(sum(v) / len(v), 4) for kind, v in hits.items()}
         rates["docs_per_s"] = round(len(text_docs) / (time.perf_counter() - start), 1)
         report[method] = rates
@@ -311,11 +319,11 @@ def main() -> None:
     print(f"ours scores {tox['docs_per_s']} documents/s (model + word lists, 1 process)")
     pii = pii_report(args.pii_per_type)
     print("\nPII: share of planted values masked as their type (decoys: share changed at all)")
-    print(f"{'kind':22}{'ours':>8}{'ours, any mask':>16}{'old':>8}{'naive':>8}")
+    print(f"{'kind':22}{'ours':>8}{'ours, any mask':>16}{'before':>8}{'old':>8}{'naive':>8}")
     for kind in (k for k in pii["ours"] if k != "docs_per_s"):
         cells = "".join(
             f"{pii[m][kind]:>8.3f}" if kind in pii.get(m, {}) else f"{'n/a':>8}"
-            for m in ("old", "naive")
+            for m in ("before", "old", "naive")
         )
         print(
             f"{kind:22}{pii['ours'][kind]:>8.3f}{pii['ours_any_placeholder'][kind]:>16.3f}{cells}"
@@ -384,7 +392,9 @@ def main() -> None:
                 "toxicity_docs_per_s": tox["docs_per_s"],
                 "toxicity_classifier_trained_on_dev": classifier,
                 "pii": {
-                    m: pii[m] for m in ("ours", "ours_any_placeholder", "old", "naive") if m in pii
+                    m: pii[m]
+                    for m in ("ours", "ours_any_placeholder", "before", "old", "naive")
+                    if m in pii
                 },
                 "pii_real_urls": {k: v for k, v in real.items() if k != "ours_changed_examples"},
                 "phones_masked_in_reuters": pii["ours_phones_masked_in_reuters"],
