@@ -27,9 +27,10 @@ the reason):
    (:mod:`.pii_fields`), so no column of ``documents.parquet`` or ``rejects.parquet`` holds
    the PII that :mod:`.pii` detects; ``pii_masked`` counts the kept text's spans by type and
    ``pii_masked_columns`` every other masked span (``kept.url.email``,
-   ``rejected.text.phone``, ``kept.metadata.dropped_keys``); documents over ``max_chars`` whose profile says
-   ``long_documents="split"`` are cut into chunks of about ``chunk_chars`` at paragraph
-   boundaries (``chunks_added`` in the stats; the chunks keep ``source_id``)
+   ``rejected.text.phone``, ``kept.metadata.dropped_keys``); documents over ``max_chars``
+   whose profile says ``long_documents="split"`` are cut into chunks of about
+   ``chunk_chars`` at paragraph boundaries (``chunks_added`` in the stats; the chunks keep
+   ``source_id``)
 
 Batches of ``batch_size`` documents stream through, read one input row group at a time, and
 each batch's kept documents and rejects are written as they come, so peak memory is bounded by
