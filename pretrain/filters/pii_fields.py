@@ -30,9 +30,11 @@ statistics and blocklists rely on it) and are masked piece by piece, percent-dec
 (``ann%40example.org``); a piece that changed is percent-encoded again except its
 placeholders. Metadata is a JSON object: every string in it, at any depth, is masked
 (``scheme://`` strings as URLs); numbers only under a hinting key (``"phone": 4930455226``,
-read as E.164 digits first; offsets and timestamps stay); keys named in ``PiiConfig.drop_metadata_keys`` are removed
-wherever they occur (counted as ``dropped_keys``). Metadata that is not JSON is masked as text.
-A value with nothing masked keeps its bytes. :class:`ColumnMasker` masks a whole batch of
+read as E.164 digits first; offsets and timestamps stay); keys named in
+``PiiConfig.drop_metadata_keys`` are removed wherever they occur (counted as
+``dropped_keys``). Metadata that is not JSON is masked as text. A value with nothing masked
+keeps its bytes. Not covered: a URL's password (``user:secret@host``) is masked only where a
+detector finds something in it. :class:`ColumnMasker` masks a whole batch of
 rows' values in one :func:`mask_pii` call per strength (and language).
 """
 
