@@ -7,17 +7,25 @@ of punctuation real text puts after values (full stop, comma, bracket, port, zon
   random last digits, written the ways people write them (international with spaces, dashes or
   dots, ``00`` prefix, ``+44 (0)20`` style, national, bare digits), plus the six numbers the
   issue lists;
-- ``email``, ``ipv4`` (global addresses), ``ipv6`` (compressed, full, zone ids, IPv4-mapped),
-  ``credit_card`` (Luhn-valid, 4 brands, spaced / dashed / bare), ``iban`` (12 countries,
-  mod-97-valid, grouped or compact);
-- decoys: the same cards and IBANs with a wrong check digit (must stay unmasked).
+- ``email``, ``ipv4`` (global addresses), ``ipv4_private`` (10/8, 172.16/12, 192.168/16),
+  ``ipv6`` (compressed, full, zone ids, IPv4-mapped), ``credit_card`` (Luhn-valid, 4 brands,
+  spaced / dashed / bare), ``iban`` (12 countries, mod-97-valid, grouped, compact, dashed or
+  lower case), ``us_ssn``, ``cn_resident_id`` (real province codes and birth dates, right
+  check character) and ``cn_id_wrong_check`` (the same with a wrong one: masked as an ID);
+- ``url_*`` / ``metadata_*``: the same values in a document's ``url`` (query values, paths,
+  percent-encoded) or ``metadata`` JSON (nested, numbers under a ``phone`` key), text clean;
+- decoys (must stay unmasked): the same cards and IBANs with a wrong check digit, 18-digit
+  numbers shaped like resident IDs with an impossible birth date, and URLs and metadata full
+  of what real ones hold: 10-13 digit ids and timestamps, DOIs, ISO times, UUIDs, offsets.
 
 Deterministic for a given seed.
 """
 
 from __future__ import annotations
 
+import json
 import random
+from urllib.parse import quote
 
 import phonenumbers
 
@@ -77,9 +85,13 @@ def _iban(rng: random.Random, valid: bool) -> str:
         if check == 98 - int(numeric) % 97:
             check = 2 if check != 2 else 3
     compact = f"{country}{check:02d}{bban}"
-    if rng.random() < 0.3:
+    style = rng.choice(("grouped", "grouped", "compact", "dashed", "lower"))
+    if style == "compact":
         return compact
-    return " ".join(compact[i : i + 4] for i in range(0, len(compact), 4))
+    grouped = " ".join(compact[i : i + 4] for i in range(0, len(compact), 4))
+    return {"grouped": grouped, "dashed": grouped.replace(" ", "-"), "lower": grouped.lower()}[
+        style
+    ]
 
 
 def _phone(rng: random.Random) -> str:
@@ -148,6 +160,53 @@ def _ipv6(rng: random.Random) -> str:
     return f"::ffff:{rng.randint(11, 99)}.{rng.randint(0, 255)}.{rng.randint(0, 255)}.{rng.randint(1, 254)}"
 
 
+def _ipv4_private(rng: random.Random) -> str:
+    address = rng.choice(
+        (
+            f"10.{rng.randint(0, 255)}.{rng.randint(0, 255)}.{rng.randint(1, 254)}",
+            f"172.{rng.randint(16, 31)}.{rng.randint(0, 255)}.{rng.randint(1, 254)}",
+            f"192.168.{rng.randint(0, 255)}.{rng.randint(1, 254)}",
+        )
+    )
+    return rng.choice((address, address, f"[{address}]", f"{address}:{rng.randint(1, 65535)}"))
+
+
+def _ssn(rng: random.Random) -> str:
+    area = rng.choice([a for a in range(1, 900) if a != 666])
+    return f"{area:03d}-{rng.randint(1, 99):02d}-{rng.randint(1, 9999):04d}"
+
+
+CN_PROVINCES = (11, 12, 13, 14, 15, 21, 22, 23, 31, 32, 33, 34, 35, 36, 37, 41, 42, 43, 44, 45,
+                46, 50, 51, 52, 53, 54, 61, 62, 63, 64, 65)  # fmt: skip
+
+
+def _cn_check(body: str) -> str:
+    weights = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
+    return "10X98765432"[sum(int(d) * w for d, w in zip(body, weights, strict=True)) % 11]
+
+
+def _cn_id(rng: random.Random, check: str = "right") -> str:
+    """``check``: "right", "wrong" (a real ID's shape, wrong check character) or "decoy" (no
+    real birth date: month 13-19, and not Luhn-valid, so it is no card either)."""
+    while True:
+        region = f"{rng.choice(CN_PROVINCES)}{rng.randint(1, 9999):04d}"
+        month = rng.randint(13, 19) if check == "decoy" else rng.randint(1, 12)
+        born = f"{rng.randint(1940, 2005)}{month:02d}{rng.randint(1, 28):02d}"
+        body = region + born + f"{rng.randint(0, 999):03d}"
+        right = _cn_check(body)
+        last = right if check == "right" else rng.choice([c for c in "0123456789X" if c != right])
+        value = body + last
+        if check != "decoy" or last == "X" or _luhn_digit(value[:-1]) != value[-1]:
+            return value
+
+
+def _plus_phone(rng: random.Random) -> str:
+    """A phone number in international format (what a URL path or unhinted value can hold)."""
+    while not (value := _phone(rng)).startswith("+"):
+        pass
+    return value
+
+
 GENERATORS = {
     "email": _email,
     "phone": _phone,
@@ -155,21 +214,108 @@ GENERATORS = {
     "ipv6": _ipv6,
     "credit_card": lambda rng: _card(rng, True),
     "iban": lambda rng: _iban(rng, True),
+    "ipv4_private": _ipv4_private,
+    "us_ssn": _ssn,
+    "cn_resident_id": _cn_id,
+    "cn_id_wrong_check": lambda rng: _cn_id(rng, "wrong"),
 }
-DECOYS = {"card_decoy": lambda rng: _card(rng, False), "iban_decoy": lambda rng: _iban(rng, False)}
+DECOYS = {
+    "card_decoy": lambda rng: _card(rng, False),
+    "iban_decoy": lambda rng: _iban(rng, False),
+    "cn_id_decoy": lambda rng: _cn_id(rng, "decoy"),
+}
+# kind -> the placeholder type it must be masked as
+EXPECTED = {
+    "email": "email", "phone": "phone", "ipv4": "ip_address", "ipv6": "ip_address",
+    "ipv4_private": "ip_address", "credit_card": "credit_card", "iban": "iban",
+    "us_ssn": "us_ssn", "cn_resident_id": "cn_resident_id", "cn_id_wrong_check": "cn_resident_id",
+}  # fmt: skip
+URL_TEMPLATES = {  # kind of value -> URLs that carry it ({v}: as written, {q}: percent-encoded)
+    "email": ("https://news.example/unsubscribe?email={q}&list=7", "https://shop.example/u/{v}/orders",
+              "https://forum.example/profile?user={v}#posts", "mailto-gw.example/send?to={q}"),
+    "phone": ("https://cars.example/ad/1524225179?tel={q}", "https://shop.example/call?phone={q}",
+              "https://dir.example/p/{plus}/details"),
+    "ipv4": ("https://wiki.example/w/index.php?title=User:{v}&action=edit",
+             "https://logs.example/host/{v}/status"),
+    "ipv4_private": ("http://cams.example/view?src={v}", "https://wiki.example/wiki/Special:Contributions/{v}"),
+    "iban": ("https://pay.example/transfer?to={q}&amount=10", "https://pay.example/iban/{compact}"),
+}  # fmt: skip
+URL_DECOYS = (
+    "https://news.example/{y}/{m:02d}/{id10}.html", "https://blog.example/{y}/{m:02d}/post.html?showComment={ms}",
+    "https://photos.example/photos/7281432@N05/{id11}", "https://wiki.example/doku.php?id=recept&rev={ts}",
+    "https://journal.example/articles/10.1186/{issn}-{id2}-{id2}", "https://shop.example/item/{id10}?ref={id13}",
+    "https://video.example/watch/{id19}#t={id2}", "https://maps.example/@{lat},{lon},15z",
+)  # fmt: skip
+
+
+def _url(kind: str, value: str, rng: random.Random) -> str:
+    core = value.strip("[]").split("]")[0]
+    core = core.split(":")[0] if kind.startswith("ipv4") else core
+    compact = value.replace(" ", "").replace("-", "")
+    plus = value if value.startswith("+") else _plus_phone(rng)
+    template = rng.choice(URL_TEMPLATES[kind])
+    return template.format(v=core, q=quote(value, safe=""), compact=compact, plus=quote(plus))
+
+
+def _url_decoy(rng: random.Random) -> str:
+    digits = lambda n: str(rng.randint(10 ** (n - 1), 10**n - 1))  # noqa: E731
+    return rng.choice(URL_DECOYS).format(
+        y=rng.randint(2005, 2024), m=rng.randint(1, 12), id10=digits(10), id11=digits(11),
+        id13=digits(13), id19=digits(19), id2=digits(2), ms=rng.randint(1_100_000_000_000,
+        1_700_000_000_000), ts=rng.randint(1_100_000_000, 1_700_000_000), issn=digits(4),
+        lat=f"{rng.uniform(-60, 60):.7f}", lon=f"{rng.uniform(-170, 170):.7f}",
+    )  # fmt: skip
+
+
+def _metadata(kind: str, value: str, rng: random.Random) -> str:
+    core = value.strip("[]").split("]")[0] if kind.startswith("ipv4") else value
+    where = rng.choice(("flat", "nested", "list", "sentence"))
+    if kind == "phone" and rng.random() < 0.3:
+        number = phonenumbers.parse(value if value.startswith("+") else _plus_phone(rng))
+        e164 = phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
+        meta: dict = {"contact": {"phone": int(e164[1:])}}  # a number under a phone key
+    elif where == "flat":
+        meta = {f"author_{kind}": core}
+    elif where == "nested":
+        meta = {"author": {"name": "A. Lee", "contact": {kind: core}}}
+    elif where == "list":
+        meta = {"values": ["first", core, "last"]}
+    else:
+        meta = {"comment": f"Reach the editor at {value}. Thanks."}
+    return json.dumps({"source": "forum", **meta, "offset": rng.randint(10**6, 10**10)})
+
+
+def _metadata_decoy(rng: random.Random) -> str:
+    return json.dumps({
+        "warc_date": f"{rng.randint(2010, 2024)}-0{rng.randint(1, 9)}-1{rng.randint(0, 9)}T12:15:59.000Z",
+        "warc_record_id": f"<urn:uuid:{rng.getrandbits(32):08x}-b568-4b1b-8a7b-a4b2753a07d6>",
+        "id": str(rng.randint(10**9, 10**10 - 1)), "post_id": rng.randint(10**9, 10**13),
+        "uncompressed_offset": rng.randint(10**6, 10**10), "length": rng.randint(100, 10**6),
+        "attributes": {"score": [[rng.randint(0, 50000), rng.randint(50000, 99999), 1.0]]},
+        "url": _url_decoy(rng).split("://", 1)[1],
+    })  # fmt: skip
 
 
 def planted_documents(per_type: int = 300, seed: int = 13) -> list[dict]:
-    """Documents ``{kind, value, text, decoy}``; the issue's phone numbers are always included."""
+    """Documents ``{kind, value, text, url, metadata, decoy, template}``; the issue's phone
+    numbers are always included. ``url_<kind>`` / ``metadata_<kind>`` documents hold their value
+    in that column only (``column`` says which)."""
     rng = random.Random(seed)
     docs = []
 
-    def plant(kind: str, value: str, decoy: bool) -> None:
+    def plant(kind: str, value: str, decoy: bool, column: str = "text") -> None:
         template = rng.choice(TEMPLATES)
         text = template.format(v=value, p=rng.choice(PUNCTUATION))
-        docs.append(
-            {"kind": kind, "value": value, "text": text, "decoy": decoy, "template": template}
-        )
+        doc = {"kind": kind, "value": value, "text": text, "decoy": decoy, "template": template,
+               "column": column, "url": None, "metadata": None}  # fmt: skip
+        if column != "text":
+            doc["text"] = template.format(v="the form", p=".")
+            base = kind.split("_", 1)[1] if not decoy else ""
+            if column == "url":
+                doc["url"] = _url_decoy(rng) if decoy else _url(base, value, rng)
+            else:
+                doc["metadata"] = _metadata_decoy(rng) if decoy else _metadata(base, value, rng)
+        docs.append(doc)
 
     for value in ISSUE_PHONES:
         plant("phone", value, False)
@@ -179,4 +325,10 @@ def planted_documents(per_type: int = 300, seed: int = 13) -> list[dict]:
     for kind, make in DECOYS.items():
         for _ in range(per_type):
             plant(kind, make(rng), True)
+    for column, kinds in (("url", URL_TEMPLATES), ("metadata", URL_TEMPLATES)):
+        for kind in kinds:
+            for _ in range(per_type // 3):
+                plant(f"{column}_{kind}", GENERATORS[kind](rng), False, column)
+        for _ in range(per_type):
+            plant(f"{column}_decoy", "", True, column)
     return docs

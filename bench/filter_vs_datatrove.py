@@ -10,9 +10,10 @@ LanguageFilter(en, 0.65) → Gopher repetition → Gopher quality → C4 → Fin
 Ours runs in this venv; datatrove runs in ``.venv-bench-datatrove/`` (created here on first
 use: datatrove needs ``xxhash<4`` and spaCy) through ``bench/_datatrove_runner.py``.
 Two chains of ours run against datatrove's: ``rules`` (the chain above, as datatrove has it)
-and ``full`` (plus toxicity scoring and PII masking of every document, as ``filter_shard``
-does), against datatrove's chain alone (the conservative ratio) and with datatrove's
-``PIIFormatter`` on every document (``full_vs_pii``; datatrove has no toxicity model). On a shared
+and ``full`` (plus toxicity scoring and PII masking of every document's text, url and
+metadata, as ``filter_shard`` does), against datatrove's chain alone (the conservative
+ratio) and with datatrove's ``PIIFormatter`` on every document (``full_vs_pii``; datatrove
+has no toxicity model). On a shared
 machine the load moves more between runs than the chains differ, so every round runs the
 three back to back and the ratios are taken per round (median reported). Prints the rates,
 the ratios, the keep/drop agreement and the disagreement classes, and ends with one JSON line.
@@ -45,15 +46,21 @@ BENCH_PINS = ("datatrove==0.10.1", "xxhash<4", "fasttext-numpy2-wheel==0.9.2", "
 
 
 def load_rows() -> list[dict]:
+    from pretrain.data.readers import provenance  # url and metadata as the raw shard has them
+
     rows = []
     for path in INPUTS:
         if not path.exists():
             raise SystemExit(f"{path} is missing: this benchmark needs ../shared/data")
         with gzip.open(path, "rt", encoding="utf-8") as f:
             for i, line in enumerate(f):
-                text = json.loads(line).get("text") or ""
+                record = json.loads(line)
+                text = record.get("text") or ""
                 if text.strip():
-                    rows.append({"id": f"{path.name}:{i}", "text": text})
+                    meta = record.get("metadata")
+                    url = record.get("url") or (meta.get("url") if isinstance(meta, dict) else None)
+                    rows.append({"id": f"{path.name}:{i}", "text": text, "url": url,
+                                 "metadata": provenance(record)["metadata"]})  # fmt: skip
     return rows
 
 
@@ -76,6 +83,7 @@ def run_ours(
     )
     from pretrain.filters.langid import LangIdConfig, LanguageFilter
     from pretrain.filters.pii import PiiConfig, mask_pii
+    from pretrain.filters.pii_fields import mask_columns
     from pretrain.filters.toxicity import ToxicityFilter
 
     lid = LanguageFilter(LangIdConfig(languages=("en",), min_score=0.65))
@@ -91,7 +99,10 @@ def run_ours(
     def one_pass() -> dict[str, str | None]:
         decisions: dict[str, str | None] = {}
         for start in range(0, len(rows), 1024):
-            docs = [{"text": r["text"], "source": "web"} for r in rows[start : start + 1024]]
+            docs = [
+                {"text": r["text"], "source": "web", "url": r["url"], "metadata": r["metadata"]}
+                for r in rows[start : start + 1024]
+            ]
             lid.annotate_batch(docs)
             for row, doc in zip(rows[start : start + 1024], docs, strict=True):
                 rejection = lid.decide(doc)
@@ -108,6 +119,7 @@ def run_ours(
                     rejection = toxicity.check(doc)
                     decisions[row["id"]] = None if rejection is None else rejection[0]
                 doc["text"], _ = mask_pii(doc["text"], pii, language=doc["language"])
+                mask_columns(doc, pii, language=doc["language"])  # url and metadata too
         return decisions
 
     one_pass()  # warm-up: model load

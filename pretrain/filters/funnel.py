@@ -40,7 +40,10 @@ class FilterStats:
     chunks_added: int = 0  # extra rows from long documents split into chunks
     kept_by_source: dict[str, int] = field(default_factory=dict)
     kept_by_language: dict[str, int] = field(default_factory=dict)
-    pii_masked: dict[str, int] = field(default_factory=dict)
+    pii_masked: dict[str, int] = field(default_factory=dict)  # kept text, by type
+    # every other masked span: "<kept|rejected>.<column>.<type>" (text, url, metadata,
+    # source_id, detail), and "<kept|rejected>.metadata.dropped_keys"
+    pii_masked_columns: dict[str, int] = field(default_factory=dict)
     mojibake_repaired: int = 0
     reason_order: tuple[str, ...] = ()  # reasons in pipeline order, for the funnel chart
 
@@ -79,6 +82,7 @@ class FilterStats:
         out.update({f"chars_removed_{rule}": n for rule, n in sorted(self.chars_removed.items())})
         out.update({f"kept_{src}": n for src, n in sorted(self.kept_by_source.items())})
         out.update({f"pii_{kind}": n for kind, n in sorted(self.pii_masked.items())})
+        out.update({f"pii_{key}": n for key, n in sorted(self.pii_masked_columns.items())})
         top = sorted(self.kept_by_language.items(), key=lambda kv: (-kv[1], str(kv[0])))[:10]
         out["top_languages"] = ", ".join(f"{lang}:{n}" for lang, n in top)
         out["funnel_md"] = funnel_markdown(self)
@@ -108,6 +112,7 @@ def aggregate(stats: list[FilterStats]) -> FilterStats:
         kept_by_source=total("kept_by_source"),
         kept_by_language=total("kept_by_language"),
         pii_masked=total("pii_masked"),
+        pii_masked_columns=total("pii_masked_columns"),
         mojibake_repaired=sum(s.mojibake_repaired for s in stats),
         reason_order=order,
     )
@@ -141,6 +146,11 @@ def funnel_markdown(stats: FilterStats, width: int = 30) -> str:
     if stats.chars_removed:
         lines += ["", "| line rule | chars removed from kept documents |", "|---|---:|"]
         lines += [f"| {rule} | {n} |" for rule, n in sorted(stats.chars_removed.items())]
+    masked = {f"kept.text.{kind}": n for kind, n in stats.pii_masked.items()}
+    masked.update(stats.pii_masked_columns)
+    if masked:
+        lines += ["", "| PII masked (rows . column . type) | spans |", "|---|---:|"]
+        lines += [f"| {key} | {n} |" for key, n in sorted(masked.items())]
     return "\n".join(lines)
 
 

@@ -22,10 +22,15 @@ the reason):
 8. ``quality_score`` (quality classifier, or the heuristic score without one) on every
    document with text, rejects included; ``low_quality_score`` under ``min_quality_score`` /
    outside ``keep_top_fraction``
-9. PII masking (never drops) of the kept text, and of the rejected text before it is written:
-   ``rejects.parquet`` never holds the PII that :mod:`.pii` detects; documents over ``max_chars`` whose profile says
-   ``long_documents="split"`` are cut into chunks of about ``chunk_chars`` at paragraph
-   boundaries (``chunks_added`` in the stats; the chunks keep ``source_id``)
+9. PII masking (never drops) of every kept and rejected row before it is written: the text
+   (:mod:`.pii`) and the ``url``, ``metadata``, ``source_id`` and ``detail`` columns
+   (:mod:`.pii_fields`), so no column of ``documents.parquet`` or ``rejects.parquet`` holds
+   the PII that :mod:`.pii` detects; ``pii_masked`` counts the kept text's spans by type and
+   ``pii_masked_columns`` every other masked span (``kept.url.email``,
+   ``rejected.text.phone``, ``kept.metadata.dropped_keys``); documents over ``max_chars``
+   whose profile says ``long_documents="split"`` are cut into chunks of about
+   ``chunk_chars`` at paragraph boundaries (``chunks_added`` in the stats; the chunks keep
+   ``source_id``)
 
 Batches of ``batch_size`` documents stream through, read one input row group at a time, and
 each batch's kept documents and rejects are written as they come, so peak memory is bounded by
@@ -69,6 +74,7 @@ from pretrain.filters.heuristics import HeuristicFilter, quality_score
 from pretrain.filters.langid import LanguageFilter
 from pretrain.filters.normalize import normalize_text
 from pretrain.filters.pii import mask_pii
+from pretrain.filters.pii_fields import ColumnMasker
 from pretrain.filters.toxicity import ToxicityFilter
 from pretrain.filters.unwrap import mark_paragraphs, split_at_paragraphs
 from pretrain.filters.urls import UrlFilter
@@ -144,6 +150,7 @@ def filter_shard(input_uri: str, output_dir_uri: str, config: FilterConfig) -> F
     kept_sources: Counter[str] = Counter()
     kept_languages: Counter[str] = Counter()
     pii: Counter[str] = Counter()
+    pii_columns: Counter[str] = Counter()  # "kept.url.email", "rejected.text.phone", ...
     chars_removed: Counter[str] = Counter()
     totals = Counter()
     offset = 0
@@ -163,13 +170,14 @@ def filter_shard(input_uri: str, output_dir_uri: str, config: FilterConfig) -> F
             del batch  # the rows live on as Python objects: hand Arrow's pages back now
             pa.default_memory_pool().release_unused()  # else mimalloc keeps freed pages
             try:
-                decisions = _filter_batch(docs, rules, totals)
+                decisions = _filter_batch(docs, rules, totals, pii_columns)
             except Exception as exc:
                 raise DataError(
                     f"filtering {input_uri} failed in the batch at row offset {offset} "
                     f"({len(docs)} rows): {type(exc).__name__}: {exc}"
                 ) from exc
             kept, rejects = [], []
+            reject_columns = ColumnMasker()  # the rejects' other columns, masked together
             for doc, decision in zip(docs, decisions, strict=True):
                 raw_chars = doc.pop("_raw_chars")
                 removed = doc.pop("_chars_removed", None) or {}
@@ -188,17 +196,23 @@ def filter_shard(input_uri: str, output_dir_uri: str, config: FilterConfig) -> F
                     totals["chars_out"] += sum(c["num_chars"] for c in chunks)
                 else:
                     doc.pop("_pii", None)
+                    reject = {**doc, "stage": STAGE, "reason": decision[0], "detail": decision[1]}
                     pii_config = rules.of(doc).config.pii
-                    if pii_config is not None and doc["text"] is not None:
-                        doc["text"], _ = mask_pii(  # rejects are masked too
-                            doc["text"], pii_config, language=doc.get("language")
+                    if pii_config is not None:  # rejects are masked too, every column
+                        language = doc.get("language")
+                        if reject["text"] is not None:
+                            reject["text"], found = mask_pii(
+                                reject["text"], pii_config, language=language
+                            )
+                            pii_columns.update({f"rejected.text.{k}": n for k, n in found.items()})
+                        reject_columns.add_row(
+                            reject, pii_config, language=language, prefix="rejected."
                         )
                     order.setdefault(decision[0])
                     dropped[decision[0]] += 1
                     dropped_chars[decision[0]] += raw_chars
-                    rejects.append(
-                        {**doc, "stage": STAGE, "reason": decision[0], "detail": decision[1]}
-                    )
+                    rejects.append(reject)
+            pii_columns.update(reject_columns.mask())
             kept_out.write_rows(kept)
             rejects_out.write_rows(rejects)
             kept_out.flush()  # row groups of at most one batch: nothing outlives its batch
@@ -218,6 +232,7 @@ def filter_shard(input_uri: str, output_dir_uri: str, config: FilterConfig) -> F
             kept_by_source=dict(sorted(kept_sources.items())),
             kept_by_language=dict(sorted(kept_languages.items())),
             pii_masked=dict(sorted(pii.items())),
+            pii_masked_columns=dict(sorted(pii_columns.items())),
             mojibake_repaired=totals["mojibake_repaired"],
             reason_order=tuple(r for r in order if r in dropped),
         )
@@ -233,8 +248,12 @@ def filter_shard(input_uri: str, output_dir_uri: str, config: FilterConfig) -> F
     return stats
 
 
-def _filter_batch(docs: list[dict], rules: _Rules, totals: Counter) -> list[Rejection | None]:
-    """Decide every document of a batch; kept documents are cleaned in place."""
+def _filter_batch(
+    docs: list[dict], rules: _Rules, totals: Counter, pii_columns: Counter
+) -> list[Rejection | None]:
+    """Decide every document of a batch; kept documents are cleaned (and PII-masked, counts of
+    the other columns into ``pii_columns``) in place."""
+    kept_columns = ColumnMasker()
     decisions: list[Rejection | None] = [_prepare(doc, rules.of(doc), totals) for doc in docs]
     with_text = [
         d for d, decision in zip(docs, decisions, strict=True)
@@ -262,7 +281,11 @@ def _filter_batch(docs: list[dict], rules: _Rules, totals: Counter) -> list[Reje
             doc["text"], doc["_pii"] = mask_pii(
                 doc["text"], source_rules.config.pii, language=doc.get("language")
             )
+            kept_columns.add_row(
+                doc, source_rules.config.pii, language=doc.get("language"), prefix="kept."
+            )
         doc["num_chars"] = len(doc["text"])
+    pii_columns.update(kept_columns.mask())
     return decisions
 
 
