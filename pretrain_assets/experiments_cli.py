@@ -79,9 +79,14 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def _spread(values: Sequence[float]) -> str:
-    mean = statistics.fmean(values)
-    sd = statistics.stdev(values) if len(values) > 1 else math.nan
-    return f"{mean:.4f} ± {sd:.4f}" if len(values) > 1 else f"{mean:.4f}"
+    """``mean ± std`` over the finite values (``n/a`` when none is)."""
+    finite = [v for v in values if math.isfinite(v)]
+    if not finite:
+        return "n/a"
+    mean = statistics.fmean(finite)
+    if len(finite) == 1:
+        return f"{mean:.4f}"
+    return f"{mean:.4f} ± {statistics.stdev(finite):.4f}"
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

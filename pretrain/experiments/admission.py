@@ -17,10 +17,11 @@ cleaning cost is the CPU time the stages spent on it, per GB and for the whole g
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
+
+import numpy as np
 
 from pretrain.errors import ConfigError, DataError
 from pretrain.experiments.run import ExperimentResult
@@ -208,8 +209,10 @@ def admission_evidence(
     return AdmissionEvidence(
         group=group,
         seeds=seeds,
-        delta_bpb={k: statistics.fmean(v) for k, v in changes.items()},
-        spread_bpb={k: statistics.stdev(v) if len(v) > 1 else math.nan for k, v in changes.items()},
+        delta_bpb={k: float(np.mean(v)) for k, v in changes.items()},
+        spread_bpb={
+            k: float(np.std(v, ddof=1)) if len(v) > 1 else math.nan for k, v in changes.items()
+        },
         with_experiments=tuple(with_[s].name for s in seeds),
         without_experiments=tuple(without[s].name for s in seeds),
         proxy_flops=sum(r.cost["flops"] for r in runs),
