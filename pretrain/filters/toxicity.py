@@ -178,11 +178,14 @@ def _profanity_check_model() -> tuple[Any, Any]:
 
 
 def sentence_probabilities(sentences: list[str]) -> list[float]:
-    """The shipped English model's probability that each sentence is toxic."""
+    """The alt-profanity-check model's probability that each (English) sentence is toxic."""
     if not sentences:
         return []
     vectorizer, classifier = _profanity_check_model()
     return classifier.predict_proba(vectorizer.transform(sentences))[:, 1].tolist()
+
+
+_Row = tuple[int, int, str | None, bool, bool]  # doc, sentence, language, names a group, reports
 
 
 class _Scorer(NamedTuple):
@@ -284,9 +287,7 @@ class ToxicityFilter(Filter):
 
     def score_batch(self, docs: list[Document]) -> list[float | None]:
         """Score every document (one call per model for the batch); sets ``toxicity_score``."""
-        rows: list[
-            tuple[int, int, str | None, bool, bool]
-        ] = []  # doc, sentence, lang, named, reported
+        rows: list[_Row] = []
         texts: list[str] = []
         split: list[list[str]] = []
         flags: list[list[bool]] = []
@@ -345,7 +346,7 @@ class ToxicityFilter(Filter):
         return scores
 
     def _flag_with_models(
-        self, rows: list[tuple[int, int, str | None, bool, bool]], texts: list[str],
+        self, rows: list[_Row], texts: list[str],
         flags: list[list[bool]],
     ) -> None:  # fmt: skip
         """Flag the open sentences each model scores high enough (in its languages only)."""
