@@ -1,155 +1,211 @@
 """Labelled document sets for ``bench/cleaning_quality.py`` (toxicity part), built from ../shared/data.
 
-Toxic sets are *documents*, not sentences, because the filter judges whole documents:
+Toxic sets are *documents* (threads and pages), not sentences, because the filter judges whole
+documents. Splits come from :mod:`_toxicity_data` (the units the shipped model was trained on
+are ``train``, thresholds were calibrated on ``dev``, numbers are reported on ``heldout``):
 
-- ``stormfront_threads``: consecutive posts of one Stormfront subforum (sentences of a post
-  joined, posts separated by blank lines), 10 posts a thread: every thread of the forum,
-  including the many threads without a sentence its annotators labelled hate.
-- ``stormfront_threads_30_posts``: the same with 30 posts a thread (a forum page or more: the
-  share of toxic sentences of a longer thread varies less).
-- ``stormfront_forum_pages``: the 10-post threads with the short lines a scraped forum page
-  puts around each post (user name, post count, "Quote", "Reply"), which must not dilute them.
-- ``stormfront_hate_threads``: the same, from posts with at least one ``hate`` sentence.
+- ``stormfront_threads``: 10 consecutive posts of one Stormfront subforum (sentences of a post
+  joined, posts separated by blank lines): every thread of the forum, including the many
+  without a sentence its annotators labelled hate; a third of a 30-post split block.
+- ``stormfront_threads_30_posts``: the whole 30-post block (a forum page or more).
+- ``stormfront_forum_pages``: the 10-post threads as a scraped forum page shows them: a user
+  line, a post count, "Quote" and "Reply" around each post, and every third post opening with
+  a quote of the one before ("Quote: Originally Posted by ...").
+- ``stormfront_hate_threads``: up to 10 posts of a block that hold a ``hate`` sentence.
 - ``twitter_threads``: 10 consecutive Davidson et al. tweets (mostly offensive, as sampled).
+- ``implicit_hate_statements``: ToxiGen's hateful seed statements and HateCheck's implicit
+  derogation cases (``derog_impl_h``), one statement a document; mostly no slur, no profanity.
+- ``implicit_hate_threads``: 10 posts, 5 of those statements among 5 neutral statements about
+  the same kinds of groups (ToxiGen neutral, HateCheck ``ident_neutral_nh`` / ``ident_pos_nh``),
+  100 per split, drawn with a fixed seed from the split's statements.
 
-Clean sets: ``clean_web`` (English Common Crawl pages of the dolma and CCNet-head samples)
-and ``violent_news`` (Reuters-21578 stories with at least two violence words: killings,
-bombs, attacks, police), ``all_reuters_news`` (all 10,788 stories) and ``gutenberg_books`` (13 novels, plays and
-poems: insults in dialogue, "hell", "Moby Dick"). Every set is split 80/20 by a hash of its id: tune on ``dev``,
-report ``heldout``.
+Clean sets (never trained on; ``heldout`` is a fifth of them by id, the rest is ``dev``):
+``clean_web`` (Common Crawl pages of the dolma and CCNet-head samples, all languages),
+``violent_news`` (Reuters-21578 stories with ≥ 2 violence words), ``political_news`` (≥ 2
+political words), ``news_pages`` (real 2012 news pages of the extraction set, gold main text,
+from news outlets, about violence or politics: a shooting, Syria, Benghazi, elections),
+``article_pages`` (all 415 pages of that set, blogs with profanity included),
+``all_reuters_news`` (10,788 stories), ``gutenberg_books`` (13 novels, plays and poems),
+``neutral_group_threads`` (10 neutral statements about groups).
 """
 
 from __future__ import annotations
 
-import gzip
-import hashlib
-import json
+import random
 import re
-from pathlib import Path
 
-DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
-TOXICITY = DATA / "toxicity"
-WEB = DATA / "web"
-_VIOLENT = re.compile(
+from _toxicity_data import (
+    DATA,
+    WEB,
+    davidson_blocks,
+    hatecheck_rows,
+    read,
+    split_of,
+    stormfront_blocks,
+    toxigen_rows,
+)
+
+__all__ = ["DATA", "WEB", "toxicity_sets", "training_labels", "split_of", "document_split"]
+_read = read  # the PII part of the benchmark reads Reuters through this name
+VIOLENT = re.compile(
     r"\b(?:kill(?:ed|ing|s)?|murder\w*|shot|shooting|bomb\w*|attack\w*|police|dead|wounded|"
     r"rebels?|gunmen|explosion|terroris\w*|guerrillas?|army|troops)\b",
     re.IGNORECASE,
 )
+POLITICAL = re.compile(
+    r"\b(?:president|minister|parliament|congress\w*|senat\w*|election\w*|government|party|"
+    r"opposition|vote[ds]?|democrat\w*|republican\w*|communist\w*|regime|protest\w*)\b",
+    re.IGNORECASE,
+)
+NEWS_OUTLETS = re.compile(
+    r"https?://(?:[\w-]+\.)*(?:wsj\.com|bbc\.com|bbc\.co\.uk|cnn\.com|guardian\.co\.uk|"
+    r"nytimes\.com|cbsnews\.com|nbcnews\.com|washingtonpost\.com|abs-cbnnews\.com|ibnlive\.in\.com|"
+    r"msnbc\.msn\.com|theatlantic\.com|breitbart\.com|cfr\.org|danwei\.com|nj\.com|poynter\.org|"
+    r"whitehouse\.gov|gawker\.com|247wallst\.com|news\.cnet\.com|wired\.com|techcrunch\.com|"
+    r"infoworld\.com|engadget\.com|universetoday\.com|arstechnica\.com|bigthink\.com)/"
+)
+THREADS_PER_SPLIT = 100
 
 
-def _read(path: Path) -> list[dict]:
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        return [json.loads(line) for line in f]
+def document_split(key: str) -> str:
+    """A clean document's split: ``heldout`` or ``dev`` (nothing trains on clean documents)."""
+    return "heldout" if split_of(key) == "heldout" else "dev"
 
 
-def split_of(key: str) -> str:
-    """``heldout`` for a stable fifth of the keys, ``dev`` for the rest."""
-    return "heldout" if int(hashlib.sha1(key.encode()).hexdigest()[:8], 16) % 5 == 0 else "dev"
+def _post(rows: list[dict]) -> str:
+    return " ".join(r["text"] for r in rows)
 
 
-def stormfront_threads(
-    *, hate_only: bool, per_thread: int = 10, page_lines: bool = False
-) -> list[dict]:
-    posts: dict[tuple[str, str], list[dict]] = {}
-    for row in _read(TOXICITY / "stormfront_hate_speech_10944.jsonl.gz"):
-        posts.setdefault((row["subforum_id"], row["post_id"]), []).append(row)
-    by_subforum: dict[str, list[tuple[str, str]]] = {}
-    for (subforum, post_id), rows in sorted(posts.items()):
-        if hate_only and not any(r["label"] == "hate" for r in rows):
-            continue
-        rows.sort(key=lambda r: r["sentence_no"])
-        text = " ".join(r["text"] for r in rows)
-        if page_lines:  # what a scraped forum page puts around each post
-            text = f"user{rows[0]['user_id']}\nPosts: {int(post_id) % 4000:,}\nQuote\n{text}\nReply"
-        by_subforum.setdefault(subforum, []).append((post_id, text))
+def _page(posts: list[tuple[str, list[dict]]]) -> str:
+    """A scraped forum page: user lines, post counts, quotes and buttons around the posts."""
+    parts = []
+    for i, (post_id, rows) in enumerate(posts):
+        quote = ""
+        if i % 3 == 2:
+            before = posts[i - 1][1]
+            quote = (
+                f"Quote:\nOriginally Posted by user{before[0]['user_id']}\n{before[0]['text']}\n"
+            )
+        parts.append(
+            f"user{rows[0]['user_id']}\nPosts: {int(post_id) % 4000:,}\n{quote}{_post(rows)}\n"
+            "Reply With Quote"
+        )
+    return "\n\n".join(parts)
+
+
+def stormfront_threads(*, per_thread: int = 10, page: bool = False, hate_only: bool = False):
+    """Threads cut from the 30-post split blocks (a thread never crosses a block)."""
     threads = []
-    for subforum, items in sorted(by_subforum.items()):
-        for start in range(0, len(items), per_thread):
-            chunk = items[start : start + per_thread]
-            key = f"stormfront:{subforum}:{chunk[0][0]}"
-            threads.append({"id": key, "text": "\n\n".join(t for _, t in chunk),
-                            "posts": [p for p, _ in chunk]})  # fmt: skip
+    for key, split, posts in stormfront_blocks():
+        if hate_only:
+            posts = [p for p in posts if any(r["label"] == "hate" for r in p[1])]
+        for start in range(0, len(posts), per_thread):
+            chunk = posts[start : start + per_thread]
+            text = _page(chunk) if page else "\n\n".join(_post(rows) for _, rows in chunk)
+            threads.append({"id": f"{key}#{start // per_thread}", "split": split, "text": text})
     return threads
 
 
-def training_labels() -> list[dict]:
-    """Labelled sentences and tweets for a toxicity classifier, from the ``dev`` side only.
-
-    Stormfront sentences (``hate`` toxic, ``noHate`` clean) of posts in ``dev`` 10-post threads
-    and Davidson tweets of ``dev`` 10-tweet threads: nothing of the held-out threads of
-    ``stormfront_threads``, ``stormfront_forum_pages`` or ``twitter_threads``. The 30-post and
-    hate-only threads group the same posts differently: see ``OVERLAPS_TRAINING``.
-    """
-    held: set[tuple[str, str]] = set()
-    for thread in stormfront_threads(hate_only=False):
-        if split_of(thread["id"]) == "heldout":
-            held.update((thread["id"].split(":")[1], p) for p in thread["posts"])
-    rows = [
-        {"text": r["text"], "toxic": r["toxic"]}
-        for r in _read(TOXICITY / "stormfront_hate_speech_10944.jsonl.gz")
-        if r["toxic"] is not None and (r["subforum_id"], r["post_id"]) not in held
-    ]
-    tweets = _read(TOXICITY / "davidson_twitter_hate_offensive_24783.jsonl.gz")
-    for i in range(0, len(tweets), 10):
-        if split_of(tweets[i]["id"]) == "dev":
-            rows += [{"text": r["text"], "toxic": r["toxic"]} for r in tweets[i : i + 10]]
-    return rows
-
-
-# Sets whose held-out threads hold posts that ``training_labels`` trains on.
-OVERLAPS_TRAINING = frozenset({"stormfront_threads_30_posts", "stormfront_hate_threads"})
-
-
 def twitter_threads() -> list[dict]:
-    rows = _read(TOXICITY / "davidson_twitter_hate_offensive_24783.jsonl.gz")
     return [
-        {"id": rows[i]["id"], "text": "\n\n".join(r["text"] for r in rows[i : i + 10])}
-        for i in range(0, len(rows), 10)
+        {"id": key, "split": split, "text": "\n\n".join(r["text"] for r in tweets)}
+        for key, split, tweets in davidson_blocks()
+    ]
+
+
+def _statements() -> tuple[list[dict], list[dict]]:
+    """(implicit hate, neutral about groups) statements, each with its split."""
+    tg, hc = toxigen_rows(), hatecheck_rows()
+    hate = [r for r in tg if r["toxic"]] + [r for r in hc if r["functionality"] == "derog_impl_h"]
+    neutral = [r for r in tg if not r["toxic"]]
+    neutral += [r for r in hc if r["functionality"] in ("ident_neutral_nh", "ident_pos_nh")]
+    return hate, neutral
+
+
+def implicit_statements() -> list[dict]:
+    hate, _ = _statements()
+    return [{"id": r["id"], "split": r["split"], "text": r["text"]} for r in hate]
+
+
+def statement_threads(*, hateful: int) -> list[dict]:
+    """THREADS_PER_SPLIT threads of 10 statements per split, ``hateful`` of them implicit hate."""
+    hate, neutral = _statements()
+    rng = random.Random(0)
+    threads = []
+    for split in ("train", "dev", "heldout"):
+        pool_h = [r["text"] for r in hate if r["split"] == split]
+        pool_n = [r["text"] for r in neutral if r["split"] == split]
+        for n in range(THREADS_PER_SPLIT):
+            posts = rng.sample(pool_h, hateful) + rng.sample(pool_n, 10 - hateful)
+            rng.shuffle(posts)
+            threads.append({"id": f"statements:{split}:{hateful}:{n}", "split": split,
+                            "text": "\n\n".join(posts)})  # fmt: skip
+    return threads
+
+
+def _clean(rows: list[dict], prefix: str = "") -> list[dict]:
+    return [
+        {"id": prefix + r["id"], "split": document_split(prefix + r["id"]), "text": r["text"]}
+        for r in rows
+        if (r.get("text") or "").strip()
     ]
 
 
 def clean_web() -> list[dict]:
-    paths = (
-        WEB / "cc_dolma_CC-MAIN-20190717121559-20190717143559-00140.jsonl.gz",
-        WEB / "cc_dolma_ccnet_head_and_provided_30docs.jsonl.gz",
+    names = (
+        "cc_dolma_CC-MAIN-20190717121559-20190717143559-00140.jsonl.gz",
+        "cc_dolma_ccnet_head_and_provided_30docs.jsonl.gz",
     )
-    docs = []
-    for path in paths:
-        for i, row in enumerate(_read(path)):
-            if (row.get("text") or "").strip():
-                docs.append({"id": f"{path.name}:{i}", "text": row["text"]})
-    return docs
+    return _clean(
+        [{"id": f"{name}:{i}", "text": r.get("text")} for name in names
+         for i, r in enumerate(read(WEB / name))]
+    )  # fmt: skip
 
 
-def violent_news() -> list[dict]:
-    rows = _read(WEB / "news" / "reuters21578_apte_nltk_10788docs.jsonl.gz")
-    return [
-        {"id": row["id"], "text": row["text"]}
-        for row in rows
-        if len(_VIOLENT.findall(row["text"])) >= 2
-    ]
+def reuters() -> list[dict]:
+    return _clean(read(WEB / "news" / "reuters21578_apte_nltk_10788docs.jsonl.gz"))
 
 
-def all_news() -> list[dict]:
-    rows = _read(WEB / "news" / "reuters21578_apte_nltk_10788docs.jsonl.gz")
-    return [{"id": row["id"], "text": row["text"]} for row in rows]
-
-
-def books() -> list[dict]:
-    rows = _read(DATA / "books" / "nltk_gutenberg_selections_2008.jsonl.gz")
-    return [{"id": row["id"], "text": row["text"]} for row in rows]
+def pages(*, news_only: bool) -> list[dict]:
+    rows = read(DATA / "extraction" / "dragnet_test_415pages.jsonl.gz")
+    if news_only:
+        rows = [
+            r for r in rows
+            if NEWS_OUTLETS.match(r["url"] or "")
+            and len(VIOLENT.findall(r["text"])) + len(POLITICAL.findall(r["text"])) >= 2
+        ]  # fmt: skip
+    return _clean(rows)
 
 
 def toxicity_sets() -> dict[str, tuple[bool, list[dict]]]:
-    """name -> (is_toxic, documents)."""
+    """name -> (is_toxic, documents with ``id``, ``split`` and ``text``)."""
+    news = reuters()
     return {
-        "stormfront_threads": (True, stormfront_threads(hate_only=False)),
-        "stormfront_threads_30_posts": (True, stormfront_threads(hate_only=False, per_thread=30)),
-        "stormfront_forum_pages": (True, stormfront_threads(hate_only=False, page_lines=True)),
+        "stormfront_threads": (True, stormfront_threads()),
+        "stormfront_threads_30_posts": (True, stormfront_threads(per_thread=30)),
+        "stormfront_forum_pages": (True, stormfront_threads(page=True)),
         "stormfront_hate_threads": (True, stormfront_threads(hate_only=True)),
         "twitter_threads": (True, twitter_threads()),
+        "implicit_hate_statements": (True, implicit_statements()),
+        "implicit_hate_threads": (True, statement_threads(hateful=5)),
         "clean_web": (False, clean_web()),
-        "violent_news": (False, violent_news()),
-        "all_reuters_news": (False, all_news()),
-        "gutenberg_books": (False, books()),
-    }
+        "violent_news": (False, [d for d in news if len(VIOLENT.findall(d["text"])) >= 2]),
+        "political_news": (False, [d for d in news if len(POLITICAL.findall(d["text"])) >= 2]),
+        "news_pages": (False, pages(news_only=True)),
+        "article_pages": (False, pages(news_only=False)),
+        "all_reuters_news": (False, news),
+        "gutenberg_books": (False, _clean(read(DATA / "books" / "nltk_gutenberg_selections_2008.jsonl.gz"))),
+        "neutral_group_threads": (False, statement_threads(hateful=0)),
+    }  # fmt: skip
+
+
+def training_labels() -> list[dict]:
+    """A user's own labels for the ``toxicity`` stage's classifier: every Stormfront sentence
+    and Davidson tweet that is not ``heldout`` (the shipped model's ``train`` and ``dev``)."""
+    from _toxicity_data import labelled
+
+    return [
+        {"text": r["text"], "toxic": r["toxic"]}
+        for r in labelled()
+        if r["source"] in ("stormfront", "davidson") and r["split"] != "heldout"
+    ]

@@ -2,24 +2,11 @@
 
     .venv/bin/python bench/cleaning_quality.py [--pii-per-type 300] [--news 10788] [--cjk 2000]
 
-Toxicity (sets in ``bench/_toxicity_sets.py``, from ``../shared/data``; language from LID-176
-as in the filter stage): share of documents flagged — recall on toxic forum threads (Stormfront
-threads, those with a labelled hate sentence, Twitter threads), false positives on clean web
-pages and violent Reuters news — for
-
-- ``ours``: ``ToxicityFilter(ToxicityConfig())`` (sentence model + word lists, share rule);
-- ``no_identity_rule`` / ``every_line_counts``: ours with the identity rule off, or with
-  every line counted in the share (``min_sentence_words=1``);
-- ``with_trained_classifier``: ours plus the ``toxicity`` stage's fastText classifier trained
-  on the dev labels (``training_labels``: Stormfront sentences of posts in dev threads and
-  Davidson tweets of dev threads), the issue's second kind of trained scorer, as a user with
-  labelled data of their own would run it; ``n/a`` for the sets whose held-out threads hold
-  posts it was trained on;
-- ``old_default``: the word-list-only filter this replaced (loaded from git, commit ``447f740``);
-- ``plain_20_words``: any of 20 common English profanities in the text.
-
-Thresholds were tuned on the ``dev`` split and the books (see :mod:`pretrain.filters.toxicity`);
-the targets (recall ≥ 0.80, false positives ≤ 2%) are judged on ``heldout``.
+Toxicity (``bench/cleaning_toxicity.py``, run from here; sets in ``bench/_toxicity_sets.py``):
+recall on held-out forum threads of 10 and 30 posts, forum pages and implicit hate, false
+positives on clean web pages, violent and political news, news pages and books, for the shipped
+model's filter (``ours``) against the filter before it, ablations, a classifier trained on a
+user's labels (combined or replacing) and 20 profane words; the AUC of ``toxicity_score``.
 
 PII (``bench/_pii_generator.py``): recall per kind on planted values in international formats
 — in the text, and in a document's ``url`` and ``metadata`` (masked as the filter stage masks
@@ -49,10 +36,8 @@ import json
 import re
 import subprocess
 import sys
-import tempfile
 import time
 import types
-from dataclasses import asdict
 from pathlib import Path
 from urllib.parse import quote, unquote
 
@@ -60,30 +45,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from _pii_generator import EXPECTED, planted_documents  # noqa: E402
-from _toxicity_sets import (  # noqa: E402
-    DATA,
-    OVERLAPS_TRAINING,
-    split_of,
-    toxicity_sets,
-    training_labels,
-)
+from _toxicity_sets import DATA  # noqa: E402
 from cleaning_text_kept import text_kept_report  # noqa: E402
+from cleaning_toxicity import print_report as print_toxicity  # noqa: E402
+from cleaning_toxicity import run as run_toxicity  # noqa: E402
 
-from pretrain.filters.langid import predict  # noqa: E402
 from pretrain.filters.pii import PiiConfig, mask_pii  # noqa: E402
 from pretrain.filters.pii_fields import mask_columns, mask_url  # noqa: E402
-from pretrain.filters.toxicity import ToxicityConfig, ToxicityFilter  # noqa: E402
-from pretrain.filters.toxicity_classifier import (  # noqa: E402
-    ToxicityClassifierConfig,
-    train_toxicity_classifier,
-)
 
 OLD_COMMIT = "447f740"
 PII_BEFORE_COMMIT = "1afb2f7"  # the PII detectors before issue 26 (text only, no precedence)
-PLAIN_WORDS = frozenset(
-    "fuck fucking shit bitch cunt asshole bastard dick pussy slut whore damn crap piss cock "
-    "fag nigger retard motherfucker bullshit".split()
-)
 NAIVE = {
     "email": r"\S+@\S+\.\w+",
     "phone": r"\+?\(?\d[\d ().-]{6,}\d",
@@ -106,62 +77,6 @@ def old_module(path: str, name: str, commit: str = OLD_COMMIT) -> types.ModuleTy
     sys.modules[name] = module  # dataclasses look their module up
     exec(compile(source, f"{commit}:{path}", "exec"), module.__dict__)  # noqa: S102
     return module
-
-
-def trained_classifier(folder: str) -> dict:
-    """The toxicity stage's fastText classifier trained on the dev labels (stats as a dict)."""
-    labels = Path(folder) / "labels.jsonl"
-    labels.write_text("".join(json.dumps(r) + "\n" for r in training_labels()))
-    config = ToxicityClassifierConfig(labelled_uris=(str(labels),))
-    return asdict(train_toxicity_classifier(str(Path(folder) / "model"), config))
-
-
-def toxicity_report(classifier_dir: str) -> dict:
-    sets = toxicity_sets()
-    old = old_module("pretrain/filters/toxicity.py", "old_toxicity")
-    old_rule = old.ToxicityFilter() if old else None
-    ours = ToxicityFilter(ToxicityConfig())
-    ablations = {  # ours with one of its rules switched off, or a trained classifier added
-        "no_identity_rule": ToxicityFilter(ToxicityConfig(identity_threshold=None)),
-        "every_line_counts": ToxicityFilter(ToxicityConfig(min_sentence_words=1)),
-        "with_trained_classifier": ToxicityFilter(
-            ToxicityConfig(classifier_uri=str(Path(classifier_dir) / "model"))
-        ),
-    }
-    words = re.compile(r"\w+")
-    report: dict = {}
-    seconds, scored = 0.0, 0
-    for name, (toxic, docs) in sets.items():
-        for doc, (language, prob) in zip(docs, predict([d["text"] for d in docs]), strict=True):
-            doc["language"] = language if prob >= 0.65 else None
-        start = time.perf_counter()
-        ours.score_batch(docs)
-        flagged = {"ours": [ours.check(d) is not None for d in docs]}
-        seconds, scored = seconds + time.perf_counter() - start, scored + len(docs)
-        for method, rule in ablations.items():
-            if method == "with_trained_classifier" and name in OVERLAPS_TRAINING:
-                continue  # its held-out threads hold posts the classifier was trained on
-            rule.score_batch(docs)
-            flagged[method] = [rule.check(d) is not None for d in docs]
-        if old_rule is not None:
-            flagged["old_default"] = [old_rule.check(d) is not None for d in docs]
-        flagged["plain_20_words"] = [
-            any(w.lower() in PLAIN_WORDS for w in words.findall(d["text"])) for d in docs
-        ]
-        splits = [split_of(d["id"]) for d in docs]
-        entry: dict = {"toxic": toxic, "documents": len(docs)}
-        for split in ("dev", "heldout"):
-            idx = [i for i, s in enumerate(splits) if s == split]
-            entry[split] = {
-                method: round(sum(flagged[method][i] for i in idx) / max(1, len(idx)), 4)
-                if method in flagged
-                else None
-                for method in ("ours", *ablations, "old_default", "plain_20_words")
-            }
-            entry[split]["n"] = len(idx)
-        report[name] = entry
-    report["docs_per_s"] = round(scored / seconds, 1)
-    return report
 
 
 def _tokens(text: str) -> set[str]:
@@ -298,25 +213,8 @@ def main() -> None:
     args = parser.parse_args()
     if not (DATA / "toxicity").exists():
         raise SystemExit(f"{DATA} is missing: this benchmark needs ../shared/data")
-    with tempfile.TemporaryDirectory() as classifier_dir:
-        classifier = trained_classifier(classifier_dir)
-        tox = toxicity_report(classifier_dir)
-    print("toxicity classifier trained on the dev labels:", json.dumps(classifier))
-    print("toxicity: share of documents flagged (dev / heldout)")
-    methods = [m for m in tox["clean_web"]["dev"] if m != "n"]
-    print(f"{'set':30}{'kind':8}{'n(heldout)':>11}" + "".join(f"{m:>24}" for m in methods))
-    for name, entry in tox.items():
-        if not isinstance(entry, dict):
-            continue
-        cells = "".join(
-            f"{'n/a':>24}"
-            if entry["dev"][m] is None
-            else f"{entry['dev'][m]:>11.3f} / {entry['heldout'][m]:<10.3f}"
-            for m in methods
-        )
-        kind = "recall" if entry["toxic"] else "FP"
-        print(f"{name:30}{kind:8}{entry['heldout']['n']:>11}{cells}")
-    print(f"ours scores {tox['docs_per_s']} documents/s (model + word lists, 1 process)")
+    tox = run_toxicity()
+    print_toxicity(tox)
     pii = pii_report(args.pii_per_type)
     print("\nPII: share of planted values masked as their type (decoys: share changed at all)")
     print(f"{'kind':22}{'ours':>8}{'ours, any mask':>16}{'before':>8}{'old':>8}{'naive':>8}")
@@ -340,37 +238,10 @@ def main() -> None:
     )
     print("\ntext kept and languages: old pipeline vs new defaults (without / with profiles)")
     kept = text_kept_report(args.news, args.cjk)
-    held = {name: e["heldout"]["ours"] for name, e in tox.items() if isinstance(e, dict)}
-    trained = {
-        name: e["heldout"]["with_trained_classifier"]
-        for name, e in tox.items()
-        if isinstance(e, dict)
-    }
     kinds = [k for k in pii["ours"] if k != "docs_per_s"]
     recall_types = [k for k in kinds if not k.endswith("_decoy")]
     targets = {
-        "toxicity_fp_clean_web_le_0.02": held["clean_web"] <= 0.02,
-        "toxicity_fp_violent_news_le_0.02": held["violent_news"] <= 0.02,
-        "toxicity_fp_all_reuters_le_0.02": held["all_reuters_news"] <= 0.02,
-        "toxicity_no_book_dropped": all(
-            e["dev"]["ours"] == 0 and e["heldout"]["ours"] == 0
-            for name, e in tox.items()
-            if name == "gutenberg_books"
-        ),
-        "toxicity_recall_hate_threads_ge_0.80": held["stormfront_hate_threads"] >= 0.80,
-        "toxicity_recall_twitter_threads_ge_0.80": held["twitter_threads"] >= 0.80,
-        "toxicity_recall_all_stormfront_threads_ge_0.80": held["stormfront_threads"] >= 0.80,
-        "toxicity_recall_30_post_stormfront_threads_ge_0.80": (
-            held["stormfront_threads_30_posts"] >= 0.80
-        ),
-        "trained_classifier_recall_all_stormfront_threads_ge_0.80": (
-            trained["stormfront_threads"] >= 0.80
-        ),
-        "trained_classifier_fp_clean_web_violent_news_le_0.02": max(
-            trained["clean_web"], trained["violent_news"], trained["all_reuters_news"]
-        )
-        <= 0.02,
-        "trained_classifier_no_book_dropped": trained["gutenberg_books"] == 0,
+        **tox["targets_met"],
         "pii_recall_ge_0.98_every_type": all(pii["ours"][k] >= 0.98 for k in recall_types),
         "pii_decoys_masked_le_0.02": all(
             pii["ours"][k] <= 0.02 for k in kinds if k.endswith("_decoy")
@@ -384,13 +255,7 @@ def main() -> None:
         json.dumps(
             {
                 "bench": "cleaning_quality",
-                "toxicity_heldout": {
-                    name: {m: e["heldout"][m] for m in methods}
-                    for name, e in tox.items()
-                    if isinstance(e, dict)
-                },
-                "toxicity_docs_per_s": tox["docs_per_s"],
-                "toxicity_classifier_trained_on_dev": classifier,
+                "toxicity": {k: v for k, v in tox.items() if k != "targets_met"},
                 "pii": {
                     m: pii[m]
                     for m in ("ours", "ours_any_placeholder", "before", "old", "naive")

@@ -32,6 +32,7 @@ from pretrain.filters.funnel import (
     stats_from_json,
 )
 from pretrain.filters.pipeline import filter_shard
+from pretrain.filters.toxicity_model import VERSION as TOXICITY_MODEL_VERSION
 from pretrain_assets.metadata import (
     begin_output,
     check_result,
@@ -86,11 +87,17 @@ def raw_shards(
 FilterRunConfig = STAGES["filter"].config_class
 
 
+def filter_code_version(toxicity_model: str = TOXICITY_MODEL_VERSION) -> str:
+    """The filter stage's code version: its rules' version and the shipped toxicity model's,
+    so a new model makes every filtered shard stale (the backfill schedule redoes them)."""
+    return f"filter-v4+{toxicity_model}"  # v4: the shipped toxicity model, unscored languages
+
+
 @asset(
     partitions_def=shard_partitions,
     deps=[raw_shards, AssetKey("quality_classifier"), AssetKey("toxicity_classifier")],
     group_name="data",
-    code_version="filter-v3",  # v3: paragraphs, chars_removed, profiles, LID first
+    code_version=filter_code_version(),
     check_specs=[
         AssetCheckSpec("non_empty", asset="filtered_shards"),
         AssetCheckSpec("kept_plus_rejected_equals_input", asset="filtered_shards"),

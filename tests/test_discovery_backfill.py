@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 from dagster import (
+    AssetKey,
     DagsterInstance,
     SkipReason,
     build_schedule_context,
@@ -11,6 +12,8 @@ from dagster import (
 
 from pretrain.data.discovery import plan_new_shards
 from pretrain.errors import ConfigError
+from pretrain.filters.toxicity_model import VERSION
+from pretrain_assets.data_assets import filter_code_version
 from pretrain_assets.definitions import build_definitions
 from sensors.backfill_schedule import (
     CHAIN,
@@ -102,6 +105,27 @@ def test_stale_chain_restarts_at_the_first_missing_or_outdated_asset() -> None:
     assert stale_chain(["s0"], materialized, current, versions) == {}
     versions["toxicity_classifier"] = "t2"
     assert stale_chain(["s0"], materialized, current, versions) == {"s0": CHAIN[1:]}
+
+
+def test_a_new_shipped_toxicity_model_makes_filtered_shards_stale(tmp_path: Path) -> None:
+    defs = build_definitions(artifact_root=str(tmp_path))
+    graph = defs.get_repository_def().asset_graph
+    current = graph.get(AssetKey("filtered_shards")).code_version
+    assert current == filter_code_version(VERSION) and VERSION in current
+    assert filter_code_version("toxicity-v2") != current
+
+    def tags(code: str) -> dict[str, str]:
+        return {"dagster/code_version": code, "dagster/data_version": code}
+
+    versions = {"raw_shards": "raw-v1", "filtered_shards": current, "minhash_signatures": "m-v2"}
+    for older, stale in ((current, False), (filter_code_version("toxicity-v0"), True)):
+        materialized = {
+            "raw_shards": {"s0": tags("raw-v1")},
+            "filtered_shards": {"s0": tags(older)},
+            "minhash_signatures": {"s0": tags("m-v2")},
+        }
+        plan = stale_chain(["s0"], materialized, versions)
+        assert plan == ({"s0": CHAIN[1:]} if stale else {}), older
 
 
 def test_backfill_schedule_waits_for_shards_and_the_classifier(tmp_path: Path) -> None:

@@ -51,10 +51,33 @@ def test_toxicity_score_everywhere_and_rejects_masked(tmp_path: Path) -> None:
     rejects = pq.read_table(tmp_path / "out" / "rejects.parquet").to_pylist()
     by_reason = {r["reason"]: r for r in rejects}
     assert kept[0]["toxicity_score"] == 0.0
-    assert by_reason["toxic_content"]["toxicity_score"] > 0.8
-    assert by_reason["wrong_language"]["toxicity_score"] == 0.0
+    assert by_reason["toxic_content"]["toxicity_score"] > 0.6  # short lines: word lists only
+    assert by_reason["wrong_language"]["toxicity_score"] is None  # French: no model, unscored
     for row in kept + rejects:
         for secret in ("ann.lee@example.org", "45522651", "93.29.251.207"):
             assert secret not in row["text"]
         assert "<EMAIL> or call <PHONE> (server <IP_ADDRESS>)." in row["text"]
     assert stats.pii_masked == {"email": 1, "ip_address": 1, "phone": 1}  # kept rows only
+
+
+def test_documents_no_model_covers_are_counted_unscored(tmp_path: Path) -> None:
+    rows = [
+        _doc(ENGLISH, "https://b.example/1"),
+        _doc(FRENCH, "https://b.example/2"),  # kept: every language is kept here
+        _doc(THREAD, "https://b.example/3"),
+    ]
+    storage.write_table(documents_table(rows), str(tmp_path / "in.parquet"))
+    stats = filter_shard(
+        str(tmp_path / "in.parquet"),
+        str(tmp_path / "out"),
+        FilterConfig(gopher_quality=None, fineweb=None),
+    )
+    assert stats.kept == 2 and stats.dropped == {"toxic_content": 1}
+    assert stats.toxicity_unscored == {"fr": 1}  # passed, but no sentence model read it
+    kept = {
+        r["language"]: r for r in pq.read_table(tmp_path / "out" / "documents.parquet").to_pylist()
+    }
+    assert kept["fr"]["toxicity_score"] is None and kept["en"]["toxicity_score"] == 0.0
+    metadata = stats.as_metadata()
+    assert metadata["toxicity_unscored"] == 1 and metadata["toxicity_unscored_languages"] == "fr:1"
+    assert "unscored** (no model for: fr 1)" in metadata["funnel_md"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,19 @@ CALM = (
     "Opening hours are on the notice board. "
 )
 INSULTS = "You are a worthless idiot and everyone hates you. Shut up, you stupid moron. "
+# 40 distinct calm sentences: a repeated sentence counts once in the share
+LONG_CALM = (
+    " ".join(
+        f"The {thing} near the {place} was repainted in {month}."
+        for thing, place, month in zip(
+            ["bridge", "library", "bakery", "garden", "museum", "harbour", "market", "tower"] * 5,
+            ["river", "station", "school", "church", "square"] * 8,
+            [m for m in ("March", "April", "May", "June", "July") for _ in range(8)],
+            strict=True,
+        )
+    )
+    + " "
+)
 
 
 def _doc(text: str, language: str | None = "en") -> dict:
@@ -60,23 +74,25 @@ def test_score_is_share_of_flagged_sentences_on_every_doc() -> None:
     assert rule.check(calm) is None
     assert rule.check(mixed)[0] == "toxic_content"
     reason, detail = rule.check(hostile)
-    assert reason == "toxic_content" and detail.startswith("1.000 (4/4 sentences")
+    assert reason == "toxic_content" and detail.startswith("1.000 (2/2 sentences")  # distinct
 
 
 def test_one_swear_word_in_a_long_document_is_kept() -> None:
     rule = ToxicityFilter()
-    doc = _doc(CALM * 3 + "That exam was a fucking nightmare. ")
-    assert rule.check(doc) is None  # 1 flagged sentence of 31: under the share and the count
-    assert doc["toxicity_score"] == pytest.approx(1 / 31)
+    doc = _doc(LONG_CALM + "That exam was a fucking nightmare. ")
+    assert rule.check(doc) is None  # 1 flagged sentence of 41: under the share and the count
+    assert doc["toxicity_score"] == pytest.approx(1 / 41)
     short = _doc("Shut up, you stupid moron.")
     assert rule.check(short)[0] == "toxic_content"  # one sentence: the count is min(2, 1)
 
 
 def test_insults_in_a_novels_dialogue_stay_under_the_share() -> None:
     rule = ToxicityFilter()
-    novel = _doc(CALM * 4 + '"You idiot," said Turnbull. "Shut up, you stupid moron." ')
+    novel = _doc(LONG_CALM + '"You idiot," said Turnbull. "Shut up, you stupid moron." ')
     assert rule.check(novel) is None  # 2 of 42 sentences: 0.048 < 0.06
     assert novel["toxicity_score"] == pytest.approx(2 / 42)
+    repeated = _doc(CALM * 4 + '"You idiot," said Turnbull. "Shut up, you stupid moron." ')
+    assert rule.check(repeated)[0] == "toxic_content"  # 2 of 12 distinct: repeats do not dilute
 
 
 def test_model_only_for_its_languages_and_word_lists_per_language(tmp_path: Path) -> None:
@@ -99,15 +115,18 @@ def test_a_sentence_naming_a_group_is_flagged_from_the_identity_threshold() -> N
     attack = "The Jews control the media and the banks. They are destroying our race. "
     low = sentence_probabilities(attack.split(". ")[:2])
     assert all(0.08 <= p < 0.5 for p in low)  # no insult: the profanity model alone misses it
-    rule = ToxicityFilter()
+    profanity_only = ToxicityConfig(shipped_model=None)
+    assert ToxicityFilter(profanity_only).check(_doc(CALM + attack)) is None
+    # the profanity model's identity rule (off by default since the shipped model): opt in
+    rule = ToxicityFilter(replace(profanity_only, identity_threshold=0.08))
     doc = _doc(CALM + attack)
     assert rule.check(doc)[0] == "toxic_content"  # 2 of 12 sentences name a group, hostile
     assert doc["toxicity_score"] == pytest.approx(2 / 12)
-    plain = ToxicityFilter(ToxicityConfig(identity_threshold=None))
-    assert plain.check(_doc(CALM + attack)) is None
+    assert ToxicityFilter().check(_doc(CALM + attack))[0] == "toxic_content"  # shipped model
     # "white" and "black" alone are everyday words: the White House, a black market.
     news = "The White House said the black market for fuel grew. Officials met on Monday. "
     assert rule.score_batch([_doc(CALM + news)]) == [0.0]
+    assert ToxicityFilter().score_batch([_doc(CALM + news)]) == [0.0]
     assert rule.check(_doc(attack, language="de")) is None  # the English rule stays English
 
 
@@ -129,13 +148,17 @@ def test_listed_phrases_match_as_whole_words_and_flag_a_sentence_outright(tmp_pa
 
 
 def test_boilerplate_lines_of_a_forum_page_do_not_dilute_the_share() -> None:
-    boilerplate = "\n".join(["Quote", "Posts: 1,234", "Mar 2007"] * 14)
+    boilerplate = "\n".join(f"Quote\nPosts: {1200 + i:,}\nMar {1990 + i}" for i in range(14))
     page = _doc(CALM + "\n" + boilerplate + "\n" + INSULTS)
     rule = ToxicityFilter()
     assert rule.check(page)[0] == "toxic_content"
     assert page["toxicity_score"] == pytest.approx(2 / 12)  # the 42 short lines are not counted
     every_line = ToxicityFilter(ToxicityConfig(min_sentence_words=1))
-    assert every_line.check(_doc(page["text"])) is None  # 2 of 54: diluted under 0.06
+    assert every_line.check(_doc(page["text"])) is None  # 2 of 41: diluted under 0.06
+    # a line the page repeats (the same button under every post) counts once, even so
+    repeated = _doc(CALM + "\n" + "\n".join(["Reply With Quote"] * 14) + "\n" + INSULTS)
+    assert every_line.check(repeated)[0] == "toxic_content"
+    assert repeated["toxicity_score"] == pytest.approx(2 / 13)
 
 
 def test_unsegmented_languages_match_substrings() -> None:

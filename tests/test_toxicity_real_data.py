@@ -1,14 +1,18 @@
-"""Toxicity against human labels on real text (``../shared/data``; skipped without it).
+"""Toxicity against human labels and real news (``../shared/data``; skipped without it).
 
 A regression guard, not the benchmark (``bench/cleaning_quality.py`` measures the held-out
-numbers): Stormfront posts with a sentence its annotators labelled ``hate``, grouped ten to
-a thread, must mostly be flagged, and most threads of all its posts too; Reuters crime and war stories and English web pages must
-mostly pass. Language comes from LID-176 as in the filter stage.
+numbers). Hard negatives, every one of which must pass: Reuters-21578 stories about violence
+or politics (≥ 2 such words: 1,100 stories), the real 2012 news pages of news outlets in the
+extraction set that report violence or politics (a mass shooting, Syria, Benghazi, the
+shooting of a congresswoman, elections; their gold main text), and 13 Gutenberg books (insults
+in dialogue, "hell", "Moby Dick"). English web pages must mostly pass, and forum threads and
+implicit hate must mostly be flagged. Language comes from LID-176 as in the filter stage.
 """
 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -21,9 +25,28 @@ from tests.helpers.shared_data import SHARED_DATA
 
 DATA = SHARED_DATA
 STORMFRONT = DATA / "toxicity" / "stormfront_hate_speech_10944.jsonl.gz"
+TOXIGEN = DATA / "toxicity" / "toxigen_seed_statements_624.jsonl.gz"
 REUTERS = DATA / "web" / "news" / "reuters21578_apte_nltk_10788docs.jsonl.gz"
+PAGES = DATA / "extraction" / "dragnet_test_415pages.jsonl.gz"
+BOOKS = DATA / "books" / "nltk_gutenberg_selections_2008.jsonl.gz"
 WEB = DATA / "web" / "cc_dolma_CC-MAIN-20190717121559-20190717143559-00140.jsonl.gz"
-VIOLENT = re.compile(r"\b(?:killed|murder\w*|shot|bomb\w*|attack\w*|police|dead)\b", re.I)
+VIOLENT = re.compile(
+    r"\b(?:kill(?:ed|ing|s)?|murder\w*|shot|shooting|bomb\w*|attack\w*|police|dead|wounded|"
+    r"rebels?|gunmen|explosion|terroris\w*|guerrillas?|army|troops)\b",
+    re.I,
+)
+POLITICAL = re.compile(
+    r"\b(?:president|minister|parliament|congress\w*|senat\w*|election\w*|government|party|"
+    r"opposition|vote[ds]?|democrat\w*|republican\w*|communist\w*|regime|protest\w*)\b",
+    re.I,
+)
+NEWS_OUTLETS = re.compile(
+    r"https?://(?:[\w-]+\.)*(?:wsj\.com|bbc\.com|bbc\.co\.uk|cnn\.com|guardian\.co\.uk|"
+    r"nytimes\.com|cbsnews\.com|nbcnews\.com|washingtonpost\.com|abs-cbnnews\.com|ibnlive\.in\.com|"
+    r"msnbc\.msn\.com|theatlantic\.com|breitbart\.com|cfr\.org|danwei\.com|nj\.com|poynter\.org|"
+    r"whitehouse\.gov|gawker\.com|247wallst\.com|news\.cnet\.com|wired\.com|techcrunch\.com|"
+    r"infoworld\.com|engadget\.com|universetoday\.com|arstechnica\.com|bigthink\.com)/"
+)
 pytestmark = pytest.mark.skipif(not STORMFRONT.exists(), reason=f"{DATA} not present")
 
 
@@ -32,37 +55,62 @@ def _read(path: Path) -> list[dict]:
         return [json.loads(line) for line in f]
 
 
-def _threads(*, hate_only: bool = True) -> list[dict]:
-    posts: dict[str, list[dict]] = {}
+def _held_out(key: str) -> bool:
+    """The fifth the shipped model never saw (bench/_toxicity_data.py splits the same way)."""
+    return int(hashlib.sha1(key.encode()).hexdigest()[:8], 16) % 20 < 4
+
+
+def _flagged(docs: list[dict], rule: ToxicityFilter) -> list[dict]:
+    for doc, (language, _) in zip(docs, predict([d["text"] for d in docs]), strict=True):
+        doc["language"] = language
+    rule.score_batch(docs)
+    return [d for d in docs if rule.check(d) is not None]
+
+
+def _threads(per_thread: int) -> list[dict]:
+    posts: dict[tuple[str, str], list[dict]] = {}
     for row in _read(STORMFRONT):
-        posts.setdefault(row["post_id"], []).append(row)
+        posts.setdefault((row["subforum_id"], row["post_id"]), []).append(row)
     texts = [
         " ".join(r["text"] for r in sorted(rows, key=lambda r: r["sentence_no"]))
         for _, rows in sorted(posts.items())
-        if not hate_only or any(r["label"] == "hate" for r in rows)
     ]
-    return [{"text": "\n\n".join(texts[i : i + 10])} for i in range(0, len(texts), 10)]
+    return [
+        {"text": "\n\n".join(texts[i : i + per_thread])} for i in range(0, len(texts), per_thread)
+    ]
 
 
-def _flagged_share(docs: list[dict], rule: ToxicityFilter) -> float:
-    for doc, (language, prob) in zip(docs, predict([d["text"] for d in docs]), strict=True):
-        doc["language"] = language if prob >= 0.65 else None
-    rule.score_batch(docs)
-    return sum(rule.check(d) is not None for d in docs) / len(docs)
-
-
-def test_threads_with_labelled_hate_are_flagged_and_news_and_web_pass() -> None:
+def test_news_about_violence_and_politics_and_books_are_never_flagged() -> None:
     rule = ToxicityFilter(ToxicityConfig())
-    hate = _threads()
-    recall = _flagged_share(hate, rule)
-    assert len(hate) > 100 and recall >= 0.85, recall
-    news = [{"text": r["text"]} for r in _read(REUTERS) if len(VIOLENT.findall(r["text"])) >= 2]
-    assert len(news) > 50 and _flagged_share(news, rule) <= 0.02
+    stories = [
+        r
+        for r in _read(REUTERS)
+        if len(VIOLENT.findall(r["text"])) >= 2 or len(POLITICAL.findall(r["text"])) >= 2
+    ]
+    pages = [
+        r
+        for r in _read(PAGES)
+        if NEWS_OUTLETS.match(r["url"] or "")
+        and len(VIOLENT.findall(r["text"])) + len(POLITICAL.findall(r["text"])) >= 2
+    ]
+    books = _read(BOOKS)  # fmt: skip
+    assert len(stories) > 1000 and len(pages) > 40 and len(books) == 13
+    for name, docs in (("Reuters", stories), ("news pages", pages), ("books", books)):
+        flagged = _flagged([{"id": d["id"], "text": d["text"]} for d in docs], rule)
+        assert not flagged, (name, [(d["id"], rule.check(d)) for d in flagged])
+    # the rules that keep them clean: without the reporting rule a news page is flagged
+    plain = ToxicityFilter(ToxicityConfig(reported_threshold=None))
+    assert _flagged([{"text": d["text"]} for d in stories + pages], plain)
+
+
+def test_web_pages_mostly_pass_and_forum_threads_and_implicit_hate_are_flagged() -> None:
+    rule = ToxicityFilter(ToxicityConfig())
     web = [{"text": r["text"]} for r in _read(WEB) if (r.get("text") or "").strip()]
-    assert _flagged_share(web, rule) <= 0.02
-    # Over all the forum's threads (many without a labelled insult), the identity rule adds
-    # much of what is found: the profanity model alone misses implicit hate.
-    with_rule = _flagged_share(_threads(hate_only=False), rule)
-    plain = ToxicityFilter(ToxicityConfig(identity_threshold=None))
-    without = _flagged_share(_threads(hate_only=False), plain)
-    assert with_rule >= 0.75 and without < with_rule - 0.1, (without, with_rule)
+    assert len(_flagged(web, rule)) / len(web) <= 0.02
+    threads = _threads(30)  # the whole forum, 30 posts a thread (0.92 here, 0.93 before)
+    assert len(_flagged(threads, rule)) / len(threads) >= 0.9
+    before = ToxicityConfig(shipped_model=None, identity_threshold=0.08, reported_threshold=None)
+    hate = [{"text": r["text"]} for r in _read(TOXIGEN) if r["toxic"] and _held_out(r["id"])]
+    found = len(_flagged(hate, rule)) / len(hate)
+    without = len(_flagged([dict(d) for d in hate], ToxicityFilter(before))) / len(hate)
+    assert found >= 0.6 and found > without + 0.3, (found, without)  # implicit: no slur

@@ -45,6 +45,9 @@ class FilterStats:
     # source_id, detail), and "<kept|rejected>.metadata.dropped_keys"
     pii_masked_columns: dict[str, int] = field(default_factory=dict)
     mojibake_repaired: int = 0
+    # documents the toxicity rule passed without a sentence model for their language (word
+    # lists only), per language: unscored, not clean
+    toxicity_unscored: dict[str, int] = field(default_factory=dict)
     reason_order: tuple[str, ...] = ()  # reasons in pipeline order, for the funnel chart
 
     def __post_init__(self) -> None:
@@ -77,6 +80,7 @@ class FilterStats:
             "chars_kept": self.chars_kept,
             "chars_out": self.chars_out,
             "mojibake_repaired": self.mojibake_repaired,
+            "toxicity_unscored": sum(self.toxicity_unscored.values()),
         }
         out.update({f"dropped_{reason}": n for reason, n in sorted(self.dropped.items())})
         out.update({f"chars_removed_{rule}": n for rule, n in sorted(self.chars_removed.items())})
@@ -85,6 +89,8 @@ class FilterStats:
         out.update({f"pii_{key}": n for key, n in sorted(self.pii_masked_columns.items())})
         top = sorted(self.kept_by_language.items(), key=lambda kv: (-kv[1], str(kv[0])))[:10]
         out["top_languages"] = ", ".join(f"{lang}:{n}" for lang, n in top)
+        unscored = sorted(self.toxicity_unscored.items(), key=lambda kv: (-kv[1], kv[0]))[:10]
+        out["toxicity_unscored_languages"] = ", ".join(f"{lang}:{n}" for lang, n in unscored)
         out["funnel_md"] = funnel_markdown(self)
         return out
 
@@ -114,6 +120,7 @@ def aggregate(stats: list[FilterStats]) -> FilterStats:
         pii_masked=total("pii_masked"),
         pii_masked_columns=total("pii_masked_columns"),
         mojibake_repaired=sum(s.mojibake_repaired for s in stats),
+        toxicity_unscored=total("toxicity_unscored"),
         reason_order=order,
     )
 
@@ -143,6 +150,13 @@ def funnel_markdown(stats: FilterStats, width: int = 30) -> str:
     lines.append(f"| **kept** | | | **{stats.kept - stats.chunks_added}** | |")
     if stats.chunks_added:
         lines.append(f"| split into chunks (+rows) | | | +{stats.chunks_added} | |")
+    if stats.toxicity_unscored:
+        top = sorted(stats.toxicity_unscored.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
+        languages = ", ".join(f"{lang} {n}" for lang, n in top)
+        lines.append(
+            f"| passed toxicity **unscored** (no model for: {languages}) | | | "
+            f"{sum(stats.toxicity_unscored.values())} | |"
+        )
     if stats.chars_removed:
         lines += ["", "| line rule | chars removed from kept documents |", "|---|---:|"]
         lines += [f"| {rule} | {n} |" for rule, n in sorted(stats.chars_removed.items())]

@@ -16,7 +16,8 @@ the reason):
 6. ``low_language_score``, ``wrong_language``
 7. code (``code_sources``): the code rules of :mod:`.heuristics` only; prose: Gopher
    repetition → Gopher quality → C4 (removes bad paragraphs) → FineWeb → toxicity (sentence
-   model + word lists, :mod:`.toxicity`; ``toxicity_score`` on every row with text, rejects too);
+   models + word lists, :mod:`.toxicity`; ``toxicity_score`` on every row with text, rejects too,
+   null where no model covers the language: ``toxicity_unscored`` counts those it passed);
    a document whose line rules removed more than ``max_removed_fraction`` of its characters →
    ``excessive_line_removal`` (never kept shrunk); ``chars_removed`` per document and per rule
 8. ``quality_score`` (quality classifier, or the heuristic score without one) on every
@@ -131,6 +132,7 @@ class _Rules:
                     "text to the quality classifier or remove the threshold"
                 )
         self._by_source: dict[str, _SourceRules] = {}
+        self.toxicity_unscored: Counter[str] = Counter()  # language -> documents passed unscored
 
     def of(self, doc: dict) -> _SourceRules:
         source = doc.get("source") or ""
@@ -234,6 +236,7 @@ def filter_shard(input_uri: str, output_dir_uri: str, config: FilterConfig) -> F
             pii_masked=dict(sorted(pii.items())),
             pii_masked_columns=dict(sorted(pii_columns.items())),
             mojibake_repaired=totals["mojibake_repaired"],
+            toxicity_unscored=dict(sorted(rules.toxicity_unscored.items())),
             reason_order=tuple(r for r in order if r in dropped),
         )
     storage.write_json(
@@ -304,6 +307,8 @@ def _toxicity(docs: list[dict], decisions: list[Rejection | None], rules: _Rules
         if decisions[i] is None and source_rules.toxicity is not None:
             if not is_code(doc, source_rules.config.code_sources):
                 decisions[i] = source_rules.toxicity.check(doc)
+                if decisions[i] is None and source_rules.toxicity.unscored(doc):
+                    rules.toxicity_unscored[str(doc.get("language"))] += 1
 
 
 def _annotate(docs: list[dict], rules: _Rules) -> None:

@@ -108,3 +108,17 @@ IDENTITY_TERMS: dict[str, tuple[str, ...]] = {
         "homosexuals", "homosexuality", "gays", "lesbians", "transgender", "tnb",
     ),
 }  # fmt: skip
+
+# Words of reporting (English): a sentence that holds one is flagged by a sentence model only
+# from ``ToxicityConfig.reported_threshold``, since news that reports a threat or a slur does
+# not endorse it ("charged with threatening to kill a congresswoman, prosecutors said": 0.77
+# from the profanity model). Word lists still flag it.
+REPORTING_TERMS: dict[str, tuple[str, ...]] = {
+    "en": (
+        "said", "says", "told", "according to", "reported", "reportedly", "quoted",
+        "alleged", "allegedly", "accused", "charged", "convicted", "sentenced", "arrested",
+        "indicted", "testified", "police", "prosecutor", "prosecutors", "authorities",
+        "officials", "spokesman", "spokeswoman", "court", "judge", "jury", "investigators",
+        "complaint", "affidavit",
+    ),
+}  # fmt: skip

@@ -1,40 +1,45 @@
-"""Toxicity: a trained sentence scorer plus per-language word lists, aggregated per document.
+"""Toxicity: trained sentence models plus per-language word lists, aggregated per document.
 
 Documents are long (forum threads, web pages, books), and a single swear word must not drop a
 novel, so the decision is made on the *share of toxic sentences*:
 
 1. The text is split into sentences (terminal punctuation, blank lines, and line breaks that
-   do not continue a hard-wrapped sentence).
-2. A sentence is *flagged* when the linear model shipped in the ``alt-profanity-check`` wheel
-   (TF-IDF + calibrated linear SVM, trained on labelled English comments; read from the
-   installed package at run time) gives it a probability ≥ ``sentence_threshold`` (only for
-   ``model_languages``: the model is English and scores other languages at random), or when it
-   contains a term of the document language's list (built-in lists of our own in
-   :mod:`.toxic_words`, or a JSON file ``{"en": [...], "*": [...]}``; terms of up to three
-   words match as whole words, so the English list also names coded hate such as
-   "white genocide" or "race traitors", which a profanity model scores low).
-   A sentence that names a group of people (race, religion, ethnicity, origin, sexual orientation:
-   :data:`.toxic_words.IDENTITY_TERMS`) is flagged from the lower ``identity_threshold``:
-   hate against a group is mostly said without insults, and the profanity model gives "the
-   Jews control the media" or "blacks are ..." only 0.1-0.4 (an identity attack, in the
-   Perspective API's words). With ``classifier_uri`` (a fastText model trained on your own
-   labels by the ``toxicity`` stage, :mod:`.toxicity_classifier`), a sentence is also flagged
-   when that model gives it P(toxic) ≥ ``classifier_threshold``.
-3. ``toxicity_score`` = flagged sentences / sentences (lines under ``min_sentence_words``
-   words count only when flagged), set on every document that is scored
-   (kept and rejected). A document is dropped ``toxic_content`` when its score is ≥
-   ``max_toxic_share`` and at least ``min_toxic_sentences`` sentences are flagged (all of them
-   if it has fewer).
+   do not continue a hard-wrapped sentence), so a forum page's posts, quotes and user lines
+   are units of their own.
+2. A sentence is *flagged* when it contains a term of the document language's word list
+   (built-in lists of our own in :mod:`.toxic_words`, or a JSON file ``{"en": [...], "*":
+   [...]}``; terms of up to three words match as whole words: slurs, profanity and coded hate
+   such as "white genocide"), or when a sentence model scores it high enough:
 
-``bench/cleaning_quality.py`` measures recall on toxic forum threads and false positives on
-clean web pages, violent news and Gutenberg books; the defaults (0.5, 0.08 with a group named,
-0.06) were chosen on its ``dev`` split and are reported on the held-out split. Books decided
-them: the model gives
-"idiot", "hell", "Moby Dick" or Shakespeare's "hoe" ≥ 0.4, so novels and plays reach 1-7% of
-flagged sentences at 0.4 (4 of 13 books dropped at 0.4/0.05) and at most 3.9% at 0.5. Known
-weakness: implicit hate that names no group stays under the share, and some news sentences
-about rape, murder or race score ≥ 0.5; raise ``sentence_threshold`` or
-``max_toxic_share`` for news or book sources::
+   - the **shipped model** (:mod:`.toxicity_model`, ``shipped_model``): a quantized fastText
+     classifier in the package, trained on Stormfront, Davidson, HateCheck and ToxiGen labels
+     with Wikipedia prose as clean text; it knows implicit hate ("they breed like rabbits")
+     that names no slur and uses no profanity. Flagged from ``shipped_threshold``, or from
+     ``shipped_identity_threshold`` when the sentence names a group of people
+     (:data:`.toxic_words.IDENTITY_TERMS`);
+   - the linear profanity model of the ``alt-profanity-check`` wheel (``model``, read from the
+     installed package), flagged from ``sentence_threshold`` (``identity_threshold``, off by
+     default, lowers it for a sentence naming a group, the rule this model alone needed);
+   - a classifier trained on your own labels by the ``toxicity`` stage
+     (:mod:`.toxicity_classifier`, ``classifier_uri``), flagged from ``classifier_threshold``;
+     ``own_model="combine"`` adds it to the shipped model, ``"replace"`` uses it instead.
+
+   Reporting is not endorsing: a sentence with a word of reporting (:data:`.toxic_words.
+   REPORTING_TERMS`: "said", "police", "according to", "charged", ...) is flagged by a model only
+   from ``reported_threshold``. Sentences under ``min_model_words`` words (menus, "Ho, ho!",
+   user names) are judged by the word lists alone. Each model scores only its languages;
+   documents of a language no model covers are *unscored*: ``toxicity_score`` stays null unless
+   a word list flags a sentence, and the funnel counts them (``toxicity_unscored``).
+3. ``toxicity_score`` = flagged sentences / sentences (distinct sentences: a forum page's
+   repeated "Reply With Quote" or a quoted post count once; lines under ``min_sentence_words``
+   words count only when flagged), set on every document that is scored (kept and rejected).
+   A document is dropped ``toxic_content`` when its score is ≥ ``max_toxic_share`` and at
+   least ``min_toxic_sentences`` sentences are flagged (all of them if it has fewer).
+
+``bench/cleaning_quality.py`` measures recall on held-out forum threads and implicit hate,
+and false positives on clean web pages, violent and political news, news pages and books; the
+thresholds were calibrated by ``scripts/train_toxicity_model.py`` on the ``dev`` split and the
+news and books (hard negatives), and are reported on the held-out split::
 
     from pretrain.filters.toxicity import ToxicityConfig, ToxicityFilter
     rule = ToxicityFilter(ToxicityConfig())
@@ -48,15 +53,19 @@ import functools
 import importlib.util
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import regex
 
 from pretrain import storage
 from pretrain.errors import ConfigError
 from pretrain.filters.base import Document, Filter, Rejection
-from pretrain.filters.toxic_words import DEFAULT_WORD_LISTS, IDENTITY_TERMS
+from pretrain.filters.terms import Terms
+from pretrain.filters.toxic_words import DEFAULT_WORD_LISTS, IDENTITY_TERMS, REPORTING_TERMS
+from pretrain.filters.toxicity_model import VERSION as SHIPPED_VERSION
+from pretrain.filters.toxicity_model import ShippedModel, available_versions, load_shipped
 from pretrain.text import is_unsegmented
 
 MODELS = ("profanity_check",)
@@ -68,14 +77,27 @@ _WORD = re.compile(r"\w+")
 _MAX_SENTENCE_CHARS = 2000  # a run-on "sentence" is scored in pieces of this size
 
 
+OWN_MODEL_MODES = ("combine", "replace")
+
+
 @dataclass(frozen=True, kw_only=True)
 class ToxicityConfig:
     word_lists_uri: str | None = None  # JSON {language: [words]}; None: DEFAULT_WORD_LISTS
-    model: str | None = "profanity_check"  # sentence model; None: word lists only
-    model_languages: tuple[str, ...] = ("en",)  # languages the model is trained for
-    sentence_threshold: float = 0.5  # model probability from which a sentence is flagged
-    # ... and from which a sentence naming a group of people is (None: no identity rule)
-    identity_threshold: float | None = 0.08
+    # The model shipped in the package (pretrain.filters.toxicity_model): its version, or None.
+    # Its version is part of the filter stage's identity: a new one makes filtered_shards stale.
+    shipped_model: str | None = SHIPPED_VERSION
+    shipped_threshold: float = 0.8  # its probability from which a sentence is flagged
+    # ... and from which a sentence naming a group of people is (None: no lower threshold)
+    shipped_identity_threshold: float | None = 0.15
+    model: str | None = "profanity_check"  # profanity sentence model; None: not used
+    model_languages: tuple[str, ...] = ("en",)  # languages it (and your classifier) score
+    sentence_threshold: float = 0.5  # its probability from which a sentence is flagged
+    # ... and from which a sentence naming a group is (None: off; the shipped model does it)
+    identity_threshold: float | None = None
+    # A sentence with a word of reporting ("said", "police", ...) is flagged by a model only
+    # from this probability (None: like any other sentence): reporting is not endorsing.
+    reported_threshold: float | None = 0.9
+    min_model_words: int = 4  # shorter sentences are flagged by the word lists only
     max_toxic_share: float = 0.06  # drop at flagged sentences / sentences ≥ this
     min_toxic_sentences: int = 2  # fewer flagged sentences never drop a longer document
     # Shorter lines (menus, dates, user names, "Reply with quote") count only when flagged,
@@ -86,21 +108,31 @@ class ToxicityConfig:
     # of model_languages is also flagged when it gives P(toxic) >= classifier_threshold.
     classifier_uri: str | None = None
     classifier_threshold: float = 0.5
+    # "combine": your classifier flags sentences next to the shipped model; "replace": it
+    # takes the shipped model's place (when it was trained; without labels the shipped one stays)
+    own_model: str = "combine"
 
     def __post_init__(self) -> None:
         if self.model is not None and self.model not in MODELS:
             raise ConfigError(f"model={self.model!r}: choose one of {MODELS} or None")
+        if self.shipped_model is not None and self.shipped_model not in available_versions():
+            raise ConfigError(
+                f"shipped_model={self.shipped_model!r}: choose one of {available_versions()} "
+                "(the models in pretrain/filters/models/) or None"
+            )
+        if self.own_model not in OWN_MODEL_MODES:
+            raise ConfigError(f"own_model={self.own_model!r}: choose one of {OWN_MODEL_MODES}")
         if isinstance(self.model_languages, str):
             raise ConfigError(f"model_languages={self.model_languages!r}: use a tuple ('en',)")
-        names = ("sentence_threshold", "max_toxic_share", "identity_threshold")
-        for name in (*names, "classifier_threshold"):
+        names = ("sentence_threshold", "max_toxic_share", "identity_threshold", "shipped_threshold")
+        names += ("shipped_identity_threshold", "reported_threshold", "classifier_threshold")
+        for name in names:
             value = getattr(self, name)
             if value is not None and not 0.0 < value <= 1.0:
                 raise ConfigError(f"{name}={value}: use a share in (0, 1]")
-        if self.min_sentence_words < 1:
-            raise ConfigError(f"min_sentence_words={self.min_sentence_words}: use at least 1")
-        if self.min_toxic_sentences < 1:
-            raise ConfigError(f"min_toxic_sentences={self.min_toxic_sentences}: use at least 1")
+        for name in ("min_sentence_words", "min_toxic_sentences", "min_model_words"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name}={getattr(self, name)}: use at least 1")
 
 
 def load_word_lists(uri: str | None) -> dict[str, frozenset[str]]:
@@ -146,72 +178,40 @@ def _profanity_check_model() -> tuple[Any, Any]:
 
 
 def sentence_probabilities(sentences: list[str]) -> list[float]:
-    """The shipped English model's probability that each sentence is toxic."""
+    """The alt-profanity-check model's probability that each (English) sentence is toxic."""
     if not sentences:
         return []
     vectorizer, classifier = _profanity_check_model()
     return classifier.predict_proba(vectorizer.transform(sentences))[:, 1].tolist()
 
 
-class Terms:
-    """Whole-word, case-insensitive lookup of terms of 1-3 words (hyphens count as spaces).
+_Row = tuple[int, int, str | None, bool, bool]  # doc, sentence, language, names a group, reports
 
-    Set operations on the text's word tokens, not a regex alternation (25x faster on web text):
-    a text without any term, the common case, costs two ``isdisjoint`` calls.
-    """
 
-    def __init__(self, terms: frozenset[str] | tuple[str, ...]) -> None:
-        by_length: dict[int, set[tuple[str, ...]]] = {1: set(), 2: set(), 3: set()}
-        for term in terms:
-            words = tuple(_WORD.findall(term.lower()))
-            if not 1 <= len(words) <= 3:
-                raise ConfigError(f"term {term!r}: use 1 to 3 words")
-            by_length[len(words)].add(words)
-        self._singles = frozenset(w for (w,) in by_length[1])
-        self._pairs = frozenset(by_length[2])
-        self._triples = frozenset(by_length[3])
-        self._firsts = frozenset(g[0] for g in self._pairs | self._triples)
-        self._triple_heads = frozenset(g[:2] for g in self._triples)
+class _Scorer(NamedTuple):
+    """A sentence model as the filter uses it."""
 
-    @staticmethod
-    def fits(terms: frozenset[str]) -> bool:
-        """Whether every term has 1 to 3 words (otherwise match them with a regex)."""
-        return all(1 <= len(_WORD.findall(t)) <= 3 for t in terms)
-
-    def found_in_tokens(self, tokens: list[str]) -> list[str]:
-        """The terms in the lower-cased word tokens of a text (single words once per
-        occurrence, phrases once)."""
-        found = (
-            [] if self._singles.isdisjoint(tokens) else [t for t in tokens if t in self._singles]
-        )
-        if self._firsts.isdisjoint(tokens):
-            return found
-        pairs = set(zip(tokens, tokens[1:], strict=False))
-        found.extend(" ".join(g) for g in self._pairs.intersection(pairs))
-        if not self._triple_heads.isdisjoint(pairs):
-            triples = set(zip(tokens, tokens[1:], tokens[2:], strict=False))
-            found.extend(" ".join(g) for g in self._triples.intersection(triples))
-        return found
-
-    def named_in(self, text: str) -> bool:
-        """Whether ``text`` contains one of the terms as whole words."""
-        return self.named_in_tokens(_WORD.findall(text.lower()))
-
-    def named_in_tokens(self, tokens: list[str]) -> bool:
-        """Whether the lower-cased word tokens of a text contain one of the terms."""
-        if not self._singles.isdisjoint(tokens):
-            return True
-        return not self._firsts.isdisjoint(tokens) and bool(self.found_in_tokens(tokens))
+    probabilities: Callable[[list[str]], list[float]]
+    languages: frozenset[str]  # it scores only documents of these languages
+    threshold: float
+    identity_threshold: float | None  # for a sentence that names a group of people
+    reported_threshold: float | None  # for a sentence that reports (None: its threshold)
 
 
 class ToxicityFilter(Filter):
-    """Sets ``toxicity_score``; drops ``toxic_content`` over the configured share."""
+    """Sets ``toxicity_score``; drops ``toxic_content`` over the configured share.
+
+    ``shipped`` (development tools only) scores with a model object instead of loading
+    ``config.shipped_model``: ``scripts/train_toxicity_model.py`` calibrates a candidate so.
+    """
 
     name = "toxicity"
 
-    def __init__(self, config: ToxicityConfig | None = None) -> None:
-        self.config = config or ToxicityConfig()
-        lists = load_word_lists(self.config.word_lists_uri)
+    def __init__(
+        self, config: ToxicityConfig | None = None, *, shipped: ShippedModel | None = None
+    ) -> None:
+        self.config = config = config or ToxicityConfig()
+        lists = load_word_lists(config.word_lists_uri)
         everywhere = lists.pop("*", frozenset())
         # language -> word-list lookup (None: the ``*`` list, for any other language)
         self._lists = {
@@ -219,23 +219,46 @@ class ToxicityFilter(Filter):
             for lang, words in lists.items()
         }
         self._lists[None] = self._lookup(everywhere, False)
-        self._identity = (
-            {lang: Terms(terms) for lang, terms in IDENTITY_TERMS.items()}
-            if self.config.identity_threshold is not None
-            else {}
-        )
-        if self.config.model is not None:
+        self._groups = {lang: Terms(terms) for lang, terms in IDENTITY_TERMS.items()}
+        self._reporting = {lang: Terms(terms) for lang, terms in REPORTING_TERMS.items()}
+        if config.model is not None:
             _profanity_check_model()  # fail at construction, not in the middle of a shard
         self.classifier = None  # None also when the folder says training was skipped
-        if self.config.classifier_uri is not None:
+        if config.classifier_uri is not None:
             from pretrain.filters.toxicity_classifier import ToxicityClassifier
 
-            self.classifier = ToxicityClassifier.load(self.config.classifier_uri)
-        self._scored_languages = (
-            frozenset(self.config.model_languages)
-            if self.config.model is not None or self.classifier is not None
-            else frozenset()
-        )
+            self.classifier = ToxicityClassifier.load(config.classifier_uri)
+        if shipped is None and config.shipped_model is not None:
+            shipped = load_shipped(config.shipped_model)
+        if self.classifier is not None and config.own_model == "replace":
+            shipped = None
+        self.shipped = shipped
+        own, reported = frozenset(config.model_languages), config.reported_threshold
+        self._models: list[_Scorer] = []
+        if shipped is not None:  # trained with news-like clean prose: no raised bar for reports
+            self._models.append(
+                _Scorer(
+                    shipped.probabilities,
+                    frozenset(shipped.languages),
+                    config.shipped_threshold,
+                    config.shipped_identity_threshold,
+                    None,
+                )
+            )
+        if config.model is not None:
+            self._models.append(
+                _Scorer(
+                    sentence_probabilities,
+                    own,
+                    config.sentence_threshold,
+                    config.identity_threshold,
+                    reported,
+                )
+            )
+        if self.classifier is not None:
+            self._models.append(_Scorer(self.classifier.probabilities, own,
+                                        config.classifier_threshold, None, reported))  # fmt: skip
+        self.scored_languages = frozenset().union(*(m.languages for m in self._models))
 
     @staticmethod
     def _lookup(words: frozenset[str], unsegmented: bool) -> Terms | regex.Pattern[str] | None:
@@ -255,99 +278,118 @@ class ToxicityFilter(Filter):
             return lookup.named_in(sentence)
         return lookup.search(sentence) is not None
 
-    def _threshold(self, sentence: str, groups: Terms | None) -> float:
-        """The model probability from which ``sentence`` is flagged."""
-        identity = self.config.identity_threshold
-        if groups is not None and identity is not None and groups.named_in(sentence):
-            return min(identity, self.config.sentence_threshold)
-        return self.config.sentence_threshold
+    @staticmethod
+    def _context(sentences: list[str], rows: list[int], terms: Terms | None, tokens: list[str]):
+        """Per row, whether its sentence holds one of ``terms`` (a doc-wide check first)."""
+        if terms is None or not terms.named_in_tokens(tokens):
+            return [False] * len(rows)
+        return [terms.named_in(sentences[j]) for j in rows]
 
-    def score_batch(self, docs: list[Document]) -> list[float]:
-        """Score every document (one model call for the batch); sets ``toxicity_score``."""
-        model_rows: list[tuple[int, int]] = []  # (document, sentence) pairs the model scores
-        model_texts: list[str] = []
-        model_thresholds: list[float] = []  # lower for a sentence that names a group
-        base = self.config.sentence_threshold
+    def score_batch(self, docs: list[Document]) -> list[float | None]:
+        """Score every document (one call per model for the batch); sets ``toxicity_score``."""
+        rows: list[_Row] = []
+        texts: list[str] = []
         split: list[list[str]] = []
         flags: list[list[bool]] = []
         hits: list[list[str]] = []
+        scored: list[bool] = []
         for i, doc in enumerate(docs):
             text, language = doc.get("text") or "", doc.get("language")
             lookup = self._lists.get(language, self._lists[None])
-            use_model = language in self._scored_languages
-            groups = self._identity.get(language) if use_model and self.config.model else None
-            # One tokenization serves the word lists and the group terms.
-            tokens = (
-                _WORD.findall(text.lower())
-                if groups is not None or isinstance(lookup, Terms)
-                else None
-            )
+            use_models = language in self.scored_languages
+            scored.append(use_models)
+            # One tokenization serves the word lists, the group and the reporting terms.
+            tokens = _WORD.findall(text.lower()) if use_models or isinstance(lookup, Terms) else []
             if lookup is None:
                 found = []
             elif isinstance(lookup, Terms):
-                found = lookup.found_in_tokens(tokens or [])
+                found = lookup.found_in_tokens(tokens)
             else:
                 found = lookup.findall(text)
             hits.append(found)
-            if not found and not use_model:
-                split.append([])  # nothing can be flagged: score 0 without splitting
+            if not found and not use_models:
+                split.append([])  # nothing can be flagged: no score, without splitting
                 flags.append([])
                 continue
             sentences = split_sentences(text)
             split.append(sentences)
             if found:
                 flags.append([self._listed_in(s, lookup) for s in sentences])  # type: ignore[arg-type]
-                open_rows = [j for j, f in enumerate(flags[i]) if not f]
             else:
                 flags.append([False] * len(sentences))
-                open_rows = list(range(len(sentences)))
-            if not use_model:
+            if not use_models:
                 continue
-            if groups is not None and not groups.named_in_tokens(tokens or []):
-                groups = None  # no group named anywhere: skip the per-sentence search
-            model_rows.extend((i, j) for j in open_rows)
-            model_texts.extend(sentences[j] for j in open_rows)
-            if groups is None:
-                model_thresholds.extend([base] * len(open_rows))
-            else:
-                model_thresholds.extend(self._threshold(sentences[j], groups) for j in open_rows)
+            minimum = self.config.min_model_words
+            open_rows = [
+                j for j, (s, f) in enumerate(zip(sentences, flags[i], strict=True))
+                if not f and len(s.split()) >= minimum
+            ]  # fmt: skip
+            named = self._context(sentences, open_rows, self._groups.get(language), tokens)
+            reporting = self._reporting.get(language) if self.config.reported_threshold else None
+            reported = self._context(sentences, open_rows, reporting, tokens)
+            rows.extend(zip([i] * len(open_rows), open_rows, [language] * len(open_rows),
+                            named, reported, strict=True))  # fmt: skip
+            texts.extend(sentences[j] for j in open_rows)
         word_flagged = [sum(f) for f in flags]
-        if self.config.model is not None:
-            probabilities = sentence_probabilities(model_texts)
-            for (i, j), p, limit in zip(model_rows, probabilities, model_thresholds, strict=True):
-                flags[i][j] = p >= limit
-        if self.classifier is not None:
-            limit = self.config.classifier_threshold
-            for (i, j), p in zip(
-                model_rows, self.classifier.probabilities(model_texts), strict=True
-            ):
-                flags[i][j] = flags[i][j] or p >= limit
+        self._flag_with_models(rows, texts, flags)
         scores = []
-        rows = zip(docs, split, flags, hits, word_flagged, strict=True)
-        for doc, sentences, doc_flags, found, n_words in rows:
-            flagged = sum(doc_flags)
-            counted = self._counted(sentences, doc_flags, doc.get("language"))
+        for doc, sentences, doc_flags, found, n_words, is_scored in zip(
+            docs, split, flags, hits, word_flagged, scored, strict=True
+        ):
+            flagged, counted = self._tally(sentences, doc_flags, doc.get("language"))
             score = flagged / counted if counted else 0.0
+            if not is_scored and not found:
+                score = None  # no model covers this language and no listed word: unscored
             doc["toxicity_score"] = score
-            doc["_toxicity"] = (doc.get("text"), flagged, counted, n_words, found)
+            doc["_toxicity"] = (doc.get("text"), flagged, counted, n_words, found, is_scored)
             scores.append(score)
         return scores
 
-    def _counted(self, sentences: list[str], flags: list[bool], language: str | None) -> int:
-        """Sentences in the share's denominator: flagged ones, and the others that are not short."""
-        if is_unsegmented(language):  # no spaces between words: every sentence counts
-            return len(sentences)
-        minimum = self.config.min_sentence_words
-        return sum(
-            1 for s, f in zip(sentences, flags, strict=True) if f or len(s.split()) >= minimum
-        )
+    def _flag_with_models(
+        self, rows: list[_Row], texts: list[str],
+        flags: list[list[bool]],
+    ) -> None:  # fmt: skip
+        """Flag the open sentences each model scores high enough (in its languages only)."""
+        for scorer in self._models:
+            picked = [k for k, row in enumerate(rows) if row[2] in scorer.languages]
+            probabilities = scorer.probabilities([texts[k] for k in picked]) if picked else []
+            for k, p in zip(picked, probabilities, strict=True):
+                i, j, _, named, reported = rows[k]
+                limit = scorer.threshold
+                if reported:  # a report naming a group gets no lower threshold
+                    limit = max(limit, scorer.reported_threshold or limit)
+                elif named and scorer.identity_threshold is not None:
+                    limit = min(limit, scorer.identity_threshold)
+                if p >= limit:
+                    flags[i][j] = True
 
-    def check(self, doc: Document) -> Rejection | None:
+    def _tally(self, sentences: list[str], flags: list[bool], language: str | None):
+        """(flagged, counted) distinct sentences: a line repeated on a page (a forum's "Reply
+        With Quote", a quoted post) counts once; short lines count only when flagged."""
+        minimum = 0 if is_unsegmented(language) else self.config.min_sentence_words
+        seen: set[str] = set()
+        flagged = counted = 0
+        for sentence, flag in zip(sentences, flags, strict=True):
+            if sentence in seen:
+                continue
+            seen.add(sentence)
+            flagged += flag
+            counted += flag or len(sentence.split()) >= minimum
+        return flagged, counted
+
+    def _cached(self, doc: Document) -> tuple:
         cached = doc.get("_toxicity")
         if cached is None or cached[0] is not doc.get("text"):  # unscored, or text changed
             self.score_batch([doc])
-        _, flagged, sentences, n_words, found = doc["_toxicity"]
-        score = doc["toxicity_score"]
+        return doc["_toxicity"]
+
+    def unscored(self, doc: Document) -> bool:
+        """Whether no sentence model covers the document's language (word lists only)."""
+        return not self._cached(doc)[5]
+
+    def check(self, doc: Document) -> Rejection | None:
+        _, flagged, sentences, n_words, found, _ = self._cached(doc)
+        score = doc["toxicity_score"] or 0.0
         needed = min(self.config.min_toxic_sentences, sentences)
         if sentences and flagged >= needed and score >= self.config.max_toxic_share:
             words = ", ".join(sorted({w.lower() for w in found})[:3])

@@ -1,0 +1,85 @@
+"""The toxicity model shipped inside the package: a quantized fastText sentence classifier.
+
+``scripts/train_toxicity_model.py`` builds it at development time from labelled data whose
+licences let a trained model ship (Stormfront CC BY-SA 3.0 ES, Davidson MIT, HateCheck CC BY
+4.0, ToxiGen seed statements CDLA-Permissive-2.0, English Wikipedia CC BY-SA 3.0 as clean
+prose; see ``NOTICE`` at the repository root). The file carries the share-alike licence of
+its data: CC BY-SA 3.0. The product reads only the files next to this module:
+
+- ``models/<version>.ftz``: the fastText model (labels ``__label__toxic`` / ``__label__clean``,
+  input as :func:`pretrain.filters.toxicity_classifier.to_line` writes it);
+- ``models/<version>.json``: its card (version, languages, licence, the sha256 of the model
+  file, the training data's files, hashes and counts, the thresholds calibrated on the
+  development split and the held-out numbers).
+
+The version names the file: a new model is a new version, and the version is part of the
+filter stage's code version (``pretrain_assets/data_assets.py``), so a new model makes every
+filtered shard stale. A model file whose hash does not match its card is refused::
+
+    from pretrain.filters.toxicity_model import VERSION, load_shipped, model_card
+    model = load_shipped(VERSION)
+    model.probabilities(["Have a nice day.", "They should all be sent back where they came from."])
+    model_card(VERSION)["languages"]  # ['en']
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from pretrain.errors import ConfigError
+
+VERSION = "toxicity-v1"  # the model the filter uses by default (ToxicityConfig.shipped_model)
+MODELS_DIR = Path(__file__).resolve().parent / "models"
+
+
+def available_versions() -> tuple[str, ...]:
+    """The versions whose model file and card are both shipped."""
+    return tuple(
+        sorted(p.stem for p in MODELS_DIR.glob("*.json") if p.with_suffix(".ftz").exists())
+    )
+
+
+def model_card(version: str = VERSION) -> dict[str, Any]:
+    """The card of a shipped model (what it was trained on, its licence, its thresholds)."""
+    path = MODELS_DIR / f"{version}.json"
+    if not path.exists():
+        raise ConfigError(
+            f"no shipped toxicity model {version!r} (have {available_versions()}): "
+            "set ToxicityConfig(shipped_model=...) to one of them, or None to use none"
+        )
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+@functools.cache
+def load_shipped(version: str = VERSION) -> ShippedModel:
+    """The shipped model of ``version``, checked against its card's sha256 (loaded once)."""
+    card = model_card(version)
+    path = MODELS_DIR / f"{version}.ftz"
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if digest != card["sha256"]:
+        raise ConfigError(
+            f"{path}: sha256 {digest[:12]}... differs from its card ({card['sha256'][:12]}...): "
+            "a changed model must get a new version (scripts/train_toxicity_model.py --version)"
+        )
+    import fasttext  # heavy native import, kept lazy
+
+    return ShippedModel(fasttext.load_model(str(path)), card)
+
+
+class ShippedModel:
+    """``probabilities(texts)``: P(toxic) per sentence; ``languages``: what it was trained on."""
+
+    def __init__(self, model: Any, card: dict[str, Any]) -> None:
+        from pretrain.filters.toxicity_classifier import ToxicityClassifier
+
+        self._classifier = ToxicityClassifier(model)
+        self.card = card
+        self.version: str = card["version"]
+        self.languages: tuple[str, ...] = tuple(card["languages"])
+
+    def probabilities(self, texts: list[str]) -> list[float]:
+        return self._classifier.probabilities(texts)
