@@ -238,7 +238,7 @@ def test_the_cli_reads_experiments_back(flow: dict) -> None:
     listing = cli("experiments", "--root", flow["root"], "list", "--kind", "search")
     assert listing.count("proxy_tiny") == SEARCH["candidates"]
     compare = cli("experiments", "--root", flow["root"], "compare", "--group", flow["new"])
-    assert "with" in compare and "base" in compare and "prose" in compare
+    assert "with" in compare and "base" in compare and "mean bpb" in compare
     plan = cli("plan", "--root", flow["root"], "--gpus", "8", "--days", "1")
     assert "proxy experiments under" in plan and "% of the campaign" in plan
     specs = registry.list_specs(flow["root"])
