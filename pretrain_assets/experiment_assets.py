@@ -44,7 +44,7 @@ from pretrain.experiments.basis import BasisConfig, build_basis, validation_ids
 from pretrain.experiments.config import ExperimentsConfig
 from pretrain.experiments.decisions import DECISION_FILE, record_review
 from pretrain.experiments.pools import build_pool
-from pretrain.experiments.run import TrainFn, run_experiment
+from pretrain.experiments.run import TrainFn, run_experiment, train_in_process
 from pretrain.experiments.search import SearchConfig
 from pretrain.train.config import TrainConfig
 from pretrain_assets.dedup_assets import deduped_shards
@@ -132,11 +132,14 @@ def _launcher_train(context: AssetExecutionContext, launcher: Launcher) -> Train
     return train
 
 
+PROXY_CODE_VERSION = "proxy-v1"
+
+
 @asset(
     partitions_def=experiment_partitions,
     deps=[experiment_basis, AssetDep(proxy_pools, partition_mapping=AllPartitionMapping())],
     group_name="experiments",
-    code_version="proxy-v1",
+    code_version=PROXY_CODE_VERSION,
 )
 def proxy_runs(
     context: AssetExecutionContext,
@@ -153,18 +156,18 @@ def proxy_runs(
     pools, pool_dirs = variant_pools(context.instance, store, spec.variant)
     out = registry.result_dir(store.root, name)
     settings = {"spec": spec.settings(), "max_epochs": library_config.max_epochs}
-    ident = identity.compute("proxy_runs", "proxy-v1", settings, [basis, *pool_dirs])
+    ident = identity.compute("proxy_runs", PROXY_CODE_VERSION, settings, [basis, *pool_dirs])
     existing = identity.read(out)
     cached = existing is not None and existing.version == ident.version
     if not cached:  # the same spec on the same inputs is never trained twice
         ident = begin_output(context, store, out, settings, [basis, *pool_dirs])
-        train_fn = None if library_config.in_process else _launcher_train(context, proxy_launcher)
         run_experiment(
             spec, pools, val_packed_dir=storage.join(basis, "validation"),
             tokenizer_uri=storage.join(basis, "tokenizer"), out_dir=out,
             tasks=EvalConfig(task_dir=library_config.task_dir).task_specs(),
             max_epochs=library_config.max_epochs,
-            **({"train_fn": train_fn} if train_fn else {}),
+            train_fn=train_in_process if library_config.in_process
+            else _launcher_train(context, proxy_launcher),
         )  # fmt: skip
         finish_output(out, ident)
     result = registry.read_result(out)
@@ -188,7 +191,7 @@ def proxy_runs(
                 "cost": result.cost,
                 "uri": out,
             }
-        ),  # fmt: skip
+        ),
     )
 
 
