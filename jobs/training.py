@@ -15,6 +15,7 @@ training continues. Retries are off: crash-resume belongs to one sensor, not to 
 retry machinery (a retried run would race the sensor's resume run).
 """
 
+import hashlib
 from typing import Any
 
 from dagster import (
@@ -38,9 +39,14 @@ from resources.storage import ArtifactStore
 
 
 def checkpoint_materialization(event: dict[str, Any], run_id: str) -> AssetMaterialization:
+    """The ``checkpoints[key]`` materialization of a committed checkpoint. Its data version
+    names the run that wrote it: what an eval report records as its input, so a sensor can
+    tell a report of this very checkpoint from one of an earlier checkpoint with the same key."""
+    identity = f"{run_id}/{event['key']}/{event['path']}"
     return AssetMaterialization(
         asset_key="checkpoints",
         partition=event["key"],
+        tags={"dagster/data_version": hashlib.sha256(identity.encode()).hexdigest()},
         metadata={
             "step": int(event["step"]),
             "loss": float(event["loss"]) if event.get("loss") is not None else float("nan"),

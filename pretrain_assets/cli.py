@@ -23,6 +23,7 @@ from pathlib import Path
 
 from jobs.stages import add_stage_options
 from pretrain_assets.source_options import add_data_options
+from pretrain_assets.user_errors import report_user_errors
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -200,8 +201,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run a command; a user error (bad input, bad setting, damaged checkpoint) is one line on
+    stderr that says what to do, and exit status 1, never a traceback."""
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    return report_user_errors(args.command, args.func, args)
 
 
 if __name__ == "__main__":

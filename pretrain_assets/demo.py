@@ -20,18 +20,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
+import sys
 import time
 from typing import Any
 
-from dagster import DagsterInstance, Definitions
+from dagster import DagsterInstance, Definitions, RunsFilter
 
 from jobs.partitions import band_partitions
-from jobs.stages import add_stage_options, run_configs, stage_settings
+from jobs.stages import add_stage_options, check_settings, run_configs, stage_settings
 from pretrain.checkpoint.dcp import checkpoint_key, list_checkpoints
+from pretrain.data.raw import require_documents
+from pretrain.errors import ConfigError
 from pretrain_assets.definitions import build_definitions, default_artifact_root
 from pretrain_assets.orphaned_runs import fail_orphaned_runs, host_tags
-from pretrain_assets.shards import plan_source, register_shards
+from pretrain_assets.shards import plan_sources, register_shards
 from pretrain_assets.source_options import add_data_options, data_settings
 from pretrain_assets.summary import format_summary
 from resources.storage import ArtifactStore
@@ -70,15 +74,24 @@ def execute(
     run_config: dict | None = None,
     quiet: bool = False,
 ) -> dict[str, dict[str, Any]]:
-    """Run one job in process; return {asset_key: metadata} of its materializations."""
+    """Run one job in process; return {asset_key: metadata} of its materializations.
+
+    Dagster's console logger would print a failing step's stack trace: it is kept quiet, the
+    run's warnings are printed here one line each, and a failure raises the step's own
+    exception (a ConfigError or DataError is then one line from the ``pretrain`` command; the
+    whole run, stack traces included, stays in the instance: ``make ui``)."""
     started = time.monotonic()
-    loggers = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
-    result = defs.resolve_job_def(job_name).execute_in_process(
-        instance=instance,
-        partition_key=partition_key,
-        run_config={**loggers, **(run_config or {})},
-        tags=host_tags(),  # lets the next start mark this run failed if the demo is killed
-    )
+    loggers = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+    result = None
+    try:
+        result = defs.resolve_job_def(job_name).execute_in_process(
+            instance=instance,
+            partition_key=partition_key,
+            run_config={**loggers, **(run_config or {})},
+            tags=host_tags(),  # lets the next start mark this run failed if the demo is killed
+        )
+    finally:
+        print_warnings(instance, result.run_id if result else _last_run_id(instance, job_name))
     if not result.success:
         raise SystemExit(f"job {job_name} ({partition_key}) failed; see `make ui`")
     where = f"[{partition_key}]" if partition_key else ""
@@ -93,6 +106,37 @@ def execute(
     return out
 
 
+def plan_data_sources(args: argparse.Namespace) -> list:
+    """The shard groups of ``--source`` and every ``--add-source NAME=URI`` (a name given
+    twice is one source with the files of both folders)."""
+    name = "embedded" if args.source == "embedded" else args.source_name
+    sources = [(name, args.source)]
+    for extra in args.add_source:
+        extra_name, sep, uri = extra.partition("=")
+        if not sep:
+            raise ConfigError(f"--add-source {extra!r}: use NAME=URI, e.g. books=/data/books")
+        sources.append((extra_name.strip(), uri.strip()))
+    return plan_sources(
+        sources, max_shards=args.shards, max_files_per_source=args.max_files_per_source
+    )
+
+
+def print_warnings(instance: DagsterInstance, run_id: str | None) -> None:
+    """The warnings a run logged (a classifier skipped, a check that warns), one line each."""
+    if run_id is None:
+        return
+    for entry in instance.all_logs(run_id):
+        if entry.level == logging.WARNING and entry.user_message:
+            where = entry.step_key or entry.job_name
+            text = " ".join(entry.user_message.split())
+            print(f"  warning ({where}): {text}", file=sys.stderr, flush=True)
+
+
+def _last_run_id(instance: DagsterInstance, job_name: str) -> str | None:
+    runs = instance.get_runs(RunsFilter(job_name=job_name), limit=1)
+    return runs[0].run_id if runs else None
+
+
 def run_data_stages(
     args: argparse.Namespace,
     defs: Definitions,
@@ -101,22 +145,14 @@ def run_data_stages(
     configs: dict[str, dict[str, Any]],
 ) -> dict[str, Any]:
     """Register the sources' shard groups, then ingest → quality → filter → dedup per shard."""
-    manifests = plan_source(
-        args.source,
-        source_name=args.source_name,
-        max_shards=args.shards,
-        max_files_per_source=args.max_files_per_source,
-    )
-    for extra in args.add_source:
-        name, _, uri = extra.partition("=")
-        manifests += plan_source(uri, source_name=name, max_shards=args.shards)
-    keys = register_shards(instance, store, manifests)
+    keys = register_shards(instance, store, plan_data_sources(args))
     print(f"registered {len(keys)} shard groups: {', '.join(keys)}", flush=True)
     per_shard: list[dict[str, dict[str, Any]]] = []
     for key in keys:
         per_shard.append(
             execute(defs, "ingest", instance, partition_key=key, run_config=configs.get("ingest"))
         )
+    require_documents([store.uri("raw_shards", key) for key in keys])  # else: fails at mixture
     quality = execute(defs, "quality", instance, run_config=configs.get("quality"))
     skipped = quality.get("quality_classifier", {}).get("skipped")
     if skipped:
@@ -143,9 +179,24 @@ def run_data_stages(
     return {"shards": per_shard, "quality": quality, "clusters": clusters, "deduped": deduped}
 
 
+def project_instance() -> DagsterInstance:
+    """The instance in ``$DAGSTER_HOME``; a missing setting or folder is a ConfigError that
+    says what to run (Dagster's own error is a traceback)."""
+    home = os.environ.get("DAGSTER_HOME")
+    if not home:
+        raise ConfigError(
+            "DAGSTER_HOME is not set: every stage runs as a Dagster job recorded in the "
+            "instance there; run `mkdir -p .dagster_home && export DAGSTER_HOME=$PWD/.dagster_home` "
+            "(make demo and make ui set it themselves)"
+        )
+    if not os.path.isdir(home):
+        raise ConfigError(f"DAGSTER_HOME={home} is not a folder: create it (mkdir -p {home})")
+    return DagsterInstance.get()
+
+
 def start(args: argparse.Namespace) -> tuple[DagsterInstance, str]:
     """The project instance (runs a killed process left STARTED marked failed) and the root."""
-    instance = DagsterInstance.get()
+    instance = project_instance()
     for run_id in fail_orphaned_runs(instance, by="pretrain demo"):
         print(f"run {run_id} was left STARTED by a killed process: marked failed", flush=True)
     return instance, args.artifact_root or default_artifact_root()
@@ -154,6 +205,8 @@ def start(args: argparse.Namespace) -> tuple[DagsterInstance, str]:
 def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     from pretrain.eval.fetch import fetch_eval_tasks
 
+    settings = demo_settings(args)
+    check_settings(settings)  # a bad value is refused before any download or run
     if args.eval_dir:
         os.environ["PRETRAIN_EVAL_DIR"] = args.eval_dir  # read by decontam and eval_reports
     # Eval tasks first: the mixture's decontamination reads the same files. Offline, the
@@ -163,7 +216,7 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     instance, root = start(args)
     defs = build_definitions(artifact_root=root, nproc_per_node=args.nproc)
     store = ArtifactStore(root=root)
-    configs = run_configs(demo_settings(args))
+    configs = run_configs(settings)
     execute(defs, "plan", instance, run_config=configs.get("plan"))
     data = run_data_stages(args, defs, instance, store, configs)
     corpus = execute(defs, "corpus", instance, run_config=configs.get("corpus"))
@@ -197,10 +250,12 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
 
 def run_data(args: argparse.Namespace) -> dict[str, Any]:
     """``pretrain data``: only the data stages, ending with the mixture (no tokenizer/training)."""
+    settings = deep_merge(data_settings(args), stage_settings(args))
+    check_settings(settings)  # a bad value is refused before any run
     instance, root = start(args)
     defs = build_definitions(artifact_root=root)
     store = ArtifactStore(root=root)
-    configs = run_configs(deep_merge(data_settings(args), stage_settings(args)))
+    configs = run_configs(settings)
     data = run_data_stages(args, defs, instance, store, configs)
     mixture_config = configs.get("corpus", {}).get("ops", {}).get("data_mixture")
     run_config = {"ops": {"data_mixture": mixture_config}} if mixture_config else None
@@ -267,4 +322,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from pretrain_assets.user_errors import report_user_errors
+
+    sys.exit(report_user_errors("demo", main))

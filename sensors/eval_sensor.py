@@ -1,30 +1,78 @@
-"""``eval_sensor``: every new ``checkpoints[key]`` materialization → an eval run for that key.
+"""``eval_sensor``: every new ``checkpoints[key]`` materialization → an eval run for that key,
+unless ``eval_reports[key]`` is already current.
 
-The run key is the checkpoint key, which already contains the branch id, so a step that
-recurs on a resumed branch still gets its own evaluation.
+Each tick reads the checkpoint materializations recorded since its cursor (every one of them,
+oldest first: several checkpoints committed between two ticks each get their evaluation). A
+checkpoint whose report was made by today's code version from this very checkpoint (the data
+version Dagster recorded for the report's ``checkpoints`` input, see
+:mod:`sensors.data_versions`) is skipped: ``make demo`` evaluates in process, and the daemon's
+first tick afterwards must not evaluate the same checkpoints again. The run key carries the
+checkpoint's data version, so a key re-made by another run is evaluated again, and a replayed
+tick never requests the same evaluation twice.
 """
+
+from __future__ import annotations
 
 from dagster import (
     AssetKey,
+    AssetRecordsFilter,
     DefaultSensorStatus,
-    EventLogEntry,
     RunRequest,
     SensorEvaluationContext,
+    SensorResult,
     SkipReason,
-    asset_sensor,
+    sensor,
 )
 
 from jobs.asset_jobs import eval_job
+from sensors.data_versions import (
+    current_inputs,
+    data_version,
+    event_tags,
+    latest_tags,
+    partitions_data_version,
+)
+
+CHECKPOINTS, REPORTS = AssetKey("checkpoints"), AssetKey("eval_reports")
+BATCH = 500  # checkpoint materializations read per tick
 
 
-@asset_sensor(
-    asset_key=AssetKey("checkpoints"),
+@sensor(
     job=eval_job,
     minimum_interval_seconds=15,
     default_status=DefaultSensorStatus.RUNNING,
 )
-def eval_sensor(context: SensorEvaluationContext, asset_event: EventLogEntry):
-    partition = asset_event.dagster_event.partition if asset_event.dagster_event else None
-    if not partition:
-        return SkipReason("checkpoint materialization without a partition key")
-    return RunRequest(run_key=f"eval-{partition}", partition_key=partition)
+def eval_sensor(context: SensorEvaluationContext):
+    instance = context.instance
+    after = int(context.cursor) if context.cursor else None
+    records = instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=CHECKPOINTS, after_storage_id=after), limit=BATCH,
+        ascending=True,
+    ).records  # fmt: skip
+    if not records:
+        return SkipReason("no new checkpoint materializations")
+    reports = latest_tags(instance, REPORTS.to_user_string())
+    code_version = context.repository_def.asset_graph.get(REPORTS).code_version
+    tokenizer = data_version(instance.get_latest_materialization_event(AssetKey("tokenizer")))
+    requests, current = {}, []
+    for record in records:
+        event = record.event_log_entry
+        key = event.dagster_event.partition if event.dagster_event else None
+        if not key:
+            continue
+        version = (event_tags(event) or {}).get("dagster/data_version") or ""
+        inputs = {"checkpoints": partitions_data_version([version] if version else [])}
+        if current_inputs(reports.get(key), code_version, {**inputs, "tokenizer": tokenizer}):
+            current.append(key)
+            continue
+        run_key = f"eval-{key}" + (f"-{version[:16]}" if version else "")
+        requests[key] = RunRequest(run_key=run_key, partition_key=key)  # the newest per key
+    if current:
+        context.log.info(f"already evaluated with these checkpoints: {', '.join(current)}")
+    cursor = str(records[-1].storage_id)
+    if not requests:
+        return SensorResult(
+            skip_reason=f"every new checkpoint is evaluated already ({', '.join(current)})",
+            cursor=cursor,
+        )
+    return SensorResult(run_requests=list(requests.values()), cursor=cursor)

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from pretrain.errors import ConfigError
 from pretrain.filters.phones import DEFAULT_PHONE_REGIONS, LENIENCIES, find_phones
+from pretrain.settings import check_types
 
 PII_TYPES = ("email", "cn_resident_id", "iban", "credit_card", "us_ssn", "ip_address", "phone")
 
@@ -43,6 +44,7 @@ class PiiConfig:
     phone_leniency: str = "valid"  # "valid": fits a numbering plan; "possible": length only
 
     def __post_init__(self) -> None:
+        check_types(self)
         import phonenumbers
 
         if isinstance(self.phone_regions, str):

@@ -57,6 +57,7 @@ from pretrain import storage
 from pretrain.errors import ConfigError
 from pretrain.filters.base import Document, Filter, Rejection
 from pretrain.filters.toxic_words import DEFAULT_WORD_LISTS, IDENTITY_TERMS
+from pretrain.settings import check_types
 from pretrain.text import is_unsegmented
 
 MODELS = ("profanity_check",)
@@ -88,6 +89,7 @@ class ToxicityConfig:
     classifier_threshold: float = 0.5
 
     def __post_init__(self) -> None:
+        check_types(self)
         if self.model is not None and self.model not in MODELS:
             raise ConfigError(f"model={self.model!r}: choose one of {MODELS} or None")
         if isinstance(self.model_languages, str):

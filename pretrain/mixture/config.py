@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from pretrain.decontam import DecontamConfig
 from pretrain.errors import ConfigError
+from pretrain.settings import check_types
 
 HASH_BUCKETS = 10**6
 DEFAULT_MAX_EPOCHS = 4.0
@@ -71,6 +72,7 @@ class CurriculumStage:
     weights: dict[str, float] | None = None
 
     def __post_init__(self) -> None:
+        check_types(self)
         if not self.name:
             raise ConfigError("CurriculumStage.name must be non-empty, e.g. 'anneal'")
         if not 0.0 < self.fraction <= 1.0:
@@ -104,6 +106,7 @@ class MixtureConfig:
     quarantine_duplicates: bool = True
 
     def __post_init__(self) -> None:
+        check_types(self)
         _check_weights(self.weights, "MixtureConfig.weights")
         if not 0.0 <= self.val_fraction < 1.0:
             raise ConfigError(

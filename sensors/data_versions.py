@@ -1,0 +1,72 @@
+"""What Dagster recorded about a materialization's inputs, so a sensor never redoes current work.
+
+Every materialization of an asset with a code version carries its data version
+(``dagster/data_version``), its code version and the data version of each input it read
+(``dagster/input_data_version/<asset>``; for a partitioned input, a hash of the data versions
+of the input partitions it read). A partition is *current* when it was built by today's code
+version from inputs whose data versions have not changed since: a sensor skips it, as the UI
+shows it fresh::
+
+    reports = latest_tags(instance, "eval_reports")           # partition → tags
+    current_inputs(reports.get(key), code_version, {"checkpoints": partitions_data_version([v])})
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from dagster import AssetKey, DagsterInstance, EventLogEntry
+
+CODE_VERSION_TAG, DATA_VERSION_TAG = "dagster/code_version", "dagster/data_version"
+INPUT_TAG = "dagster/input_data_version/"
+
+Tags = dict[str, str]
+
+
+def partitions_data_version(versions: list[str]) -> str:
+    """The input data version Dagster records for partitioned inputs: a hash of the data
+    versions of the input partitions, in partition-key order (one partition here)."""
+    return hashlib.sha256("".join(versions).encode()).hexdigest()
+
+
+def latest_tags(instance: DagsterInstance, asset: str, page: int = 5000) -> dict[str, Tags]:
+    """Partition → tags of its newest materialization (newest records come first)."""
+    found: dict[str, Tags] = {}
+    cursor = None
+    while True:
+        result = instance.fetch_materializations(AssetKey(asset), limit=page, cursor=cursor)
+        for record in result.records:
+            event = record.event_log_entry.dagster_event
+            partition = event.partition if event else None
+            if partition is not None and partition not in found:
+                found[partition] = dict(event.step_materialization_data.materialization.tags or {})
+        if not result.has_more:
+            return found
+        cursor = result.cursor
+
+
+def event_tags(event: EventLogEntry | None) -> Tags | None:
+    """The tags of a materialization event (None: no event)."""
+    if event is None or event.dagster_event is None:
+        return None
+    return dict(event.dagster_event.step_materialization_data.materialization.tags or {})
+
+
+def data_version(event: EventLogEntry | None) -> str | None:
+    """The data version recorded by a materialization event (None: never materialized)."""
+    return (event_tags(event) or {}).get(DATA_VERSION_TAG)
+
+
+def current_inputs(
+    tags: Tags | None, code_version: str | None, input_versions: dict[str, str | None]
+) -> bool:
+    """True when a materialization (its ``tags``) was made by ``code_version`` from inputs
+    whose data versions are still ``input_versions`` (asset → version now; None: unknown,
+    never counts as a change)."""
+    if tags is None or tags.get(CODE_VERSION_TAG) != code_version:
+        return False
+    for asset, now in input_versions.items():
+        recorded = tags.get(INPUT_TAG + asset)
+        if recorded is not None and now is not None and recorded != now:
+            return False
+    return True
