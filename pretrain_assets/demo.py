@@ -31,9 +31,8 @@ from dagster import DagsterInstance, Definitions, RunsFilter
 from jobs.partitions import band_partitions
 from jobs.stages import add_stage_options, check_settings, run_configs, stage_settings
 from pretrain.checkpoint.dcp import checkpoint_key, list_checkpoints
-from pretrain.data.raw import require_documents
+from pretrain.data.raw import ShardManifest, require_documents
 from pretrain.errors import ConfigError
-from pretrain_assets.definitions import build_definitions, default_artifact_root
 from pretrain_assets.orphaned_runs import fail_orphaned_runs, host_tags
 from pretrain_assets.shards import plan_sources, register_shards
 from pretrain_assets.source_options import add_data_options, data_settings
@@ -106,7 +105,7 @@ def execute(
     return out
 
 
-def plan_data_sources(args: argparse.Namespace) -> list:
+def plan_data_sources(args: argparse.Namespace) -> list[ShardManifest]:
     """The shard groups of ``--source`` and every ``--add-source NAME=URI`` (a name given
     twice is one source with the files of both folders)."""
     name = "embedded" if args.source == "embedded" else args.source_name
@@ -138,14 +137,14 @@ def _last_run_id(instance: DagsterInstance, job_name: str) -> str | None:
 
 
 def run_data_stages(
-    args: argparse.Namespace,
     defs: Definitions,
     instance: DagsterInstance,
     store: ArtifactStore,
     configs: dict[str, dict[str, Any]],
+    manifests: list[ShardManifest],
 ) -> dict[str, Any]:
     """Register the sources' shard groups, then ingest → quality → filter → dedup per shard."""
-    keys = register_shards(instance, store, plan_data_sources(args))
+    keys = register_shards(instance, store, manifests)
     print(f"registered {len(keys)} shard groups: {', '.join(keys)}", flush=True)
     per_shard: list[dict[str, dict[str, Any]]] = []
     for key in keys:
@@ -194,11 +193,21 @@ def project_instance() -> DagsterInstance:
     return DagsterInstance.get()
 
 
+def definitions(**settings: Any) -> Definitions:
+    """The project's definitions, imported only once the settings and sources were checked:
+    building every asset takes seconds, and a user error should not wait for it."""
+    from pretrain_assets.definitions import build_definitions
+
+    return build_definitions(**settings)
+
+
 def start(args: argparse.Namespace) -> tuple[DagsterInstance, str]:
     """The project instance (runs a killed process left STARTED marked failed) and the root."""
     instance = project_instance()
     for run_id in fail_orphaned_runs(instance, by="pretrain demo"):
         print(f"run {run_id} was left STARTED by a killed process: marked failed", flush=True)
+    from pretrain_assets.definitions import default_artifact_root
+
     return instance, args.artifact_root or default_artifact_root()
 
 
@@ -206,7 +215,8 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     from pretrain.eval.fetch import fetch_eval_tasks
 
     settings = demo_settings(args)
-    check_settings(settings)  # a bad value is refused before any download or run
+    check_settings(settings)  # a bad value or source is refused before any download or run
+    manifests = plan_data_sources(args)
     if args.eval_dir:
         os.environ["PRETRAIN_EVAL_DIR"] = args.eval_dir  # read by decontam and eval_reports
     # Eval tasks first: the mixture's decontamination reads the same files. Offline, the
@@ -214,11 +224,11 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     fetched = fetch_eval_tasks()
     print(fetched.line(), flush=True)
     instance, root = start(args)
-    defs = build_definitions(artifact_root=root, nproc_per_node=args.nproc)
+    defs = definitions(artifact_root=root, nproc_per_node=args.nproc)
     store = ArtifactStore(root=root)
     configs = run_configs(settings)
     execute(defs, "plan", instance, run_config=configs.get("plan"))
-    data = run_data_stages(args, defs, instance, store, configs)
+    data = run_data_stages(defs, instance, store, configs, manifests)
     corpus = execute(defs, "corpus", instance, run_config=configs.get("corpus"))
     trained = execute(defs, "train", instance, run_config=configs.get("train"))
     # every checkpoint still on disk (keep-last-K pruned the oldest), then the comparison
@@ -251,12 +261,13 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
 def run_data(args: argparse.Namespace) -> dict[str, Any]:
     """``pretrain data``: only the data stages, ending with the mixture (no tokenizer/training)."""
     settings = deep_merge(data_settings(args), stage_settings(args))
-    check_settings(settings)  # a bad value is refused before any run
+    check_settings(settings)  # a bad value or source is refused before any run
+    manifests = plan_data_sources(args)
     instance, root = start(args)
-    defs = build_definitions(artifact_root=root)
+    defs = definitions(artifact_root=root)
     store = ArtifactStore(root=root)
     configs = run_configs(settings)
-    data = run_data_stages(args, defs, instance, store, configs)
+    data = run_data_stages(defs, instance, store, configs, manifests)
     mixture_config = configs.get("corpus", {}).get("ops", {}).get("data_mixture")
     run_config = {"ops": {"data_mixture": mixture_config}} if mixture_config else None
     data["mixture"] = execute(defs, "mixture", instance, run_config=run_config)["data_mixture"]

@@ -25,9 +25,25 @@ def report_user_errors(command: str, run: Callable[..., int | None], *args: Any)
     warnings.filterwarnings("ignore", category=Warning, module=r"dagster(_shared)?(\.|$)")
     try:
         return run(*args) or 0
-    except PretrainError as exc:
-        print(f"pretrain {command}: error: {one_line(exc)}", file=sys.stderr, flush=True)
+    except Exception as exc:
+        reason = user_error(exc)
+        if reason is None:
+            raise  # a bug: its traceback is what helps
+        print(f"pretrain {command}: error: {one_line(reason)}", file=sys.stderr, flush=True)
         return 1
+
+
+def user_error(exc: BaseException) -> PretrainError | None:
+    """``exc`` itself or the error it was raised from, if that is a user error (a step that
+    failed on bad input raises Dagster's ``Failure`` from the library's ``DataError``)."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, PretrainError):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__
+    return None
 
 
 def one_line(exc: BaseException) -> str:

@@ -57,16 +57,28 @@ def data_version(event: EventLogEntry | None) -> str | None:
     return (event_tags(event) or {}).get(DATA_VERSION_TAG)
 
 
+def partition_input_versions(version: str | None) -> tuple[str, ...] | None:
+    """What a materialization records for one input partition whose data version is
+    ``version``: the version itself (a dependency without an ``In``) or the hash Dagster makes
+    of the input partitions' versions (an input), so both count as "this very partition"."""
+    if version is None:
+        return None
+    return (version, partitions_data_version([version]))
+
+
 def current_inputs(
-    tags: Tags | None, code_version: str | None, input_versions: dict[str, str | None]
+    tags: Tags | None,
+    code_version: str | None,
+    input_versions: dict[str, str | tuple[str, ...] | None],
 ) -> bool:
     """True when a materialization (its ``tags``) was made by ``code_version`` from inputs
-    whose data versions are still ``input_versions`` (asset → version now; None: unknown,
-    never counts as a change)."""
+    whose data versions are still ``input_versions`` (asset → the version now, or the values
+    that stand for it; None: unknown, never counts as a change)."""
     if tags is None or tags.get(CODE_VERSION_TAG) != code_version:
         return False
     for asset, now in input_versions.items():
         recorded = tags.get(INPUT_TAG + asset)
-        if recorded is not None and now is not None and recorded != now:
+        accepted = (now,) if isinstance(now, str) else now
+        if recorded is not None and accepted is not None and recorded not in accepted:
             return False
     return True

@@ -26,10 +26,12 @@ from dagster import (
 
 from jobs.asset_jobs import eval_job
 from sensors.data_versions import (
+    DATA_VERSION_TAG,
     current_inputs,
     data_version,
     event_tags,
     latest_tags,
+    partition_input_versions,
     partitions_data_version,
 )
 
@@ -54,19 +56,23 @@ def eval_sensor(context: SensorEvaluationContext):
     reports = latest_tags(instance, REPORTS.to_user_string())
     code_version = context.repository_def.asset_graph.get(REPORTS).code_version
     tokenizer = data_version(instance.get_latest_materialization_event(AssetKey("tokenizer")))
-    requests, current = {}, []
+    newest = {}  # partition → its newest materialization among these (oldest first)
     for record in records:
         event = record.event_log_entry
         key = event.dagster_event.partition if event.dagster_event else None
-        if not key:
-            continue
-        version = (event_tags(event) or {}).get("dagster/data_version") or ""
-        inputs = {"checkpoints": partitions_data_version([version] if version else [])}
-        if current_inputs(reports.get(key), code_version, {**inputs, "tokenizer": tokenizer}):
+        if key:
+            newest[key] = event
+    requests, current = [], []
+    for key, event in newest.items():
+        version = (event_tags(event) or {}).get(DATA_VERSION_TAG)
+        # a checkpoint materialized before it carried a data version: what Dagster recorded
+        ckpt = partition_input_versions(version) or (partitions_data_version([]), "INITIAL")
+        inputs = {"checkpoints": ckpt, "tokenizer": tokenizer}
+        if current_inputs(reports.get(key), code_version, inputs):
             current.append(key)
             continue
         run_key = f"eval-{key}" + (f"-{version[:16]}" if version else "")
-        requests[key] = RunRequest(run_key=run_key, partition_key=key)  # the newest per key
+        requests.append(RunRequest(run_key=run_key, partition_key=key))
     if current:
         context.log.info(f"already evaluated with these checkpoints: {', '.join(current)}")
     cursor = str(records[-1].storage_id)
@@ -75,4 +81,4 @@ def eval_sensor(context: SensorEvaluationContext):
             skip_reason=f"every new checkpoint is evaluated already ({', '.join(current)})",
             cursor=cursor,
         )
-    return SensorResult(run_requests=list(requests.values()), cursor=cursor)
+    return SensorResult(run_requests=requests, cursor=cursor)

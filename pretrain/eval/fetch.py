@@ -224,7 +224,7 @@ def _convert(task: HubTask, paths: list[Path]) -> bytes:
         raise
     except Exception as exc:  # pyarrow, a missing column, a wrong type: the file is not the task's
         raise DataError(
-            f"{task.name}: the downloaded files could not be converted "
+            "the downloaded files could not be converted "
             f"({type(exc).__name__}: {_first_line(exc)}); the repo's layout may have changed"
         ) from exc
 
@@ -237,6 +237,7 @@ def _download(spec: HubFile, cache: Path, endpoint: str | None) -> dict[str, Any
     from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
     from huggingface_hub.errors import (
         EntryNotFoundError,
+        HfHubHTTPError,
         LocalEntryNotFoundError,
         OfflineModeIsEnabled,
         RepositoryNotFoundError,
@@ -256,6 +257,8 @@ def _download(spec: HubFile, cache: Path, endpoint: str | None) -> dict[str, Any
         )  # fmt: skip
     except (RepositoryNotFoundError, RevisionNotFoundError, EntryNotFoundError) as exc:
         raise DataError(f"{where} is not on the Hub: {type(exc).__name__}") from exc
+    except HfHubHTTPError as exc:  # the Hub answered, with an error (an OSError: test it first)
+        raise DataError(f"{where}: the Hub answered {_first_line(exc)}") from exc
     except (LocalEntryNotFoundError, OfflineModeIsEnabled, OSError) as exc:
         raise _Offline(str(exc)) from exc
     except Exception as exc:  # httpx transport errors (connection refused, DNS) vary by version

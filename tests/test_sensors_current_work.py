@@ -1,0 +1,174 @@
+"""Sensors and schedules never redo work that is current (issue 26, §4).
+
+After ``make demo`` the daemon's first ``eval_sensor`` tick launched ``evaluate`` again for a
+checkpoint the demo had evaluated minutes before. Here, on a real Dagster instance: a checkpoint
+is materialized the way the training op does it (:func:`jobs.training.checkpoint_materialization`),
+its report with the real ``eval_reports`` code version, then one sensor tick requests nothing;
+a new checkpoint, and the same key re-made by another run, are evaluated. The shard discovery
+sensor after ``pretrain data``'s registration and the backfill schedule after the per-shard
+chain was materialized request nothing either. Run::
+
+    .venv/bin/pytest -q tests/test_sensors_current_work.py
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from dagster import (
+    AssetKey,
+    AssetSpec,
+    DagsterInstance,
+    MaterializeResult,
+    SensorResult,
+    SkipReason,
+    asset,
+    build_schedule_context,
+    build_sensor_context,
+    job,
+    materialize,
+    op,
+)
+
+from jobs.partitions import checkpoint_partitions
+from jobs.training import checkpoint_materialization
+from pretrain_assets.definitions import build_definitions
+from pretrain_assets.shards import plan_sources, register_shards
+from resources.sources import ShardSource
+from resources.storage import ArtifactStore
+from sensors.backfill_schedule import shard_backfill_schedule
+from sensors.eval_sensor import eval_sensor
+from sensors.shard_discovery import shard_discovery_sensor
+
+
+@pytest.fixture
+def instance(tmp_path: Path):
+    (tmp_path / "home").mkdir()
+    with DagsterInstance.local_temp(tempdir=str(tmp_path / "home")) as inst:  # real SQLite
+        yield inst
+
+
+def commit_checkpoint(instance: DagsterInstance, key: str) -> None:
+    """A ``checkpoints[key]`` materialization as the ``train`` op logs it, from a run of its own."""
+
+    @op(name="train_model")
+    def train_model(context) -> None:
+        context.instance.add_dynamic_partitions(checkpoint_partitions.name, [key])
+        step = int(key.rsplit("-s", 1)[1])
+        event = {"key": key, "step": step, "path": f"/runs/b00/step-{step:08d}", "loss": 2.5}
+        context.log_event(checkpoint_materialization(event, context.run_id))
+
+    @job(name="train")
+    def train() -> None:
+        train_model()
+
+    assert train.execute_in_process(instance=instance).success
+
+
+def evaluate(instance: DagsterInstance, key: str, code_version: str) -> None:
+    """``eval_reports[key]`` by a stand-in with the real asset's key, inputs and code version."""
+
+    @asset(
+        key="eval_reports",
+        partitions_def=checkpoint_partitions,
+        deps=[AssetSpec("checkpoints", partitions_def=checkpoint_partitions), "tokenizer"],
+        code_version=code_version,
+    )
+    def eval_reports() -> MaterializeResult:
+        return MaterializeResult(metadata={"val_loss": 2.5})
+
+    assert materialize([eval_reports], instance=instance, partition_key=key).success
+
+
+def test_eval_sensor_skips_checkpoints_evaluated_with_the_current_checkpoint(
+    tmp_path: Path, instance: DagsterInstance
+) -> None:
+    defs = build_definitions(artifact_root=str(tmp_path / "artifacts"))
+    repository = defs.get_repository_def()
+    code_version = repository.asset_graph.get(AssetKey("eval_reports")).code_version
+    for key in ("b00-s000000300", "b00-s000000600"):  # two commits between two ticks
+        commit_checkpoint(instance, key)
+        evaluate(instance, key, code_version)  # the demo evaluates in process
+
+    def tick(cursor: str | None) -> SensorResult:
+        context = build_sensor_context(instance=instance, repository_def=repository, cursor=cursor)
+        result = eval_sensor(context)
+        assert isinstance(result, SensorResult)
+        return result
+
+    first = tick(None)  # the daemon's first tick after the demo
+    assert first.run_requests == [] and "evaluated already" in first.skip_reason.skip_message
+    commit_checkpoint(instance, "b00-s000000900")
+    second = tick(first.cursor)
+    assert [r.partition_key for r in second.run_requests] == ["b00-s000000900"]
+    # the same key written again by another run (a new branch history): evaluated again
+    commit_checkpoint(instance, "b00-s000000600")
+    third = tick(second.cursor)
+    assert [r.partition_key for r in third.run_requests] == ["b00-s000000600"]
+    assert third.run_requests[0].run_key not in {r.run_key for r in second.run_requests}
+    evaluate(instance, "b00-s000000600", code_version)
+    assert tick(None).run_requests == [r for r in second.run_requests]  # only 900 is left
+    # a new eval code version makes every report stale
+    assert {r.partition_key for r in tick_with(instance, repository, "eval-v0")} == {
+        "b00-s000000300", "b00-s000000600", "b00-s000000900"
+    }  # fmt: skip
+
+
+def tick_with(instance: DagsterInstance, repository, code_version: str) -> list:
+    """One tick from scratch, the reports having been made by ``code_version``."""
+    for key in ("b00-s000000300", "b00-s000000600"):
+        evaluate(instance, key, code_version)
+    context = build_sensor_context(instance=instance, repository_def=repository)
+    return eval_sensor(context).run_requests
+
+
+def test_discovery_after_pretrain_data_registered_the_folder_requests_nothing(
+    tmp_path: Path, instance: DagsterInstance
+) -> None:
+    src = tmp_path / "src"
+    for folder, name in ((src, "a.jsonl"), (src / "more", "b.jsonl"), (src, "c.jsonl")):
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(json.dumps({"text": f"document {name}"}) + "\n")
+    store = ArtifactStore(root=str(tmp_path / "artifacts"))
+    # what `pretrain data --source src --add-source web=src/more` registers
+    manifests = plan_sources([("web", str(src)), ("web", str(src / "more"))], max_shards=2)
+    assert register_shards(instance, store, manifests) == ["web-0000", "web-0001"]
+    resources = {"store": store, "shard_source": ShardSource(uri=str(src), source_name="web")}
+    with build_sensor_context(instance=instance, resources=resources) as context:
+        result = shard_discovery_sensor(context)
+    assert isinstance(result, SkipReason) and "no new files" in result.skip_message
+
+
+@pytest.mark.slow
+def test_backfill_schedule_after_the_shard_chain_requests_nothing(
+    tmp_path: Path, instance: DagsterInstance
+) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    lines = [json.dumps({"text": f"Entry {i}. " + "The committee met to review the budget. " * 12})
+             for i in range(12)]  # fmt: skip
+    (src / "a.jsonl").write_text("\n".join(lines) + "\n")
+    root = str(tmp_path / "artifacts")
+    defs = build_definitions(artifact_root=root)
+    (key,) = register_shards(
+        instance, ArtifactStore(root=root), plan_sources([("web", str(src))], max_shards=1)
+    )
+    for job_name, partition in (("ingest", key), ("quality", None), ("shard_pipeline", key)):
+        result = defs.resolve_job_def(job_name).execute_in_process(
+            instance=instance, partition_key=partition
+        )
+        assert result.success, job_name
+    context = build_schedule_context(instance=instance, repository_def=defs.get_repository_def())
+    skip = shard_backfill_schedule(context)
+    assert isinstance(skip, SkipReason) and skip.skip_message == "all 1 shards are current"
+    # a new quality classifier (other settings) makes the filtered shard stale: one run
+    result = defs.resolve_job_def("quality").execute_in_process(
+        instance=instance, run_config={"ops": {"quality_classifier": {"config": {"seed": 7}}}}
+    )
+    assert result.success
+    requests = shard_backfill_schedule(context)
+    assert [(r.partition_key, [k.path[-1] for k in r.asset_selection]) for r in requests] == [
+        (key, ["filtered_shards", "minhash_signatures"])
+    ]
