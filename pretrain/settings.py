@@ -225,7 +225,7 @@ def _checked(hint: Any, value: Any, where: str) -> Any:
         return value
     if origin is tuple:
         if not isinstance(value, tuple | list):
-            raise ConfigError(f"{where} must be a list, got {describe(value)}")
+            raise ConfigError(f"{where} must be a tuple (a list in JSON), got {describe(value)}")
         if len(args) == 2 and args[1] is Ellipsis:
             items = [_checked(args[0], v, f"{where}[{i}]") for i, v in enumerate(value)]
         elif args:

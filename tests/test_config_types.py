@@ -134,7 +134,9 @@ def test_the_messages_say_what_was_wanted_and_what_came() -> None:
     assert str(caught.value) == (
         "DedupConfig.url_dedup must be a boolean (true/false), got str 'false'"
     )
-    with pytest.raises(ConfigError, match=r"FilterConfig.code_sources must be a list, got str"):
+    with pytest.raises(
+        ConfigError, match=r"FilterConfig.code_sources must be a tuple \(a list in JSON\), got str"
+    ):
         FilterConfig(code_sources="code")
     with pytest.raises(ConfigError, match=r"DedupConfig.threshold must be a number, got bool"):
         DedupConfig(threshold=True)

@@ -1,9 +1,10 @@
 """Every user error of the ``pretrain`` command: one line on stderr, no traceback, exit status 1,
 and what to do (issue 26, §3).
 
-Each case runs the real ``pretrain`` command as a subprocess, as the user would, on real files
-and a real Dagster instance (``$DAGSTER_HOME`` made as ``make home`` makes it). The slow case
-runs ``pretrain data`` through the mixture. Run::
+The slow tests run the real ``pretrain`` command as a subprocess, as the user would, on real
+files and a real Dagster instance (``$DAGSTER_HOME`` made as ``make home`` makes it; one runs
+``pretrain data`` through the mixture). The fast ones call the functions those commands call,
+on real folders and a real instance. Run::
 
     .venv/bin/pytest -q tests/test_user_errors.py
 """
@@ -19,7 +20,15 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from dagster import DagsterInstance, Failure
 
+from jobs.stages import check_settings
+from pretrain.data.raw import build_raw_shard, require_documents
+from pretrain.errors import ConfigError, DataError
+from pretrain_assets.demo import project_instance
+from pretrain_assets.shards import plan_sources, register_shards
+from pretrain_assets.user_errors import report_user_errors
+from resources.storage import ArtifactStore
 from tests.helpers.shared_data import SHARED_EVAL
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,6 +91,82 @@ def one_error_line(done: subprocess.CompletedProcess, command: str = "data") -> 
     return errors[0]
 
 
+def test_sources_are_planned_and_refused_before_any_run(tmp_path: Path, monkeypatch) -> None:
+    """What ``pretrain data`` does before its first job, on real folders and a real instance."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    write_docs(one, "a.jsonl", 2, seed=1)
+    write_docs(two, "b.jsonl", 2, seed=2)
+    write_docs(two, "c.jsonl", 2, seed=3)
+    manifests = plan_sources(
+        [("web", str(one)), ("web", str(two)), ("web", str(two)), ("books", str(two))],
+        max_shards=2,
+    )
+    keys = [m.key for m in manifests]
+    assert keys == ["web-0000", "web-0001", "books-0000", "books-0001"]
+    web = sorted(Path(f.uri).name for m in manifests[:2] for f in m.files)
+    assert web == ["a.jsonl", "b.jsonl", "c.jsonl"]  # both folders, each file once
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DataError, match="no JSONL/Parquet/WARC/text files under"):
+        plan_sources([("web", str(tmp_path / "empty"))])
+    (tmp_path / "blank").mkdir()
+    (tmp_path / "blank" / "a.jsonl").write_bytes(b"")
+    with pytest.raises(DataError, match=r"is empty \(1 files of 0 bytes\)"):
+        plan_sources([("web", str(tmp_path / "blank"))])
+    with pytest.raises(ConfigError, match="'embedded' is the built-in corpus"):
+        plan_sources([("embedded", str(one))])
+    with DagsterInstance.ephemeral() as instance:
+        store = ArtifactStore(root=str(tmp_path / "artifacts"))
+        with pytest.raises(ConfigError, match=r"shard keys \['web-0000'\] planned twice"):
+            register_shards(instance, store, [manifests[0], manifests[0]])
+        assert register_shards(instance, store, manifests) == keys
+    with pytest.raises(ConfigError, match="need 9 band partitions"):
+        check_settings({"dedup": {"bands": 7, "rows": 16}})
+    with pytest.raises(ConfigError, match="DedupConfig.url_dedup must be a boolean"):
+        check_settings({"dedup": {"url_dedup": "false"}})
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    with pytest.raises(ConfigError, match="DAGSTER_HOME is not set"):
+        project_instance()
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "nowhere"))
+    with pytest.raises(ConfigError, match="is not a folder"):
+        project_instance()
+
+
+def test_every_record_rejected_is_named_with_its_rejects(tmp_path: Path) -> None:
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "a.jsonl").write_text('{"text": 7}\nnot json\n')
+    write_docs(tmp_path / "good", "b.jsonl", 2, seed=1)
+    shards = []
+    for name, folder in (("web", bad), ("news", tmp_path / "good")):
+        (manifest,) = plan_sources([(name, str(folder))], max_shards=1)
+        shards.append(str(tmp_path / "raw" / manifest.key))
+        build_raw_shard(manifest, shards[-1])
+    assert require_documents(shards[1:]) == {"news": 2}
+    with pytest.raises(DataError) as caught:
+        require_documents(shards)
+    assert str(caught.value) == (
+        "source 'web' gave 0 documents from 1 files (2 records rejected at ingest): nothing to "
+        f"filter or train on; see {shards[0]}/rejects.parquet for the reasons"
+    )
+
+
+def test_a_step_that_failed_on_bad_input_is_one_line(capsys) -> None:
+    """Dagster raises ``Failure`` from the step's DataError: the command prints the DataError."""
+
+    def failing_step() -> None:
+        try:
+            raise DataError("/data/x.jsonl: cut short\nafter 3 records")
+        except DataError as exc:
+            raise Failure(description=f"DataError: {exc}", allow_retries=False) from exc
+
+    assert report_user_errors("data", failing_step) == 1
+    err = capsys.readouterr().err
+    assert err == "pretrain data: error: /data/x.jsonl: cut short after 3 records\n"
+    with pytest.raises(ZeroDivisionError):  # a bug keeps its traceback
+        report_user_errors("data", lambda: 1 / 0)
+
+
+@pytest.mark.slow
 def test_dagster_home_unset_or_missing_says_how_to_set_it(tmp_path: Path) -> None:
     write_docs(tmp_path / "src", "a.jsonl", 3, seed=1)
     line = one_error_line(pretrain(tmp_path, "data", "--source", str(tmp_path / "src")))
@@ -93,6 +178,7 @@ def test_dagster_home_unset_or_missing_says_how_to_set_it(tmp_path: Path) -> Non
     assert f"DAGSTER_HOME={missing} is not a folder" in line and "mkdir -p" in line
 
 
+@pytest.mark.slow
 def test_empty_source_folder_and_files_that_are_all_empty(tmp_path: Path) -> None:
     home = dagster_home(tmp_path)
     (tmp_path / "empty").mkdir()
@@ -110,6 +196,7 @@ def test_empty_source_folder_and_files_that_are_all_empty(tmp_path: Path) -> Non
     assert not (tmp_path / "artifacts" / "raw_shards").exists()  # refused before ingest
 
 
+@pytest.mark.slow
 def test_a_source_whose_every_record_is_rejected_fails_after_ingest(tmp_path: Path) -> None:
     home = dagster_home(tmp_path)
     bad = tmp_path / "bad"
@@ -126,6 +213,7 @@ def test_a_source_whose_every_record_is_rejected_fails_after_ingest(tmp_path: Pa
     assert "ingest[web-0000]: ok" in done.stdout and "quality:" not in done.stdout
 
 
+@pytest.mark.slow
 def test_bad_add_source_and_dedup_sizes_are_refused_before_any_run(tmp_path: Path) -> None:
     home = dagster_home(tmp_path)
     write_docs(tmp_path / "src", "a.jsonl", 3, seed=1)
