@@ -94,6 +94,7 @@ DAMAGES = [
 ]
 
 
+@pytest.mark.slow  # four training resumes
 @pytest.mark.parametrize(
     ("damage", "problem"), DAMAGES, ids=["truncated", "deleted", "bit-flipped-4KiB", "no-.metadata"]
 )

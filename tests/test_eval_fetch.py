@@ -167,6 +167,7 @@ def _unpinned() -> tuple:
     )
 
 
+@pytest.mark.slow  # a local Hub server
 def test_fetch_downloads_checks_and_converts_every_task(hub: str, tmp_path: Path) -> None:
     report = fetch_eval_tasks(tmp_path / "evals", tasks=_unpinned(), endpoint=hub)
     assert (report.offline, report.failed) == (False, {})
@@ -195,6 +196,7 @@ def test_fetch_downloads_checks_and_converts_every_task(hub: str, tmp_path: Path
         verify_eval_dir(tmp_path / "evals")
 
 
+@pytest.mark.slow  # a local Hub server
 def test_a_file_whose_hash_does_not_match_is_refused(hub: str, tmp_path: Path) -> None:
     arc = HUB_TASKS[1]  # pinned to the real Hub file's sha256: our stand-in differs
     report = fetch_eval_tasks(tmp_path / "evals", tasks=(arc,), endpoint=hub)
@@ -221,6 +223,7 @@ def test_task_files_put_there_by_hand_are_kept(tmp_path: Path) -> None:
     assert own.read_bytes() == (SHARED / DEFAULT_FILES["blimp"]).read_bytes()
 
 
+@pytest.mark.slow  # a local Hub server
 def test_a_task_that_cannot_be_fetched_does_not_stop_the_others(hub: str, tmp_path: Path) -> None:
     """One repo answers 403, one task's file is not its Parquet: both are reported, each with
     its reason, and the two others are fetched; ``pretrain evals fetch`` names every task."""
