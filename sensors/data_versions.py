@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 
-from dagster import AssetKey, DagsterInstance, EventLogEntry
+from dagster import AssetKey, DagsterInstance, EventLogEntry, EventLogRecord
 
 CODE_VERSION_TAG, DATA_VERSION_TAG = "dagster/code_version", "dagster/data_version"
 INPUT_TAG = "dagster/input_data_version/"
@@ -82,3 +82,33 @@ def current_inputs(
         if recorded is not None and accepted is not None and recorded not in accepted:
             return False
     return True
+
+
+def not_current(
+    records: list[EventLogRecord],
+    outputs: dict[str, Tags],
+    code_version: str | None,
+    input_asset: str,
+    other_inputs: dict[str, str | tuple[str, ...] | None],
+) -> tuple[dict[str, str | None], list[str]]:
+    """Of the partitions of ``input_asset`` materialized in ``records`` (the newest record per
+    partition counts), those whose same-key output (``outputs``: partition → tags of its latest
+    materialization) is not current with it: partition → the input's data version; and the
+    partitions that are current."""
+    newest: dict[str, EventLogEntry] = {}
+    for record in records:  # oldest first: a later record of a partition replaces an earlier
+        event = record.event_log_entry
+        if event.dagster_event and event.dagster_event.partition:
+            newest[event.dagster_event.partition] = event
+    stale: dict[str, str | None] = {}
+    current: list[str] = []
+    for key, event in newest.items():
+        version = data_version(event)
+        # a materialization without a data version: what Dagster recorded for it as an input
+        accepted = partition_input_versions(version) or (partitions_data_version([]), "INITIAL")
+        inputs = {input_asset: accepted, **other_inputs}
+        if current_inputs(outputs.get(key), code_version, inputs):
+            current.append(key)
+        else:
+            stale[key] = version
+    return stale, current

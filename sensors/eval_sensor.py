@@ -25,15 +25,7 @@ from dagster import (
 )
 
 from jobs.asset_jobs import eval_job
-from sensors.data_versions import (
-    DATA_VERSION_TAG,
-    current_inputs,
-    data_version,
-    event_tags,
-    latest_tags,
-    partition_input_versions,
-    partitions_data_version,
-)
+from sensors.data_versions import data_version, latest_tags, not_current
 
 CHECKPOINTS, REPORTS = AssetKey("checkpoints"), AssetKey("eval_reports")
 BATCH = 500  # checkpoint materializations read per tick
@@ -56,23 +48,13 @@ def eval_sensor(context: SensorEvaluationContext):
     reports = latest_tags(instance, REPORTS.to_user_string())
     code_version = context.repository_def.asset_graph.get(REPORTS).code_version
     tokenizer = data_version(instance.get_latest_materialization_event(AssetKey("tokenizer")))
-    newest = {}  # partition → its newest materialization among these (oldest first)
-    for record in records:
-        event = record.event_log_entry
-        key = event.dagster_event.partition if event.dagster_event else None
-        if key:
-            newest[key] = event
-    requests, current = [], []
-    for key, event in newest.items():
-        version = (event_tags(event) or {}).get(DATA_VERSION_TAG)
-        # a checkpoint materialized before it carried a data version: what Dagster recorded
-        ckpt = partition_input_versions(version) or (partitions_data_version([]), "INITIAL")
-        inputs = {"checkpoints": ckpt, "tokenizer": tokenizer}
-        if current_inputs(reports.get(key), code_version, inputs):
-            current.append(key)
-            continue
-        run_key = f"eval-{key}" + (f"-{version[:16]}" if version else "")
-        requests.append(RunRequest(run_key=run_key, partition_key=key))
+    stale, current = not_current(
+        records, reports, code_version, "checkpoints", {"tokenizer": tokenizer}
+    )
+    requests = [
+        RunRequest(run_key=f"eval-{key}" + (f"-{v[:16]}" if v else ""), partition_key=key)
+        for key, v in stale.items()
+    ]
     if current:
         context.log.info(f"already evaluated with these checkpoints: {', '.join(current)}")
     cursor = str(records[-1].storage_id)
