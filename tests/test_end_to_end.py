@@ -28,6 +28,7 @@ from pretrain.data.harvest import discover_embedded
 from pretrain.data.readers import iter_records
 from pretrain_assets.definitions import build_definitions
 from pretrain_assets.demo import parse_args, run_demo
+from resources.storage import ArtifactStore
 from sensors.backfill_schedule import shard_backfill_schedule
 from sensors.eval_sensor import eval_sensor
 from tests.helpers.shared_data import SHARED_EVAL
@@ -95,7 +96,10 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> dict:
         schedule_context = build_schedule_context(instance=instance, repository_def=repository)
         backfill = shard_backfill_schedule(schedule_context)
         # the daemon's first eval_sensor tick after the demo (issue 26, section 4)
-        with build_sensor_context(instance=instance, repository_def=repository) as context:
+        with build_sensor_context(
+            instance=instance, repository_def=repository,
+            resources={"store": ArtifactStore(root=root)},
+        ) as context:  # fmt: skip
             eval_tick = eval_sensor(context)
         checkpoint_keys = instance.get_dynamic_partitions("checkpoints")
         materialized = instance.get_materialized_partitions(AssetKey("checkpoints"))
@@ -257,7 +261,11 @@ def test_eval_sensor_after_the_demo_evaluates_nothing_again(campaign: dict) -> N
     """The demo evaluated every checkpoint in process: the sensor's first tick must not."""
     tick = campaign["eval_tick"]
     assert tick.run_requests == [], [r.partition_key for r in tick.run_requests]
-    assert "evaluated already" in tick.skip_reason.skip_message
+    kept = campaign["results"]["final_checkpoint"]  # and the others still on disk
+    assert (
+        "evaluated already" in tick.skip_reason.skip_message
+        and kept in tick.skip_reason.skip_message
+    )
 
 
 def test_cli_status_and_export_read_the_campaign(

@@ -3,8 +3,9 @@
 After ``make demo`` the daemon's first ``eval_sensor`` tick launched ``evaluate`` again for a
 checkpoint the demo had evaluated minutes before. Here, on a real Dagster instance: a checkpoint
 is materialized the way the training op does it (:func:`jobs.training.checkpoint_materialization`),
-its report with the real ``eval_reports`` code version, then one sensor tick requests nothing;
-a new checkpoint, and the same key re-made by another run, are evaluated. The shard discovery
+its report with the real ``eval_reports`` code version, then one sensor tick requests nothing
+(nor for a checkpoint keep-last-K has deleted since); a new checkpoint, and the same key
+re-made by another run, are evaluated. The shard discovery
 sensor after ``pretrain data``'s registration and the backfill schedule after the per-shard
 chain was materialized request nothing either. Run::
 
@@ -14,6 +15,7 @@ chain was materialized request nothing either. Run::
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -34,6 +36,8 @@ from dagster import (
 
 from jobs.partitions import checkpoint_partitions
 from jobs.training import checkpoint_materialization
+from pretrain import storage
+from pretrain.checkpoint.dcp import checkpoint_dir_for_key
 from pretrain_assets.definitions import build_definitions
 from pretrain_assets.shards import plan_sources, register_shards
 from resources.sources import ShardSource
@@ -51,14 +55,18 @@ def instance(tmp_path: Path):
         yield inst
 
 
-def commit_checkpoint(instance: DagsterInstance, key: str) -> None:
-    """A ``checkpoints[key]`` materialization as the ``train`` op logs it, from a run of its own."""
+def commit_checkpoint(instance: DagsterInstance, root: Path, key: str) -> Path:
+    """A committed checkpoint folder under ``root/runs`` and its ``checkpoints[key]``
+    materialization as the ``train`` op logs it, from a run of its own."""
+    path = Path(checkpoint_dir_for_key(str(root / "runs"), key))
+    path.mkdir(parents=True, exist_ok=True)
+    storage.commit_marker(str(path))
 
     @op(name="train_model")
     def train_model(context) -> None:
         context.instance.add_dynamic_partitions(checkpoint_partitions.name, [key])
         step = int(key.rsplit("-s", 1)[1])
-        event = {"key": key, "step": step, "path": f"/runs/b00/step-{step:08d}", "loss": 2.5}
+        event = {"key": key, "step": step, "path": str(path), "loss": 2.5}
         context.log_event(checkpoint_materialization(event, context.run_id))
 
     @job(name="train")
@@ -66,6 +74,7 @@ def commit_checkpoint(instance: DagsterInstance, key: str) -> None:
         train_model()
 
     assert train.execute_in_process(instance=instance).success
+    return path
 
 
 def evaluate(instance: DagsterInstance, key: str, code_version: str) -> None:
@@ -86,26 +95,36 @@ def evaluate(instance: DagsterInstance, key: str, code_version: str) -> None:
 def test_eval_sensor_skips_checkpoints_evaluated_with_the_current_checkpoint(
     tmp_path: Path, instance: DagsterInstance
 ) -> None:
-    defs = build_definitions(artifact_root=str(tmp_path / "artifacts"))
+    root = tmp_path / "artifacts"
+    defs = build_definitions(artifact_root=str(root))
     repository = defs.get_repository_def()
     code_version = repository.asset_graph.get(AssetKey("eval_reports")).code_version
+    pruned = commit_checkpoint(instance, root, "b00-s000000100")
+    shutil.rmtree(pruned)  # keep-last-K deleted it before the demo evaluated what was left
     for key in ("b00-s000000300", "b00-s000000600"):  # two commits between two ticks
-        commit_checkpoint(instance, key)
+        commit_checkpoint(instance, root, key)
         evaluate(instance, key, code_version)  # the demo evaluates in process
 
     def tick(cursor: str | None) -> SensorResult:
-        context = build_sensor_context(instance=instance, repository_def=repository, cursor=cursor)
-        result = eval_sensor(context)
+        with build_sensor_context(
+            instance=instance, repository_def=repository, cursor=cursor,
+            resources={"store": ArtifactStore(root=str(root))},
+        ) as context:  # fmt: skip
+            result = eval_sensor(context)
         assert isinstance(result, SensorResult)
         return result
 
     first = tick(None)  # the daemon's first tick after the demo
-    assert first.run_requests == [] and "evaluated already" in first.skip_reason.skip_message
-    commit_checkpoint(instance, "b00-s000000900")
+    assert first.run_requests == [], [r.partition_key for r in first.run_requests]
+    assert first.skip_reason.skip_message == (
+        "every new checkpoint is evaluated already (b00-s000000300, b00-s000000600) "
+        "or pruned (b00-s000000100)"
+    )
+    commit_checkpoint(instance, root, "b00-s000000900")
     second = tick(first.cursor)
     assert [r.partition_key for r in second.run_requests] == ["b00-s000000900"]
     # the same key written again by another run (a new branch history): evaluated again
-    commit_checkpoint(instance, "b00-s000000600")
+    commit_checkpoint(instance, root, "b00-s000000600")
     third = tick(second.cursor)
     assert [r.partition_key for r in third.run_requests] == ["b00-s000000600"]
     assert third.run_requests[0].run_key not in {r.run_key for r in second.run_requests}
