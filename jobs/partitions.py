@@ -4,7 +4,9 @@ A shard group is a bounded set of raw files whose manifest lives in the artifact
 ``manifests/<shard>.json``; registering a shard writes the manifest, then adds the key.
 Band partitions (``exact-s000``, ``url-s000``, ``b000-s000`` ... ``b013-s000``) are static,
 sized from the default ``DedupConfig`` (bands x ``hash_slices``): each ``dedup_pairs``
-partition verifies one band's candidates in one slice of the hash range.
+partition verifies one band's candidates in one slice of the hash range. A launch whose dedup
+settings need other partitions is refused before it computes anything
+(:func:`check_band_layout`): change the defaults in ``pretrain/dedup/config.py`` instead.
 Checkpoint keys look like ``b00-s000000200`` (branch + step), so a resumed branch never
 reuses a key. Experiment keys are the names proxy experiments are registered under
 (``experiment_specs/<name>.json``).
@@ -13,7 +15,7 @@ reuses a key. Experiment keys are the names proxy experiments are registered und
 from dagster import DynamicPartitionsDefinition, StaticPartitionsDefinition
 
 from pretrain.dedup.config import DedupConfig
-from pretrain.dedup.pairs import band_partition_keys
+from pretrain.dedup.pairs import band_partition_keys, check_partition_layout
 
 shard_partitions = DynamicPartitionsDefinition(name="shards")
 band_partitions = StaticPartitionsDefinition(band_partition_keys(DedupConfig()))
@@ -22,3 +24,9 @@ checkpoint_partitions = DynamicPartitionsDefinition(name="checkpoints")
 quarantine_partitions = DynamicPartitionsDefinition(name="quarantine_decisions")
 # one partition per proxy experiment (its registered name): ``mix-0a1b2c3d-s0``
 experiment_partitions = DynamicPartitionsDefinition(name="experiments")
+
+
+def check_band_layout(config: DedupConfig) -> DedupConfig:
+    """``config`` if its band partitions are ``band_partitions``, else ConfigError saying why."""
+    check_partition_layout(config, band_partitions.get_partition_keys())
+    return config

@@ -17,7 +17,8 @@ from typing import Any
 
 from dagster import Config
 
-from jobs.config import config_class
+from jobs.config import build, config_class
+from jobs.partitions import check_band_layout
 from pretrain.data.config import RawShardConfig
 from pretrain.dedup.config import DedupConfig
 from pretrain.eval.evaluate import EvalConfig
@@ -113,3 +114,17 @@ def run_configs(settings: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]
             ops = configs.setdefault(job, {}).setdefault("ops", {})
             ops.setdefault(op, {"config": {}})["config"].update(values)
     return configs
+
+
+def check_settings(settings: dict[str, dict[str, Any]]) -> None:
+    """Build every stage's library config from ``settings`` now, so that a bad value (or dedup
+    sizes the band partitions cannot hold) is refused before the first run starts, not minutes
+    later in the stage that reads it. Training settings are overrides of a recipe, checked when
+    the recipe is resolved at launch."""
+    for name, values in settings.items():
+        stage = STAGES[name]
+        if stage.optional:
+            continue
+        library = build(stage.library, values)
+        if name == "dedup":
+            check_band_layout(library)

@@ -15,6 +15,7 @@ training continues. Retries are off: crash-resume belongs to one sensor, not to 
 retry machinery (a retried run would race the sensor's resume run).
 """
 
+import hashlib
 from typing import Any
 
 from dagster import (
@@ -41,9 +42,16 @@ DATA_VERSION_TAG = "dagster/data_version"
 
 
 def checkpoint_materialization(event: dict[str, Any], run_id: str) -> AssetMaterialization:
+    """The ``checkpoints[key]`` materialization of a committed checkpoint. Its data version is
+    the checkpoint's own identity (key, run config, weights:
+    :func:`pretrain.checkpoint.checkpointer.checkpoint_identity`), what an eval report records
+    as its input, so a sensor can tell a report of this very checkpoint from one of an earlier
+    checkpoint with the same key. A trainer that sent no identity: a hash of run, key and path."""
+    fallback = hashlib.sha256(f"{run_id}/{event['key']}/{event['path']}".encode()).hexdigest()
     return AssetMaterialization(
         asset_key="checkpoints",
         partition=event["key"],
+        tags={DATA_VERSION_TAG: str(event.get("version") or fallback)},
         metadata={
             "step": int(event["step"]),
             "loss": float(event["loss"]) if event.get("loss") is not None else float("nan"),
@@ -52,8 +60,6 @@ def checkpoint_materialization(event: dict[str, Any], run_id: str) -> AssetMater
             "branch": str(event.get("branch", "")),
             "training_run_id": run_id,
         },
-        # the checkpoint's identity (pretrain.checkpoint.checkpointer.checkpoint_identity)
-        tags={DATA_VERSION_TAG: str(event["version"])} if event.get("version") else None,
     )
 
 

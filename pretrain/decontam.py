@@ -23,7 +23,9 @@ Usage::
     ngrams.matches("... a document ...")     # names of the eval sets it overlaps, e.g. ["hellaswag_val_10042"]
     ngrams.report()                          # items, n-grams, too-short items, missing files per set
 
-Files may be ``.gz``, ``.zst`` or plain. Bare file names (the default) are read from the eval
+Files may be ``.gz``, ``.zst`` or plain. A file listed in its folder's ``SOURCES.json`` (what
+``pretrain evals fetch`` downloaded) must still have the recorded sha256: one edited or damaged
+since is a ``DataError``, never used silently. Bare file names (the default) are read from the eval
 task cache, the same folder the eval asset scores from: ``DecontamConfig.eval_dir``, or
 ``$PRETRAIN_EVAL_DIR`` / ``~/.cache/pretrain/eval`` (filled by ``pretrain evals fetch``, see
 :mod:`pretrain.eval.fetch`). A configured file that does not exist raises ``DataError`` unless
@@ -40,6 +42,7 @@ import io
 import json
 import logging
 import re
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +50,8 @@ from pathlib import Path
 import numpy as np
 
 from pretrain.errors import ConfigError, DataError
-from pretrain.eval_cache import default_eval_dir
+from pretrain.eval_cache import default_eval_dir, unreadable_message, verify_eval_file
+from pretrain.settings import check_types
 
 DEFAULT_EVAL_FILES = (  # bare names: read from the eval task cache (see eval_dir)
     "hellaswag_val_10042.jsonl.gz",
@@ -75,6 +79,7 @@ class DecontamConfig:
         return tuple(p if "/" in p else str(folder / p) for p in self.eval_files)
 
     def __post_init__(self) -> None:
+        check_types(self)
         if self.ngram < 3:
             raise ConfigError(f"DecontamConfig.ngram={self.ngram} must be >= 3; 13 is standard")
         if isinstance(self.eval_files, str):
@@ -133,25 +138,48 @@ def eval_format(path: str) -> str:
 
 
 def iter_eval_items(path: str) -> Iterator[str]:
-    """The texts of one evaluation file, per its format."""
+    """The texts of one evaluation file, per its format; a file that cannot be read to its
+    end, a line that is not JSON or a record without the format's fields is a DataError
+    naming the file (and the line)."""
     fmt = eval_format(path)
-    with _open_text(Path(path)) as f:
-        for line in f:
-            if fmt in ("wikitext", "text"):
-                yield from line.split("<unk>") if fmt == "wikitext" else [line]
-                continue
-            if not line.strip():
-                continue
-            record = json.loads(line)
-            if fmt == "hellaswag":
-                yield from (f"{record['query']} {e}" for e in record["endings"])
-            elif fmt == "arc":
-                stem = record["question"]["stem"]
-                yield from (f"{stem} {c['text']}" for c in record["question"]["choices"])
-            elif fmt == "blimp":
-                yield from (record["sentence_good"], record["sentence_bad"])
-            else:
-                yield record["text"]
+    number = 0
+    try:
+        with _open_text(Path(path)) as f:
+            for number, line in enumerate(f, 1):
+                if fmt in ("wikitext", "text"):
+                    yield from line.split("<unk>") if fmt == "wikitext" else [line]
+                    continue
+                if line.strip():
+                    yield from _record_items(path, number, line, fmt)
+    except (EOFError, OSError, zlib.error, UnicodeDecodeError) as exc:  # BadGzipFile: OSError
+        raise DataError(unreadable_message(path, number, exc)) from exc
+    except Exception as exc:
+        if type(exc).__name__ != "ZstdError":
+            raise
+        raise DataError(unreadable_message(path, number, exc)) from exc
+
+
+def _record_items(path: str, number: int, line: str, fmt: str) -> list[str]:
+    try:
+        record = json.loads(line)
+        if fmt == "hellaswag":
+            return [f"{record['query']} {e}" for e in record["endings"]]
+        if fmt == "arc":
+            stem = record["question"]["stem"]
+            return [f"{stem} {c['text']}" for c in record["question"]["choices"]]
+        if fmt == "blimp":
+            return [record["sentence_good"], record["sentence_bad"]]
+        return [record["text"]]
+    except json.JSONDecodeError as exc:
+        raise DataError(
+            f"eval file {path}, line {number} is not JSON ({exc.msg}): the file is damaged; "
+            "replace it (`pretrain evals fetch --force` for the cached tasks)"
+        ) from exc
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise DataError(
+            f"eval file {path}, line {number} does not have the {fmt} fields ({exc!r}); "
+            "name a file of that format, or rename it (the format comes from the file name)"
+        ) from exc
 
 
 def eval_set_name(path: str) -> str:
@@ -194,6 +222,7 @@ class EvalNgrams:
         for path in files:
             if path in missing:
                 continue
+            verify_eval_file(path)  # a cached file changed since it was fetched: DataError
             name = eval_set_name(path)
             if name in out.sets:
                 raise ConfigError(f"two eval files are both named '{name}'; rename one")

@@ -7,6 +7,9 @@ first, so a file changed in the cache is caught before it is scored or protected
 
     default_eval_dir()          # $PRETRAIN_EVAL_DIR, else $XDG_CACHE_HOME or ~/.cache /pretrain/eval
     verify_eval_dir()           # {"hellaswag": ".../hellaswag_val.jsonl.gz", ...} or DataError
+    verify_eval_file(path)      # one file against the SOURCES.json of its folder, or DataError
+
+A file the manifest does not list (a user's own task file) is not checked: nothing recorded it.
 """
 
 from __future__ import annotations
@@ -47,6 +50,39 @@ def read_manifest(root: Path) -> dict[str, Any]:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
+def verify_eval_file(path: str | Path) -> bool:
+    """Check one task file against the ``SOURCES.json`` of its folder: True when its sha256
+    matches the record, False when no record names it (a user's own file), DataError when it
+    was changed after download."""
+    path = Path(path)
+    for entry in read_manifest(path.parent).values():
+        if entry.get("output") == path.name:
+            if sha256_file(path) != entry["sha256"]:
+                raise DataError(_changed(path))
+            return True
+    return False
+
+
+def _changed(path: Path) -> str:
+    return (
+        f"{path} does not match the sha256 recorded when it was fetched: it was "
+        "changed after download; run `pretrain evals fetch --force`"
+    )
+
+
+def unreadable_message(path: str | Path, lines_read: int, exc: BaseException) -> str:
+    """What to say of a task file that cannot be read to its end (cut short, not gzip)."""
+    what = {
+        "EOFError": "is cut short (a truncated download?)",
+        "BadGzipFile": "is not a gzip file",
+        "UnicodeDecodeError": "is not UTF-8 text",
+    }.get(type(exc).__name__, f"cannot be read ({type(exc).__name__}: {exc})")
+    return (
+        f"eval task file {path} {what}, after {lines_read} lines: replace it "
+        "(`pretrain evals fetch --force` for the cached tasks) or remove it"
+    )
+
+
 def verify_eval_dir(eval_dir: str | Path | None = None) -> dict[str, str]:
     """Task name → file for every task whose file matches ``SOURCES.json``; a file whose
     hash differs raises DataError (tasks never fetched are simply absent from the result)."""
@@ -57,9 +93,6 @@ def verify_eval_dir(eval_dir: str | Path | None = None) -> dict[str, str]:
         if not path.is_file():
             continue
         if sha256_file(path) != entry["sha256"]:
-            raise DataError(
-                f"{path} does not match the sha256 recorded when it was fetched: it was "
-                "changed after download; run `pretrain evals fetch --force`"
-            )
+            raise DataError(_changed(path))
         ok[name] = str(path)
     return ok

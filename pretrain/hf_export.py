@@ -39,6 +39,7 @@ from typing import Any
 from pretrain import storage
 from pretrain.errors import ConfigError
 from pretrain.model.config import ModelConfig
+from pretrain.settings import check_types
 
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -50,6 +51,7 @@ class HfExportConfig:
     dtype: str = "float32"
 
     def __post_init__(self) -> None:
+        check_types(self)
         if self.dtype not in DTYPES:
             raise ConfigError(f"hf export dtype {self.dtype!r}; use one of {DTYPES}")
 

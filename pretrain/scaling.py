@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 
 from pretrain.errors import ConfigError
 from pretrain.hardware import peak_flops
+from pretrain.settings import check_types
 
 CHINCHILLA_TOKENS_PER_PARAM = 20.0
 RECIPE_VOCAB = 32000
@@ -38,6 +39,7 @@ class ComputeBudget:
     overtrain_tokens_per_param: float = 150.0
 
     def __post_init__(self) -> None:
+        check_types(self)
         peak_flops(self.gpu)  # validates the name
         if self.num_gpus < 1 or self.days <= 0:
             raise ConfigError("num_gpus must be >= 1 and days > 0, e.g. num_gpus=64, days=14")
@@ -148,6 +150,7 @@ class PlanConfig:
     target_params: float | None = None
 
     def __post_init__(self) -> None:
+        check_types(self)
         if self.target_params is not None and self.target_params <= 0:
             raise ConfigError(f"target_params={self.target_params} must be > 0 (e.g. 6.7e9)")
 

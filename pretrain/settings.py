@@ -13,18 +13,26 @@ Every leaf field is an option ``--<prefix>.<path>`` (nested dataclasses by dots)
 nested section also takes ``null`` (switch it off). Values are parsed strictly by the field's
 type: ``true``/``false`` for booleans, JSON for lists and mappings, ``null`` for ``None``.
 Only options given on the command line appear in :func:`chosen`.
+
+Every library config dataclass calls :func:`check_types` first thing in ``__post_init__``, so a
+wrong-typed value is refused where the config is made, whoever makes it (Python, the
+Launchpad, a JSON file)::
+
+    DedupConfig(url_dedup="false")
+    # ConfigError: DedupConfig.url_dedup must be a boolean (true/false), got str 'false'
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import inspect
 import json
 import re
 import types
 import typing
-from typing import Any
+from typing import Any, Literal
 
 from pretrain.errors import ConfigError
 
@@ -144,3 +152,114 @@ def chosen(args: argparse.Namespace, prefix: str) -> dict[str, Any]:
             node = node.setdefault(part, {})
         node[leaf] = value
     return out
+
+
+# -- type checks of config dataclasses ------------------------------------------------------------
+# JSON scalar -> the hint it may fill. Strict on purpose: a bool never stands in for a number
+# (``True`` is an int in Python), a string never for a bool ("false" is truthy) or a number.
+SCALARS: dict[Any, tuple[str, Any]] = {
+    bool: ("a boolean (true/false)", lambda v: isinstance(v, bool)),
+    int: ("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool)),
+    float: ("a number", lambda v: isinstance(v, int | float) and not isinstance(v, bool)),
+    str: ("a string", lambda v: isinstance(v, str)),
+}
+
+
+def describe(value: Any) -> str:
+    """``str '200'``, ``null``, ``bool True``: what a type error message shows of a value."""
+    if value is None:
+        return "null"
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return {
+        name: hint
+        for name, hint in typing.get_type_hints(cls).items()
+        if name in {f.name for f in dataclasses.fields(cls)}
+    }
+
+
+def check_types(config: Any) -> None:
+    """Refuse a field whose value does not have its annotated type (ConfigError naming the
+    class, the field and the value); lists given for ``tuple`` fields become tuples.
+
+    Call it first in a config dataclass's ``__post_init__`` (before range checks, which would
+    otherwise fail with a bare ``TypeError`` on ``"3" < 1``)."""
+    cls = type(config)
+    for name, hint in _hints(cls).items():
+        value = getattr(config, name)
+        fixed = _checked(hint, value, f"{cls.__name__}.{name}")
+        if fixed is not value:
+            object.__setattr__(config, name, fixed)
+
+
+def _checked(hint: Any, value: Any, where: str) -> Any:
+    """``value`` if it fits ``hint`` (a list for a tuple comes back as a tuple), else
+    ConfigError. Hints this does not know (protocols, callables) are not checked."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (types.UnionType, typing.Union):
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        if len(inner) == 1:
+            return _checked(inner[0], value, where)
+        for option in inner:  # a wider union: the first member that fits
+            try:
+                return _checked(option, value, where)
+            except ConfigError:
+                continue
+        raise ConfigError(f"{where} must be one of {hint}, got {describe(value)}")
+    if value is None:
+        raise ConfigError(f"{where} must not be null (it needs a value of type {_name(hint)})")
+    if hint in SCALARS:
+        expected, accepts = SCALARS[hint]
+        if not accepts(value):
+            raise ConfigError(f"{where} must be {expected}, got {describe(value)}")
+        return value
+    if origin is Literal:
+        if value not in args:
+            raise ConfigError(f"{where} must be one of {list(args)}, got {describe(value)}")
+        return value
+    if origin is tuple:
+        if not isinstance(value, tuple | list):
+            raise ConfigError(f"{where} must be a tuple (a list in JSON), got {describe(value)}")
+        if len(args) == 2 and args[1] is Ellipsis:
+            items = [_checked(args[0], v, f"{where}[{i}]") for i, v in enumerate(value)]
+        elif args:
+            if len(value) != len(args):
+                raise ConfigError(
+                    f"{where} must be a list of {len(args)} values, got {describe(value)}"
+                )
+            items = [
+                _checked(a, v, f"{where}[{i}]")
+                for i, (a, v) in enumerate(zip(args, value, strict=True))
+            ]
+        else:
+            items = list(value)
+        same = isinstance(value, tuple) and all(a is b for a, b in zip(items, value, strict=True))
+        return value if same else tuple(items)
+    if origin is list:
+        if not isinstance(value, list):
+            raise ConfigError(f"{where} must be a list, got {describe(value)}")
+        for i, v in enumerate(value):
+            _checked(args[0], v, f"{where}[{i}]")
+        return value
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where} must be a mapping, got {describe(value)}")
+        for k, v in value.items():
+            _checked(args[0], k, f"{where} key {k!r}")
+            _checked(args[1], v, f"{where}[{k!r}]")
+        return value
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+        if not isinstance(value, hint):
+            raise ConfigError(f"{where} must be a {hint.__name__}, got {describe(value)}")
+        return value
+    return value
+
+
+def _name(hint: Any) -> str:
+    return hint.__name__ if isinstance(hint, type) else str(hint)

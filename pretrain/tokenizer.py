@@ -43,6 +43,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from pretrain import storage
 from pretrain.errors import ConfigError, DataError
 from pretrain.mixture import hash_score
+from pretrain.settings import check_types
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 DEFAULT_SPECIAL_TOKENS = ("<|begin_of_text|>", "<|end_of_text|>", "<|pad|>")
@@ -60,6 +61,7 @@ class TokenizerConfig:
     cjk_share: float | None = None  # None: CJK text keeps its natural share of the sample
 
     def __post_init__(self) -> None:
+        check_types(self)
         if self.cjk_share is not None and not 0.0 <= self.cjk_share < 1.0:
             raise ConfigError(
                 f"TokenizerConfig.cjk_share={self.cjk_share} must be in [0, 1) or None, e.g. 0.1"

@@ -27,6 +27,7 @@ from pathlib import Path
 from jobs.stages import add_stage_options
 from pretrain_assets.experiments_cli import add_experiments_parser, experiment_flops
 from pretrain_assets.source_options import add_data_options
+from pretrain_assets.user_errors import report_user_errors
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -221,17 +222,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one command; a user error (bad config, data or checkpoint) is one line on stderr,
-    without a traceback, and exit status 1."""
-    from pretrain.errors import PretrainError
-
+    """Run a command; a user error (bad input, bad setting, damaged checkpoint) is one line on
+    stderr that says what to do, and exit status 1, never a traceback."""
     args = build_parser().parse_args(argv)
-    try:
-        return args.func(args)
-    except PretrainError as exc:
-        message = " ".join(str(exc).split())  # one line, whatever the message held
-        print(f"pretrain {args.command}: {type(exc).__name__}: {message}", file=sys.stderr)
-        return 1
+    return report_user_errors(args.command, args.func, args)
 
 
 if __name__ == "__main__":

@@ -117,8 +117,8 @@ def filtered_shards(
     model_uri = store.uri("quality_classifier") if config.use_quality_classifier else None
     library_config = to_library(config, FilterConfig, quality_model_uri=model_uri)
     toxicity_uri = store.uri("toxicity_classifier")
-    if identity.read(toxicity_uri) is None:  # never materialized: the filter goes on without
-        toxicity_uri = None
+    if library_config.toxicity is None or identity.read(toxicity_uri) is None:
+        toxicity_uri = None  # rule family off (null), or never materialized: goes on without
     else:
         toxicity = replace(library_config.toxicity, classifier_uri=toxicity_uri)
         library_config = replace(library_config, toxicity=toxicity)

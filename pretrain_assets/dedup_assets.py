@@ -15,7 +15,7 @@ from dagster import (
 )
 
 from jobs.config import to_library
-from jobs.partitions import band_partitions, shard_partitions
+from jobs.partitions import band_partitions, check_band_layout, shard_partitions
 from jobs.stages import STAGES
 from pretrain import storage, verify
 from pretrain.checks import count_rows
@@ -56,7 +56,7 @@ def minhash_signatures(
     docs_uri = store.uri("filtered_shards", shard, "documents.parquet")
     out_dir = store.uri("minhash_signatures", shard)
     out = storage.join(out_dir, "signatures.parquet")
-    library_config = to_library(config, DedupConfig)
+    library_config = check_band_layout(to_library(config, DedupConfig))
     ident = begin_output(
         context, store, out_dir, library_config, [store.uri("filtered_shards", shard)]
     )
@@ -86,7 +86,7 @@ def dedup_pairs(
     key = context.partition_key
     out_dir = store.uri("dedup_pairs", key)
     out = storage.join(out_dir, "pairs.parquet")
-    library_config = to_library(config, DedupConfig)
+    library_config = check_band_layout(to_library(config, DedupConfig))
     shards = context.instance.get_dynamic_partitions(shard_partitions.name)
     inputs = [store.uri("minhash_signatures", s) for s in shards]
     signatures = [storage.join(uri, "signatures.parquet") for uri in inputs]
@@ -117,7 +117,7 @@ def dedup_clusters(
     shards = context.instance.get_dynamic_partitions(shard_partitions.name)
     signature_uris = [store.uri("minhash_signatures", s, "signatures.parquet") for s in shards]
     out = store.uri("dedup_clusters")
-    library_config = to_library(config, DedupConfig)
+    library_config = check_band_layout(to_library(config, DedupConfig))
     inputs = [store.uri("minhash_signatures", s) for s in shards]
     ident = begin_output(context, store, out, library_config, inputs)
     stats = cluster_band_pairs(signature_uris, store.uri("dedup_pairs"), out, library_config)

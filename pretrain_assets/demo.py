@@ -22,19 +22,21 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 import os
+import sys
 import time
 from typing import Any
 
-from dagster import DagsterInstance, Definitions
+from dagster import DagsterInstance, Definitions, RunsFilter
 
-from jobs.experiments import register_experiments, search_candidates
 from jobs.partitions import band_partitions
-from jobs.stages import add_stage_options, run_configs, stage_settings
+from jobs.stages import add_stage_options, check_settings, run_configs, stage_settings
 from pretrain.checkpoint.dcp import checkpoint_key, list_checkpoints
-from pretrain_assets.definitions import build_definitions, default_artifact_root
+from pretrain.data.raw import ShardManifest, require_documents
+from pretrain.errors import ConfigError
 from pretrain_assets.orphaned_runs import fail_orphaned_runs, host_tags
-from pretrain_assets.shards import plan_source, register_shards
+from pretrain_assets.shards import plan_sources, register_shards
 from pretrain_assets.source_options import add_data_options, data_settings
 from pretrain_assets.summary import format_summary
 from resources.storage import ArtifactStore
@@ -73,15 +75,24 @@ def execute(
     run_config: dict | None = None,
     quiet: bool = False,
 ) -> dict[str, dict[str, Any]]:
-    """Run one job in process; return {asset_key: metadata} of its materializations."""
+    """Run one job in process; return {asset_key: metadata} of its materializations.
+
+    Dagster's console logger would print a failing step's stack trace: it is kept quiet, the
+    run's warnings are printed here one line each, and a failure raises the step's own
+    exception (a ConfigError or DataError is then one line from the ``pretrain`` command; the
+    whole run, stack traces included, stays in the instance: ``make ui``)."""
     started = time.monotonic()
-    loggers = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
-    result = defs.resolve_job_def(job_name).execute_in_process(
-        instance=instance,
-        partition_key=partition_key,
-        run_config={**loggers, **(run_config or {})},
-        tags=host_tags(),  # lets the next start mark this run failed if the demo is killed
-    )
+    loggers = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+    result = None
+    try:
+        result = defs.resolve_job_def(job_name).execute_in_process(
+            instance=instance,
+            partition_key=partition_key,
+            run_config={**loggers, **(run_config or {})},
+            tags=host_tags(),  # lets the next start mark this run failed if the demo is killed
+        )
+    finally:
+        print_warnings(instance, result.run_id if result else _last_run_id(instance, job_name))
     if not result.success:
         raise SystemExit(f"job {job_name} ({partition_key}) failed; see `make ui`")
     where = f"[{partition_key}]" if partition_key else ""
@@ -96,23 +107,45 @@ def execute(
     return out
 
 
+def plan_data_sources(args: argparse.Namespace) -> list[ShardManifest]:
+    """The shard groups of ``--source`` and every ``--add-source NAME=URI`` (a name given
+    twice is one source with the files of both folders)."""
+    name = "embedded" if args.source == "embedded" else args.source_name
+    sources = [(name, args.source)]
+    for extra in args.add_source:
+        extra_name, sep, uri = extra.partition("=")
+        if not sep:
+            raise ConfigError(f"--add-source {extra!r}: use NAME=URI, e.g. books=/data/books")
+        sources.append((extra_name.strip(), uri.strip()))
+    return plan_sources(
+        sources, max_shards=args.shards, max_files_per_source=args.max_files_per_source
+    )
+
+
+def print_warnings(instance: DagsterInstance, run_id: str | None) -> None:
+    """The warnings a run logged (a classifier skipped, a check that warns), one line each."""
+    if run_id is None:
+        return
+    for entry in instance.all_logs(run_id):
+        if entry.level == logging.WARNING and entry.user_message:
+            where = entry.step_key or entry.job_name
+            text = " ".join(entry.user_message.split())
+            print(f"  warning ({where}): {text}", file=sys.stderr, flush=True)
+
+
+def _last_run_id(instance: DagsterInstance, job_name: str) -> str | None:
+    runs = instance.get_runs(RunsFilter(job_name=job_name), limit=1)
+    return runs[0].run_id if runs else None
+
+
 def run_data_stages(
-    args: argparse.Namespace,
     defs: Definitions,
     instance: DagsterInstance,
     store: ArtifactStore,
     configs: dict[str, dict[str, Any]],
+    manifests: list[ShardManifest],
 ) -> dict[str, Any]:
     """Register the sources' shard groups, then ingest → quality → filter → dedup per shard."""
-    manifests = plan_source(
-        args.source,
-        source_name=args.source_name,
-        max_shards=args.shards,
-        max_files_per_source=args.max_files_per_source,
-    )
-    for extra in args.add_source:
-        name, _, uri = extra.partition("=")
-        manifests += plan_source(uri, source_name=name, max_shards=args.shards)
     keys = register_shards(instance, store, manifests)
     print(f"registered {len(keys)} shard groups: {', '.join(keys)}", flush=True)
     per_shard: list[dict[str, dict[str, Any]]] = []
@@ -120,6 +153,7 @@ def run_data_stages(
         per_shard.append(
             execute(defs, "ingest", instance, partition_key=key, run_config=configs.get("ingest"))
         )
+    require_documents([store.uri("raw_shards", key) for key in keys])  # else: fails at mixture
     quality = execute(defs, "quality", instance, run_config=configs.get("quality"))
     skipped = quality.get("quality_classifier", {}).get("skipped")
     if skipped:
@@ -152,6 +186,7 @@ def run_experiments(
     """A small mixture search: the experiment basis and pools, ``--search-candidates`` proxies
     (``proxy_tiny``, in this process), the fit. A daemon would run the candidates as one
     backfill (the ``search_mixture`` job); the demo has none, so it runs each partition."""
+    from jobs.experiments import register_experiments, search_candidates
     from pretrain.experiments.search import SearchConfig
 
     basis = execute(defs, "make_basis", instance)
@@ -172,17 +207,45 @@ def run_experiments(
     return {"basis": basis, "proxies": len(names), "search": fit.get("mixture_search", {})}
 
 
+def project_instance() -> DagsterInstance:
+    """The instance in ``$DAGSTER_HOME``; a missing setting or folder is a ConfigError that
+    says what to run (Dagster's own error is a traceback)."""
+    home = os.environ.get("DAGSTER_HOME")
+    if not home:
+        raise ConfigError(
+            "DAGSTER_HOME is not set: every stage runs as a Dagster job recorded in the "
+            "instance there; run `mkdir -p .dagster_home && export DAGSTER_HOME=$PWD/.dagster_home` "
+            "(make demo and make ui set it themselves)"
+        )
+    if not os.path.isdir(home):
+        raise ConfigError(f"DAGSTER_HOME={home} is not a folder: create it (mkdir -p {home})")
+    return DagsterInstance.get()
+
+
+def definitions(**settings: Any) -> Definitions:
+    """The project's definitions, imported only once the settings and sources were checked:
+    building every asset takes seconds, and a user error should not wait for it."""
+    from pretrain_assets.definitions import build_definitions
+
+    return build_definitions(**settings)
+
+
 def start(args: argparse.Namespace) -> tuple[DagsterInstance, str]:
     """The project instance (runs a killed process left STARTED marked failed) and the root."""
-    instance = DagsterInstance.get()
+    instance = project_instance()
     for run_id in fail_orphaned_runs(instance, by="pretrain demo"):
         print(f"run {run_id} was left STARTED by a killed process: marked failed", flush=True)
+    from pretrain_assets.definitions import default_artifact_root
+
     return instance, args.artifact_root or default_artifact_root()
 
 
 def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     from pretrain.eval.fetch import fetch_eval_tasks
 
+    settings = demo_settings(args)
+    check_settings(settings)  # a bad value or source is refused before any download or run
+    manifests = plan_data_sources(args)
     if args.eval_dir:
         os.environ["PRETRAIN_EVAL_DIR"] = args.eval_dir  # read by decontam and eval_reports
     # Eval tasks first: the mixture's decontamination reads the same files. Offline, the
@@ -190,11 +253,11 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     fetched = fetch_eval_tasks()
     print(fetched.line(), flush=True)
     instance, root = start(args)
-    defs = build_definitions(artifact_root=root, nproc_per_node=args.nproc)
+    defs = definitions(artifact_root=root, nproc_per_node=args.nproc)
     store = ArtifactStore(root=root)
-    configs = run_configs(demo_settings(args))
+    configs = run_configs(settings)
     execute(defs, "plan", instance, run_config=configs.get("plan"))
-    data = run_data_stages(args, defs, instance, store, configs)
+    data = run_data_stages(defs, instance, store, configs, manifests)
     experiments = run_experiments(args, defs, instance, store) if args.search_candidates else {}
     corpus = execute(defs, "corpus", instance, run_config=configs.get("corpus"))
     trained = execute(defs, "train", instance, run_config=configs.get("train"))
@@ -228,11 +291,14 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
 
 def run_data(args: argparse.Namespace) -> dict[str, Any]:
     """``pretrain data``: only the data stages, ending with the mixture (no tokenizer/training)."""
+    settings = deep_merge(data_settings(args), stage_settings(args))
+    check_settings(settings)  # a bad value or source is refused before any run
+    manifests = plan_data_sources(args)
     instance, root = start(args)
-    defs = build_definitions(artifact_root=root)
+    defs = definitions(artifact_root=root)
     store = ArtifactStore(root=root)
-    configs = run_configs(deep_merge(data_settings(args), stage_settings(args)))
-    data = run_data_stages(args, defs, instance, store, configs)
+    configs = run_configs(settings)
+    data = run_data_stages(defs, instance, store, configs, manifests)
     mixture_config = configs.get("corpus", {}).get("ops", {}).get("data_mixture")
     run_config = {"ops": {"data_mixture": mixture_config}} if mixture_config else None
     data["mixture"] = execute(defs, "mixture", instance, run_config=run_config)["data_mixture"]
@@ -302,4 +368,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from pretrain_assets.user_errors import report_user_errors
+
+    sys.exit(report_user_errors("demo", main))

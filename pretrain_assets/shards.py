@@ -11,7 +11,8 @@ from dagster import DagsterInstance
 from jobs.partitions import shard_partitions
 from pretrain import storage
 from pretrain.data.harvest import discover_embedded
-from pretrain.data.raw import ShardManifest, list_source_files, plan_shards
+from pretrain.data.raw import RawFile, ShardManifest, list_source_files, plan_shards
+from pretrain.errors import ConfigError
 from resources.storage import ArtifactStore
 
 
@@ -32,10 +33,49 @@ def plan_source(
     return plan_shards(files, files_per_shard=files_per_shard, max_shards=max_shards, prefix=prefix)
 
 
+def plan_sources(
+    sources: list[tuple[str, str]], *, max_shards: int = 4, max_files_per_source: int | None = None
+) -> list[ShardManifest]:
+    """Shard groups of several ``(name, uri)`` sources (``--source`` and each ``--add-source``).
+
+    A name given for several folders is one source holding the files of all of them, each file
+    once (the same folder twice adds nothing): its shard keys ``<name>-0000``... would
+    otherwise collide, and one folder's manifests overwrite the other's."""
+    folders: dict[str, list[str]] = {}
+    for name, uri in sources:
+        if not name or not uri:
+            raise ConfigError(f"source {name!r}={uri!r}: give --add-source as NAME=URI")
+        if uri == "embedded" and name != "embedded":
+            raise ConfigError(f"--add-source {name}=embedded: use --source embedded instead")
+        if name == "embedded" and uri != "embedded":
+            raise ConfigError(
+                f"source name 'embedded' is the built-in corpus, not {uri}: choose another name"
+            )
+        folders.setdefault(name, []).append(uri)
+    manifests: list[ShardManifest] = []
+    for name, uris in folders.items():
+        if uris[0] == "embedded":
+            manifests += plan_source(
+                "embedded", max_shards=max_shards, max_files_per_source=max_files_per_source
+            )
+            continue
+        files: dict[str, RawFile] = {}
+        for uri in uris:
+            files.update((f.uri, f) for f in list_source_files(uri, name) if f.uri not in files)
+        manifests += plan_shards(
+            list(files.values()), files_per_shard=None, max_shards=max_shards, prefix=name
+        )
+    return manifests
+
+
 def register_shards(
     instance: DagsterInstance, store: ArtifactStore, manifests: list[ShardManifest]
 ) -> list[str]:
     """Write each manifest, then add its key to the ``shards`` partitions; returns new keys."""
+    keys = [m.key for m in manifests]
+    if len(set(keys)) != len(keys):  # one manifest would overwrite the other: files lost
+        twice = sorted({k for k in keys if keys.count(k) > 1})
+        raise ConfigError(f"shard keys {twice} planned twice: give each source its own name")
     existing = set(instance.get_dynamic_partitions(shard_partitions.name))
     for manifest in manifests:
         storage.write_bytes(manifest.to_json().encode(), store.manifest_uri(manifest.key))

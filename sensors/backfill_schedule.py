@@ -21,9 +21,7 @@ from collections.abc import Iterable
 from dagster import (
     AssetKey,
     AssetSelection,
-    DagsterInstance,
     DefaultScheduleStatus,
-    EventLogEntry,
     RunRequest,
     ScheduleEvaluationContext,
     SkipReason,
@@ -31,7 +29,15 @@ from dagster import (
 )
 
 from jobs.partitions import shard_partitions
-from jobs.training import DATA_VERSION_TAG
+from sensors.data_versions import (
+    CODE_VERSION_TAG,
+    DATA_VERSION_TAG,
+    INPUT_TAG,
+    Tags,
+    latest_tags,
+    partitions_data_version,
+)
+from sensors.data_versions import data_version as _data_version
 
 CHAIN = ("raw_shards", "filtered_shards", "minhash_signatures")
 UPSTREAM = {
@@ -40,10 +46,6 @@ UPSTREAM = {
 }
 # unpartitioned inputs of the chain (the classifiers): their data versions are looked up once
 GLOBAL_INPUTS = tuple(dict.fromkeys(u for ups in UPSTREAM.values() for u in ups if u not in CHAIN))
-CODE_VERSION_TAG = "dagster/code_version"
-INPUT_TAG = "dagster/input_data_version/"
-
-Tags = dict[str, str]
 
 
 def stale_chain(
@@ -87,36 +89,6 @@ def _input_changed(
     else:
         now = global_versions.get(upstream)
     return recorded is not None and now is not None and recorded != now
-
-
-def partitions_data_version(versions: list[str]) -> str:
-    """The input data version Dagster records for partitioned inputs: a hash of the data
-    versions of the input partitions, in partition-key order (one partition here)."""
-    return hashlib.sha256("".join(versions).encode()).hexdigest()
-
-
-def latest_tags(instance: DagsterInstance, asset: str, page: int = 5000) -> dict[str, Tags]:
-    """Partition → tags of its newest materialization (newest records come first)."""
-    found: dict[str, Tags] = {}
-    cursor = None
-    while True:
-        result = instance.fetch_materializations(AssetKey(asset), limit=page, cursor=cursor)
-        for record in result.records:
-            event = record.event_log_entry.dagster_event
-            partition = event.partition if event else None
-            if partition is not None and partition not in found:
-                found[partition] = dict(event.step_materialization_data.materialization.tags or {})
-        if not result.has_more:
-            return found
-        cursor = result.cursor
-
-
-def _data_version(event: EventLogEntry | None) -> str | None:
-    """The data version recorded by a materialization event (None: never materialized)."""
-    if event is None or event.dagster_event is None:
-        return None
-    tags = event.dagster_event.step_materialization_data.materialization.tags
-    return (tags or {}).get(DATA_VERSION_TAG)
 
 
 def _run_key(key: str, chain: tuple[str, ...], tags: dict[str, dict[str, Tags]]) -> str:

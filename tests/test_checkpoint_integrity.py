@@ -42,6 +42,11 @@ class ListSink:
         pass
 
 
+# every test reads checkpoints trained here (12 steps, 3 DCP saves), most resume training
+# from them: the slow tier (`make test`)
+pytestmark = pytest.mark.slow
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(packed dir, run root with committed checkpoints at steps 4, 8, 12)."""

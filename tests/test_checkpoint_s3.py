@@ -26,6 +26,8 @@ from tests.helpers.training import losses, make_config, make_packed, read_jsonl,
 from tests.s3_server import moto_s3
 
 ROOT = "s3://campaign/runs"
+# a real server (moto_server) and training runs: the slow tier
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

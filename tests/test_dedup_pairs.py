@@ -151,9 +151,11 @@ def test_stale_or_missing_pairs_are_refused(tmp_path: Path) -> None:
 
 
 def test_unknown_partition_key_says_why(tmp_path: Path) -> None:
+    # URL dedup off keeps the url partition (it then finds no pairs): the same partitions
     config = DedupConfig(url_dedup=False)
-    assert band_partition_keys(config)[:2] == ["exact-s000", "b000-s000"]
-    with pytest.raises(ConfigError, match="url_dedup=False"):
-        band_pairs([], str(tmp_path), str(tmp_path / "p.parquet"), "url-s000", config)
+    assert band_partition_keys(config) == band_partition_keys(DedupConfig())
+    assert band_partition_keys(config)[:3] == ["exact-s000", "url-s000", "b000-s000"]
+    with pytest.raises(ConfigError, match=r"band partition 'b014-s000' does not exist"):
+        band_pairs([], str(tmp_path), str(tmp_path / "p.parquet"), "b014-s000", config)
     with pytest.raises(ConfigError, match="hash_slices=0"):
         DedupConfig(hash_slices=0)

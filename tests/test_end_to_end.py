@@ -14,7 +14,13 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from dagster import AssetKey, DagsterInstance, SkipReason, build_schedule_context
+from dagster import (
+    AssetKey,
+    DagsterInstance,
+    SkipReason,
+    build_schedule_context,
+    build_sensor_context,
+)
 
 from pretrain import identity, storage
 from pretrain.checks import count_rows
@@ -22,7 +28,9 @@ from pretrain.data.harvest import discover_embedded
 from pretrain.data.readers import iter_records
 from pretrain_assets.definitions import build_definitions
 from pretrain_assets.demo import parse_args, run_demo
+from resources.storage import ArtifactStore
 from sensors.backfill_schedule import shard_backfill_schedule
+from sensors.eval_sensor import eval_sensor
 from tests.helpers.shared_data import SHARED_EVAL
 
 pytestmark = pytest.mark.slow  # the whole graph through Dagster: minutes
@@ -84,11 +92,15 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> dict:
             str(key): instance.event_log_storage.get_latest_asset_check_execution_by_key([key])
             for key in _check_keys(instance)
         }
-        schedule_context = build_schedule_context(
-            instance=instance,
-            repository_def=build_definitions(artifact_root=root).get_repository_def(),
-        )
+        repository = build_definitions(artifact_root=root).get_repository_def()
+        schedule_context = build_schedule_context(instance=instance, repository_def=repository)
         backfill = shard_backfill_schedule(schedule_context)
+        # the daemon's first eval_sensor tick after the demo (issue 26, section 4)
+        with build_sensor_context(
+            instance=instance, repository_def=repository,
+            resources={"store": ArtifactStore(root=root)},
+        ) as context:  # fmt: skip
+            eval_tick = eval_sensor(context)
         checkpoint_keys = instance.get_dynamic_partitions("checkpoints")
         materialized = instance.get_materialized_partitions(AssetKey("checkpoints"))
         observed = instance.fetch_observations(AssetKey("checkpoints"), limit=10).records
@@ -114,6 +126,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "checkpoint_keys": checkpoint_keys,
         "checkpoints_materialized": materialized,
         "backfill": backfill,
+        "eval_tick": eval_tick,
     }
 
 
@@ -250,6 +263,17 @@ def test_backfill_schedule_finds_every_shard_current(campaign: dict) -> None:
     backfill = campaign["backfill"]
     assert isinstance(backfill, SkipReason)
     assert backfill.skip_message == "all 3 shards are current"
+
+
+def test_eval_sensor_after_the_demo_evaluates_nothing_again(campaign: dict) -> None:
+    """The demo evaluated every checkpoint in process: the sensor's first tick must not."""
+    tick = campaign["eval_tick"]
+    assert tick.run_requests == [], [r.partition_key for r in tick.run_requests]
+    kept = campaign["results"]["final_checkpoint"]  # and the others still on disk
+    assert (
+        "evaluated already" in tick.skip_reason.skip_message
+        and kept in tick.skip_reason.skip_message
+    )
 
 
 def test_cli_status_and_export_read_the_campaign(

@@ -20,6 +20,9 @@ from pretrain.train.optim import build_optimizer
 from pretrain.train.parallel import build_model
 from tests.helpers.eval_data import VOCAB, make_config, make_packed
 
+# every test reads a checkpoint trained here (30 steps) and scores it: the slow tier
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:

@@ -15,6 +15,9 @@ import gzip
 import hashlib
 import io
 import json
+import os
+import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -90,6 +93,11 @@ def hub_files() -> dict[tuple[str, str, str], bytes]:
 class _Hub(BaseHTTPRequestHandler):
     files: dict[tuple[str, str, str], bytes] = {}
     requests: list[str] = []
+    failing: dict[str, int] = {}  # repo → HTTP status it answers with (a server error)
+
+    def _repo(self) -> str:
+        parts = self.path.split("?")[0].split("/")
+        return "/".join(parts[2:4]) if len(parts) > 3 else ""
 
     def _find(self) -> bytes | None:
         parts = self.path.split("?")[0].split("/")
@@ -101,6 +109,11 @@ class _Hub(BaseHTTPRequestHandler):
 
     def _head(self, data: bytes | None) -> None:
         self.requests.append(f"{self.command} {self.path}")
+        if self._repo() in self.failing:
+            self.send_response(self.failing[self._repo()])
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if data is None:
             self.send_response(404)
             self.send_header("X-Error-Code", "EntryNotFound")
@@ -121,7 +134,7 @@ class _Hub(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802
         data = self._find()
         self._head(data)
-        if data is not None:
+        if data is not None and self._repo() not in self.failing:
             self.wfile.write(data)
 
     def log_message(self, *args: object) -> None:
@@ -154,6 +167,7 @@ def _unpinned() -> tuple:
     )
 
 
+@pytest.mark.slow  # a local Hub server
 def test_fetch_downloads_checks_and_converts_every_task(hub: str, tmp_path: Path) -> None:
     report = fetch_eval_tasks(tmp_path / "evals", tasks=_unpinned(), endpoint=hub)
     assert (report.offline, report.failed) == (False, {})
@@ -182,6 +196,7 @@ def test_fetch_downloads_checks_and_converts_every_task(hub: str, tmp_path: Path
         verify_eval_dir(tmp_path / "evals")
 
 
+@pytest.mark.slow  # a local Hub server
 def test_a_file_whose_hash_does_not_match_is_refused(hub: str, tmp_path: Path) -> None:
     arc = HUB_TASKS[1]  # pinned to the real Hub file's sha256: our stand-in differs
     report = fetch_eval_tasks(tmp_path / "evals", tasks=(arc,), endpoint=hub)
@@ -206,3 +221,34 @@ def test_task_files_put_there_by_hand_are_kept(tmp_path: Path) -> None:
     assert report.present == ["blimp"] and not report.offline  # nothing had to be fetched
     assert "present, not from the Hub: blimp" in report.line()
     assert own.read_bytes() == (SHARED / DEFAULT_FILES["blimp"]).read_bytes()
+
+
+@pytest.mark.slow  # a local Hub server
+def test_a_task_that_cannot_be_fetched_does_not_stop_the_others(hub: str, tmp_path: Path) -> None:
+    """One repo answers 403, one task's file is not its Parquet: both are reported, each with
+    its reason, and the two others are fetched; ``pretrain evals fetch`` names every task."""
+    hellaswag = HUB_TASKS[0].files[0]
+    key = (hellaswag.repo_id, hellaswag.revision, hellaswag.path)
+    good = _Hub.files[key]
+    _Hub.files[key] = b"not a parquet file"
+    _Hub.failing = {"Salesforce/wikitext": 403}
+    try:
+        report = fetch_eval_tasks(tmp_path / "evals", tasks=_unpinned(), endpoint=hub)
+        assert sorted(report.fetched) == ["arc_easy", "blimp"] and not report.offline
+        assert sorted(report.failed) == ["hellaswag", "wikitext"]
+        assert "could not be converted" in report.failed["hellaswag"]
+        assert "403" in report.failed["wikitext"]
+        assert set(verify_eval_dir(tmp_path / "evals")) == {"arc_easy", "blimp"}
+        # the command the user runs: one line naming every task, exit status 1
+        done = subprocess.run(
+            [str(Path(sys.executable).with_name("pretrain")), "evals", "fetch", "--dir",
+             str(tmp_path / "cli")],
+            capture_output=True, text=True, timeout=300, env={**os.environ, "HF_ENDPOINT": hub},
+        )  # fmt: skip
+    finally:
+        _Hub.files[key], _Hub.failing = good, {}
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    (line,) = done.stdout.splitlines()
+    assert "1/4 tasks ready" in line and "downloaded blimp" in line, line
+    for task in ("arc_easy", "hellaswag", "wikitext"):  # arc_easy: pinned hash, not our copy's
+        assert f"{task}: " in line.split("FAILED", 1)[1], line

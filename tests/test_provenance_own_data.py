@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from pretrain import storage
 from pretrain.data.raw import ShardManifest, build_raw_shard
@@ -121,6 +122,7 @@ def test_raw_and_filter_pass_provenance_and_classifier_skips_without_reference(
     assert written["quality_classifier_skipped"] == stats.skipped
 
 
+@pytest.mark.slow
 def test_readme_own_data_command_on_plain_jsonl(tmp_path: Path) -> None:
     records = _write_jsonl(tmp_path / "my_data", 60)
     # Four well-formed stories that turn hostile against an invented group, and the user's

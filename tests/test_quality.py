@@ -83,6 +83,7 @@ def test_filter_writes_classifier_scores_and_keeps_top_fraction(tmp_path: Path) 
         FilterConfig(min_quality_score=0.5)
 
 
+@pytest.mark.slow
 def test_books_versus_common_crawl(tmp_path: Path) -> None:
     if not (BOOKS.exists() and DOLMA.exists()):
         pytest.skip("needs ../shared/data")

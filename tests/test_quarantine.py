@@ -78,6 +78,7 @@ def healthy_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return result.last_checkpoint
 
 
+@pytest.mark.slow
 def test_planted_documents_score_highest(
     healthy_checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
@@ -265,6 +266,7 @@ def test_ledger_source_id_is_used_when_packed_with_provenance(tmp_path: Path) ->
     assert pieces["source_id"].to_pylist() == [f"in-{d}" for d in pieces["doc_id"].to_pylist()]
 
 
+@pytest.mark.slow
 def test_after_checkpoint_delta_and_unscored_sequences(
     healthy_checkpoint: Path, tmp_path: Path
 ) -> None:

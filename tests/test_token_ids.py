@@ -53,6 +53,7 @@ def test_a_sampled_row_is_caught_when_the_split_opens(tmp_path: Path) -> None:
         PackedSplit(read_packed_index(str(packed)), "train")
 
 
+@pytest.mark.slow
 def test_an_unsampled_row_is_caught_when_read_with_the_step_named(tmp_path: Path) -> None:
     num_train = 200
     packed = make_packed(tmp_path / "packed", num_train=num_train)

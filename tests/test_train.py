@@ -199,6 +199,7 @@ def test_checkpoint_reloads_to_identical_weights(packed: Path, tmp_path: Path) -
 
 
 # -- the loop -------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_cli_single_process_learns_and_reports(packed: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     rc = main(
@@ -242,6 +243,7 @@ def test_cli_single_process_learns_and_reports(packed: Path, tmp_path: Path) -> 
     )
 
 
+@pytest.mark.slow
 def test_exact_resume_from_latest_is_bitwise_identical(packed: Path, tmp_path: Path) -> None:
     run(make_config(packed, tmp_path / "straight"))
     first = run(make_config(packed, tmp_path / "split", max_steps=8))
@@ -254,6 +256,7 @@ def test_exact_resume_from_latest_is_bitwise_identical(packed: Path, tmp_path: P
         run(make_config(packed, tmp_path / "split", resume=str(first.last_checkpoint)))
 
 
+@pytest.mark.slow
 def test_skip_window_consumes_data_without_training(packed: Path, tmp_path: Path) -> None:
     cfg = make_config(packed, tmp_path, max_steps=6, every=6, skip_windows=((3, 5),))
     events: list[dict] = []
@@ -271,6 +274,7 @@ def test_skip_window_consumes_data_without_training(packed: Path, tmp_path: Path
     assert meta["skipped_steps"] == [3, 4] and meta["data_state"]["position"] == 6 * 8
 
 
+@pytest.mark.slow
 def test_sigterm_finishes_the_step_checkpoints_and_exits_0(packed: Path, tmp_path: Path) -> None:
     cfg = make_config(packed, tmp_path, max_steps=5000, schedule_steps=5000, every=25, keep_last=2)
     (tmp_path / "run.json").write_text(cfg.to_json())

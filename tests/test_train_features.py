@@ -140,6 +140,7 @@ class Recorder(Callback):
         self.calls.append(("end", trainer.step, stopped_by))
 
 
+@pytest.mark.slow
 def test_callbacks_metrics_console_and_val_hook(
     packed: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
@@ -199,6 +200,7 @@ class _ListSink:
 
 
 # -- checkpoints: healthy labels, async save ------------------------------------------------
+@pytest.mark.slow
 def test_keep_last_k_never_deletes_healthy_checkpoints(packed: Path, tmp_path: Path) -> None:
     cfg = make_config(packed, tmp_path, max_steps=12, every=2, keep_last=1)
     cfg = with_sections(cfg, checkpoint={"healthy_every_steps": 4})
@@ -230,6 +232,7 @@ def test_mark_healthy_protects_from_pruning(tmp_path: Path) -> None:
         ckpt.mark_healthy(branch / "step-00000004", reason="gone")
 
 
+@pytest.mark.slow
 def test_async_save_commits_identical_checkpoints_and_resumes_exactly(
     packed: Path, tmp_path: Path
 ) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pretrain.errors import ConfigError
+from pretrain.settings import check_types
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,6 +46,7 @@ class CheckpointConfig:
     staging_dir: str | None = None
 
     def __post_init__(self) -> None:
+        check_types(self)
         if not self.run_root or "://" in self.run_root and not self.run_root.startswith("s3://"):
             raise ConfigError(
                 f"checkpoint.run_root={self.run_root!r} must be a local directory or an "

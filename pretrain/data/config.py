@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from pretrain.data.extract import ExtractConfig
 from pretrain.errors import ConfigError
+from pretrain.settings import check_types
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -17,5 +18,6 @@ class RawShardConfig:
     extract: ExtractConfig = field(default_factory=ExtractConfig)
 
     def __post_init__(self) -> None:
+        check_types(self)
         if self.max_docs is not None and self.max_docs < 1:
             raise ConfigError(f"max_docs={self.max_docs}: use at least 1, or None for all")

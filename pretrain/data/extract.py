@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from html.parser import HTMLParser
 
 from pretrain.errors import ConfigError
+from pretrain.settings import check_types
 
 EXTRACTORS = ("resiliparse", "hybrid", "trafilatura", "tag_stripper")
 _SENTENCE_END = (".", "!", "?", ":", '"', "\u201d", ")")
@@ -62,6 +63,7 @@ class ExtractConfig:
     trafilatura_fast: bool = True
 
     def __post_init__(self) -> None:
+        check_types(self)
         if self.extractor not in EXTRACTORS:
             raise ConfigError(f"extractor={self.extractor!r}: use one of {EXTRACTORS}")
         if self.fallback_clock_lines < 0:

@@ -129,19 +129,58 @@ def list_source_files(uri: str, source_name: str) -> list[RawFile]:
     A single file URI is accepted too. Files no reader understands (``.csv``, ``.7z``) and
     hidden files (``.name``) are listed with kind ``unsupported``, so that each becomes one
     ``unsupported_format`` reject in its shard: counted, never skipped silently. A prefix
-    with no readable file at all is a DataError.
+    with no readable file at all, or whose every readable file is empty (0 bytes), is a
+    DataError: there is nothing to ingest, and the mixture would fail much later.
     """
     found = []
     for file_uri in storage.list_files(uri):
         name = file_uri.rsplit("/", 1)[-1]
         kind = None if name.startswith(".") else kind_for(file_uri)
         found.append(RawFile(uri=file_uri, source=source_name, kind=kind or "unsupported"))
-    if not any(f.kind != "unsupported" for f in found):
+    readable = [f for f in found if f.kind != "unsupported"]
+    if not readable:
         raise DataError(
             f"no JSONL/Parquet/WARC/text files under {uri} for source {source_name!r}: "
             "check the path (and AWS_ENDPOINT_URL for s3://)"
         )
+    if not any(_file_size(f.uri) for f in readable):  # stops at the first non-empty file
+        raise DataError(
+            f"every file under {uri} for source {source_name!r} is empty ({len(readable)} "
+            "files of 0 bytes): nothing to ingest; check the export that wrote them"
+        )
     return found
+
+
+def _file_size(uri: str) -> int:
+    fs, path = storage.filesystem(uri)
+    return fs.get_file_info(path).size or 0
+
+
+def require_documents(raw_shard_uris: list[str]) -> dict[str, int]:
+    """Documents per source over the ``manifest.json`` of these raw shards; a source that
+    gave none (every record rejected at ingest) is a DataError naming it and its rejects.
+
+    Run after ingest: an empty source would otherwise fail minutes later, in the mixture."""
+    documents: Counter[str] = Counter()
+    rejected: Counter[str] = Counter()
+    files: Counter[str] = Counter()
+    where: dict[str, str] = {}
+    for shard_uri in raw_shard_uris:
+        manifest = storage.read_json(storage.join(shard_uri, "manifest.json"))
+        for entry in manifest["files"]:
+            documents[entry["source"]] += entry["documents"]
+            rejected[entry["source"]] += entry["rejected"]
+            files[entry["source"]] += 1
+            where.setdefault(entry["source"], shard_uri)
+    empty = sorted(source for source in files if documents[source] == 0)
+    if empty:
+        source = empty[0]
+        raise DataError(
+            f"source {source!r} gave 0 documents from {files[source]} files "
+            f"({rejected[source]} records rejected at ingest): nothing to filter or train on; "
+            f"see {storage.join(where[source], 'rejects.parquet')} for the reasons"
+        )
+    return dict(sorted(documents.items()))
 
 
 def build_raw_shard(

@@ -17,6 +17,7 @@ import functools
 from dataclasses import asdict, dataclass, field
 
 from pretrain.errors import ConfigError
+from pretrain.settings import check_types
 
 VERIFY_MODES = ("jaccard", "signature", "none")
 NORMALIZATIONS = ("v2", "v1")
@@ -37,6 +38,7 @@ class LineDedupConfig:
     skip_sources: tuple[str, ...] = ("code",)  # repeated code lines are meaning, not boilerplate
 
     def __post_init__(self) -> None:
+        check_types(self)
         if self.min_documents == 1 or self.min_documents < 0:
             raise ConfigError(
                 f"min_documents={self.min_documents}: use 0 (off) or >= 2 (a line in that many "
@@ -82,6 +84,7 @@ class DedupConfig:
     max_duplicate_rate: float = 0.6  # asset-check bound: warn when more documents are removed
 
     def __post_init__(self) -> None:
+        check_types(self)
         if self.num_perm < 2:
             raise ConfigError(f"num_perm={self.num_perm}: use at least 2 (112 or 128 typical)")
         if (self.bands is None) != (self.rows is None):

@@ -50,10 +50,30 @@ _KEY_BANDS = {"exact": EXACT_BAND, "url": URL_BAND}
 
 
 def band_partition_keys(config: DedupConfig) -> list[str]:
-    """Every band partition of ``config``: exact, url (if on), then each LSH band, x slices."""
+    """Every band partition of ``config``: exact, url, then each LSH band, x slices. The url
+    partition is there with ``url_dedup`` off too (it then finds no pairs), so that switching
+    URL dedup does not change the partitions."""
     bands, _ = config.band_rows
-    names = ["exact"] + (["url"] if config.url_dedup else []) + [f"b{b:03d}" for b in range(bands)]
+    names = ["exact", "url"] + [f"b{b:03d}" for b in range(bands)]
     return [f"{name}-s{s:03d}" for name in names for s in range(config.hash_slices)]
+
+
+def check_partition_layout(config: DedupConfig, partition_keys: list[str]) -> None:
+    """Refuse ``config`` when its band partitions are not ``partition_keys`` (the static
+    partitions an orchestrator built from the default config): a run with other ``bands`` or
+    ``hash_slices`` would find partitions missing, or leave bands unverified."""
+    wanted = band_partition_keys(config)
+    if wanted == list(partition_keys):
+        return
+    have_bands = sum(k.startswith("b") and k.endswith("-s000") for k in partition_keys)
+    have_slices = sum(k.startswith("exact-") for k in partition_keys)
+    raise ConfigError(
+        f"dedup bands={config.band_rows[0]} x hash_slices={config.hash_slices} need "
+        f"{len(wanted)} band partitions, but dedup_pairs has {len(partition_keys)} "
+        f"(bands={have_bands} x hash_slices={have_slices}), fixed when the definitions load: keep "
+        "dedup.num_perm, bands, rows and hash_slices as they are, or change their defaults in "
+        "pretrain/dedup/config.py (the partitions follow the defaults)"
+    )
 
 
 def parse_key(key: str, config: DedupConfig) -> tuple[int, int]:
@@ -61,8 +81,8 @@ def parse_key(key: str, config: DedupConfig) -> tuple[int, int]:
     if key not in band_partition_keys(config):
         raise ConfigError(
             f"band partition {key!r} does not exist for this DedupConfig (bands x hash_slices = "
-            f"{config.band_rows[0]} x {config.hash_slices}, url_dedup={config.url_dedup}): the "
-            "dedup_pairs partitions are sized from the default config; launch with the same sizes"
+            f"{config.band_rows[0]} x {config.hash_slices}): the dedup_pairs partitions are "
+            "sized from the default config; launch with the same sizes"
         )
     name, _, part = key.partition("-s")
     band = _KEY_BANDS[name] if name in _KEY_BANDS else int(name.removeprefix("b"))
@@ -109,7 +129,8 @@ def band_pairs(
     masks = inputs.masks
     subs = sub_slices(inputs, config)
     found, peak, rows = [], 0, 0
-    for sub in range(subs):
+    off = band == URL_BAND and not config.url_dedup  # the url partition finds no pairs then
+    for sub in range(0 if off else subs):
         pairs, held = partition_pairs(
             inputs.shards, band, hash_slice * subs + sub, config.hash_slices * subs, config,
             eligible=masks.eligible if masks else None, is_fresh=masks.is_fresh if masks else None,

@@ -34,6 +34,7 @@ from pretrain.eval.generate import GenerationConfig, generate
 from pretrain.eval.report import OVERALL, EvalStats, SourceStats, render_markdown
 from pretrain.eval.tasks import TaskSpec, default_tasks, load_task
 from pretrain.packing.format import PackedIndex, PackedSplit, read_packed_index
+from pretrain.settings import check_types
 
 DEFAULT_SOURCE = "default"
 
@@ -60,6 +61,7 @@ class EvalConfig:
         return default_tasks(self.task_dir, self.max_examples_per_task)
 
     def __post_init__(self) -> None:
+        check_types(self)
         if min(self.max_sequences_per_source, self.batch_size, self.task_batch_size) <= 0:
             raise ConfigError(
                 "EvalConfig.max_sequences_per_source, batch_size and task_batch_size must be >= 1"

@@ -134,21 +134,24 @@ HUB_TASKS = (
 
 @dataclass
 class FetchReport:
+    """What became of each task: every task is in exactly one of the four."""
+
     eval_dir: str
     fetched: list[str] = field(default_factory=list)
     cached: list[str] = field(default_factory=list)
     present: list[str] = field(default_factory=list)  # files put there by hand (not verified)
     failed: dict[str, str] = field(default_factory=dict)  # task → why
-    offline: bool = False
+    offline: bool = False  # every task that had to be downloaded found the Hub unreachable
 
     def line(self) -> str:
-        """One line for the console: what is ready, and what is not and why."""
+        """One line for the console: each task, ready or not, and why not."""
         ready = sorted(self.fetched + self.cached + self.present)
         if self.offline:
             return (
                 f"evals fetch: the Hugging Face Hub is unreachable (offline?): downloaded "
-                f"nothing; ready in {self.eval_dir}: {', '.join(ready) or 'none'}; tasks "
-                f"without files are reported as skipped (set HF_ENDPOINT for a mirror)"
+                f"nothing; ready in {self.eval_dir}: {', '.join(ready) or 'none'}; not "
+                f"downloaded: {', '.join(sorted(self.failed))}; tasks without files are "
+                "reported as skipped (set HF_ENDPOINT for a mirror)"
             )
         failed = "; ".join(f"{k}: {v}" for k, v in sorted(self.failed.items()))
         return (
@@ -177,7 +180,8 @@ def fetch_eval_tasks(
     endpoint = endpoint or os.environ.get("HF_ENDPOINT") or None
     report = FetchReport(eval_dir=str(root))
     manifest = read_manifest(root)
-    for task in tasks:
+    unreachable = 0
+    for task in tasks:  # a task that fails is reported and the next one is tried
         entry = manifest.get(task.name)
         if not force and entry and sha256_file(root / task.output) == entry.get("sha256"):
             report.cached.append(task.name)
@@ -187,13 +191,14 @@ def fetch_eval_tasks(
             continue
         try:
             sources = [_download(f, root / "hub", endpoint) for f in task.files]
-        except _Offline:
-            report.offline = True
-            break
+            data = _convert(task, [Path(s.pop("local")) for s in sources])
+        except _Offline as exc:
+            unreachable += 1
+            report.failed[task.name] = f"the Hub is unreachable ({_first_line(exc)})"
+            continue
         except DataError as exc:
             report.failed[task.name] = str(exc)
             continue
-        data = _CONVERTERS[task.convert]([Path(s.pop("local")) for s in sources])
         storage.write_bytes(data, str(root / task.output))
         manifest[task.name] = {
             "output": task.output,
@@ -202,7 +207,26 @@ def fetch_eval_tasks(
         }
         storage.write_json(manifest, str(root / MANIFEST))
         report.fetched.append(task.name)
+    report.offline = unreachable > 0 and unreachable == len(report.failed) and not report.fetched
     return report
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:200]
+
+
+def _convert(task: HubTask, paths: list[Path]) -> bytes:
+    """The task file from its downloaded sources; a source it cannot convert is a DataError."""
+    try:
+        return _CONVERTERS[task.convert](paths)
+    except DataError:
+        raise
+    except Exception as exc:  # pyarrow, a missing column, a wrong type: the file is not the task's
+        raise DataError(
+            "the downloaded files could not be converted "
+            f"({type(exc).__name__}: {_first_line(exc)}); the repo's layout may have changed"
+        ) from exc
 
 
 class _Offline(Exception):
@@ -213,6 +237,7 @@ def _download(spec: HubFile, cache: Path, endpoint: str | None) -> dict[str, Any
     from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
     from huggingface_hub.errors import (
         EntryNotFoundError,
+        HfHubHTTPError,
         LocalEntryNotFoundError,
         OfflineModeIsEnabled,
         RepositoryNotFoundError,
@@ -232,12 +257,15 @@ def _download(spec: HubFile, cache: Path, endpoint: str | None) -> dict[str, Any
         )  # fmt: skip
     except (RepositoryNotFoundError, RevisionNotFoundError, EntryNotFoundError) as exc:
         raise DataError(f"{where} is not on the Hub: {type(exc).__name__}") from exc
+    except HfHubHTTPError as exc:  # the Hub answered, with an error (an OSError: test it first)
+        raise DataError(f"{where}: the Hub answered {_first_line(exc)}") from exc
     except (LocalEntryNotFoundError, OfflineModeIsEnabled, OSError) as exc:
         raise _Offline(str(exc)) from exc
     except Exception as exc:  # httpx transport errors (connection refused, DNS) vary by version
         if "Connect" in type(exc).__name__ or "Timeout" in type(exc).__name__:
             raise _Offline(str(exc)) from exc
-        raise
+        # any other answer (a server error, a broken transfer): this task fails, others go on
+        raise DataError(f"{where}: {type(exc).__name__}: {_first_line(exc)}") from exc
     digest = sha256_file(Path(local))
     expected = spec.sha256 or (meta.etag if meta.etag and _SHA256.fullmatch(meta.etag) else None)
     if expected is None:

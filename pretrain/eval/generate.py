@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pretrain.errors import ConfigError
+from pretrain.settings import check_types
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -39,6 +40,7 @@ class GenerationConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        check_types(self)
         if self.max_new_tokens <= 0 or self.top_k <= 0:
             raise ConfigError("GenerationConfig.max_new_tokens and top_k must be >= 1")
         if self.temperature < 0:

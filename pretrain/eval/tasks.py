@@ -26,12 +26,15 @@ from __future__ import annotations
 import gzip
 import json
 import random
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pretrain.errors import ConfigError, DataError
+from pretrain.eval_cache import unreadable_message, verify_eval_file
+from pretrain.settings import check_types
 
 TASK_KINDS = ("hellaswag", "arc_easy", "blimp")
 DEFAULT_FILES = {
@@ -51,6 +54,7 @@ class TaskSpec:
     name: str = ""  # report name; defaults to ``kind``
 
     def __post_init__(self) -> None:
+        check_types(self)
         if self.kind not in TASK_KINDS:
             raise ConfigError(f"TaskSpec.kind={self.kind!r}; use one of {TASK_KINDS}")
         if self.max_examples <= 0:
@@ -88,13 +92,17 @@ def default_tasks(eval_dir: str | None = None, max_examples: int = 200) -> tuple
 
 def _lines(path: Path) -> Iterator[dict[str, Any]]:
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    yield json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DataError(f"{path}:{number} is not JSON: {exc}") from exc
+    number = 0
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                if line.strip():
+                    try:
+                        yield json.loads(line)
+                    except json.JSONDecodeError as exc:
+                        raise DataError(f"{path}:{number} is not JSON: {exc}") from exc
+    except (EOFError, OSError, zlib.error, UnicodeDecodeError) as exc:  # BadGzipFile: OSError
+        raise DataError(unreadable_message(path, number, exc)) from exc
 
 
 def _hellaswag(row: dict[str, Any]) -> MultipleChoice:
@@ -125,10 +133,12 @@ def load_task(spec: TaskSpec, seed: int = 0) -> list[MultipleChoice] | None:
     """The examples of ``spec`` (at most ``max_examples``), or None when its file is absent.
 
     A malformed row raises :class:`DataError` naming the file and row: a task file is curated
-    input, so a bad row means the wrong file, not noise to skip."""
+    input, so a bad row means the wrong file, not noise to skip. So does a file cut short or
+    not gzip, and a cached file whose sha256 no longer matches ``SOURCES.json``."""
     path = Path(spec.path)
     if not path.is_file():
         return None
+    verify_eval_file(path)  # a cached file changed since it was fetched: DataError
     parse = _PARSERS[spec.kind]
     examples = []
     for number, row in enumerate(_lines(path), 1):

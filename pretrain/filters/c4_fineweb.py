@@ -29,6 +29,7 @@ from pretrain.errors import ConfigError
 from pretrain.filters.base import Document, Filter, Rejection
 from pretrain.filters.gopher import _duplicates, doc_words
 from pretrain.filters.unwrap import Paragraph, UnwrapConfig, join_paragraphs, paragraphs
+from pretrain.settings import check_types
 from pretrain.text import TERMINAL_PUNCTUATION, is_unsegmented, words
 
 _CITATION = re.compile(r"\[\d*]|\[edit]|\[citation needed]")
@@ -53,6 +54,7 @@ class C4Config:
     drop_policy_lines: bool = True
 
     def __post_init__(self) -> None:
+        check_types(self)
         if min(self.min_sentences, self.min_words_per_line) < 0 or self.max_word_length < 1:
             raise ConfigError("C4Config: counts must be >= 0 and max_word_length >= 1")
 
@@ -174,6 +176,7 @@ class FineWebConfig:
     max_newline_word_ratio: float = 0.3  # newlines / words ("list-like")
 
     def __post_init__(self) -> None:
+        check_types(self)
         for name in ("min_line_punct_ratio", "max_short_line_ratio", "max_char_dup_ratio"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"{name}={getattr(self, name)}: use a fraction in [0, 1]")

@@ -30,6 +30,7 @@ from pretrain.filters.profiles import (
 from pretrain.filters.toxicity import ToxicityConfig
 from pretrain.filters.unwrap import UnwrapConfig
 from pretrain.filters.urls import UrlConfig
+from pretrain.settings import check_types
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,6 +63,7 @@ class FilterConfig:
     max_drop_rate_per_reason: float = 0.5  # asset-check bound: warn above this share of input
 
     def __post_init__(self) -> None:
+        check_types(self)
         if not 0.0 <= self.max_removed_fraction <= 1.0:
             raise ConfigError(
                 f"max_removed_fraction={self.max_removed_fraction}: use a fraction in [0, 1]"

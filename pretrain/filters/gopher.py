@@ -31,6 +31,7 @@ import numpy as np
 
 from pretrain.errors import ConfigError
 from pretrain.filters.base import Document, Filter, Rejection
+from pretrain.settings import check_types
 from pretrain.text import is_symbol_word, is_unsegmented, words
 
 # Gopher's stop words (the paper's eight) plus our own pick of very frequent Chinese characters.
@@ -66,6 +67,7 @@ class GopherRepetitionConfig:
     )  # fmt: skip
 
     def __post_init__(self) -> None:
+        check_types(self)
         for name in ("dup_line_frac", "dup_para_frac", "dup_line_char_frac", "dup_para_char_frac"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"{name}={getattr(self, name)}: use a fraction in [0, 1]")
@@ -226,6 +228,7 @@ class GopherQualityConfig:
     default_stop_words_language: str | None = None
 
     def __post_init__(self) -> None:
+        check_types(self)
         if not 0 <= self.min_doc_words < self.max_doc_words:
             raise ConfigError("need 0 <= min_doc_words < max_doc_words")
         if not 0 < self.min_avg_word_length < self.max_avg_word_length:

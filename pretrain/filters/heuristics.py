@@ -23,6 +23,7 @@ import regex
 
 from pretrain.errors import ConfigError
 from pretrain.filters.base import Document, Filter, Rejection, is_code
+from pretrain.settings import check_types
 from pretrain.text import weighted_length
 
 NO_SPACE_LANGUAGES = frozenset({"zh", "ja", "th", "lo", "km", "my", "bo", "wuu", "yue", "dz"})
@@ -48,6 +49,7 @@ class HeuristicConfig:
     code_sources: tuple[str, ...] = ("code",)
 
     def __post_init__(self) -> None:
+        check_types(self)
         if not 0 <= self.min_chars < self.max_chars:
             raise ConfigError(
                 f"min_chars={self.min_chars}, max_chars={self.max_chars}: "

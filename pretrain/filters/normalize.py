@@ -16,6 +16,7 @@ import unicodedata
 from dataclasses import dataclass
 
 from pretrain.errors import ConfigError
+from pretrain.settings import check_types
 
 # Control characters (Unicode category Cc) except tab and newline, plus BOM / noncharacters.
 _CONTROL = {c: None for c in range(0x20) if c not in (0x09, 0x0A)}
@@ -33,6 +34,7 @@ class NormalizeConfig:
     code_sources: tuple[str, ...] = ("code",)
 
     def __post_init__(self) -> None:
+        check_types(self)
         if isinstance(self.code_sources, str):
             raise ConfigError(
                 f"code_sources={self.code_sources!r} is a string: use a tuple, e.g. ('code',)"

@@ -46,6 +46,7 @@ from pretrain.filters.pii_checks import (
     luhn_valid,
     us_ssn_valid,
 )
+from pretrain.settings import check_types
 
 __all__ = [
     "PII_TYPES", "PiiConfig", "cn_resident_id_shaped", "cn_resident_id_valid", "digit_windows",
@@ -63,6 +64,7 @@ class PiiConfig:
     drop_metadata_keys: tuple[str, ...] = ()  # metadata keys removed at any depth (JSON)
 
     def __post_init__(self) -> None:
+        check_types(self)
         import phonenumbers
 
         if isinstance(self.phone_regions, str):

@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pretrain.errors import ConfigError
+from pretrain.settings import check_types
 
 ANY_LANGUAGE = "*"
 LONG_DOCUMENT_POLICIES = ("reject", "keep", "split")
@@ -65,6 +66,7 @@ class SourceProfile:
     pii: bool = True
 
     def __post_init__(self) -> None:
+        check_types(self)
         if isinstance(self.languages, str):
             raise ConfigError(f"languages={self.languages!r}: use a tuple such as ('en',)")
         if self.languages is not None and not self.languages:

@@ -66,6 +66,7 @@ from pretrain.filters.terms import Terms
 from pretrain.filters.toxic_words import DEFAULT_WORD_LISTS, IDENTITY_TERMS, REPORTING_TERMS
 from pretrain.filters.toxicity_model import VERSION as SHIPPED_VERSION
 from pretrain.filters.toxicity_model import ShippedModel, available_versions, load_shipped
+from pretrain.settings import check_types
 from pretrain.text import is_unsegmented
 
 MODELS = ("profanity_check",)
@@ -113,6 +114,7 @@ class ToxicityConfig:
     own_model: str = "combine"
 
     def __post_init__(self) -> None:
+        check_types(self)
         if self.model is not None and self.model not in MODELS:
             raise ConfigError(f"model={self.model!r}: choose one of {MODELS} or None")
         if self.shipped_model is not None and self.shipped_model not in available_versions():

@@ -38,6 +38,7 @@ from pretrain import storage
 from pretrain.data.readers import RawFile, is_reject, iter_records, kind_for
 from pretrain.errors import ConfigError, DataError
 from pretrain.fasttext_models import load_supervised, train_supervised
+from pretrain.settings import check_types
 
 TOXIC, CLEAN = "__label__toxic", "__label__clean"
 MIN_PER_CLASS = 20
@@ -61,6 +62,7 @@ class ToxicityClassifierConfig:
     min_heldout_recall: float = 0.5  # asset-check bound (a warning)
 
     def __post_init__(self) -> None:
+        check_types(self)
         if isinstance(self.labelled_uris, str):
             raise ConfigError(f"labelled_uris={self.labelled_uris!r}: use a list of files")
         if not 0.0 < self.heldout_fraction < 0.5:

@@ -25,6 +25,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from pretrain.errors import ConfigError
+from pretrain.settings import check_types
 from pretrain.text import TERMINAL_PUNCTUATION
 
 _PARAGRAPH_END = (*TERMINAL_PUNCTUATION, ":", ";")
@@ -39,6 +40,7 @@ class UnwrapConfig:
     paragraph_end_share: float = 0.6  # a line shorter than this share of the width ends one
 
     def __post_init__(self) -> None:
+        check_types(self)
         if not 0 < self.min_width < self.max_width:
             raise ConfigError(
                 f"min_width={self.min_width}, max_width={self.max_width}: need 0 < min < max"

@@ -27,6 +27,7 @@ from pretrain import storage
 from pretrain.errors import ConfigError
 from pretrain.filters.base import Document, Filter, Rejection
 from pretrain.hashset import HashSet64, key64
+from pretrain.settings import check_types
 
 # Our own short default list of URL tokens that mark adult or spam sites; extend via config.
 DEFAULT_ADULT_SPAM_TOKENS = (
@@ -44,6 +45,7 @@ class UrlConfig:
     dedup_urls: bool = True
 
     def __post_init__(self) -> None:
+        check_types(self)
         if isinstance(self.blocklist, str) or isinstance(self.adult_spam_tokens, str):
             raise ConfigError("blocklist and adult_spam_tokens are tuples, e.g. ('spam.example',)")
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from pretrain.decontam import DecontamConfig
 from pretrain.errors import ConfigError
+from pretrain.settings import check_types
 
 HASH_BUCKETS = 10**6
 DEFAULT_MAX_EPOCHS = 4.0
@@ -72,6 +73,7 @@ class CurriculumStage:
     weights: dict[str, float] | None = None
 
     def __post_init__(self) -> None:
+        check_types(self)
         if not self.name:
             raise ConfigError("CurriculumStage.name must be non-empty, e.g. 'anneal'")
         if not 0.0 < self.fraction <= 1.0:
@@ -108,6 +110,7 @@ class MixtureConfig:
     include_held_groups: bool = False  # shard groups admission held for review stay in
 
     def __post_init__(self) -> None:
+        check_types(self)
         _check_weights(self.weights, "MixtureConfig.weights")
         if self.weights_from not in WEIGHT_ORIGINS:
             raise ConfigError(

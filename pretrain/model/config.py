@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pretrain.errors import ConfigError
+from pretrain.settings import check_types
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,6 +48,7 @@ class ModelConfig:
     qk_norm: bool = False
 
     def __post_init__(self) -> None:
+        check_types(self)
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "max_seq_len"):
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:

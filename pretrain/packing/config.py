@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from pretrain.errors import ConfigError
+from pretrain.settings import check_types
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,6 +30,7 @@ class PackingConfig:
     num_workers: int = 1
 
     def __post_init__(self) -> None:
+        check_types(self)
         if self.seq_len < 2:
             raise ConfigError(f"PackingConfig.seq_len={self.seq_len} must be >= 2, e.g. 2048")
         if self.batch_size < 1:

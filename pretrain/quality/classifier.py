@@ -37,6 +37,7 @@ from pretrain import storage
 from pretrain.data.readers import RawFile, is_reject, iter_records, kind_for
 from pretrain.errors import ConfigError, DataError
 from pretrain.fasttext_models import load_supervised, train_supervised
+from pretrain.settings import check_types
 from pretrain.text import words
 
 POSITIVE, NEGATIVE = "__label__hq", "__label__lq"
@@ -67,6 +68,7 @@ class QualityClassifierConfig:
     min_heldout_accuracy: float = 0.7  # asset-check bound (a warning); 0.82 on the demo corpus
 
     def __post_init__(self) -> None:
+        check_types(self)
         if self.without_reference not in ("skip", "error"):
             raise ConfigError(
                 f"without_reference={self.without_reference!r}: use 'skip' or 'error'"

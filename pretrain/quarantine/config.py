@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from pretrain.errors import ConfigError
 from pretrain.filters.pii import PiiConfig
+from pretrain.settings import check_types
 
 ACTIONS = ("confirm", "release", "extend")
 DECISION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -49,6 +50,7 @@ class QuarantineConfig:
     pii: PiiConfig = field(default_factory=PiiConfig)
 
     def __post_init__(self) -> None:
+        check_types(self)
         small = {
             k: v
             for k, v in {
@@ -82,6 +84,7 @@ class ReviewAction:
     doc_ids: tuple[str, ...] = ()  # extend: documents to add
 
     def __post_init__(self) -> None:
+        check_types(self)
         check_decision_id(self.decision_id)
         if self.action not in ACTIONS:
             raise ConfigError(

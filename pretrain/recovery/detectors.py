@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from pretrain.errors import ConfigError
 from pretrain.recovery.series import MetricRow
+from pretrain.settings import check_types
 
 SPIKE, NONFINITE, GRAD_STOP, GRAD_WARN = (
     "loss_spike",
@@ -70,6 +71,7 @@ class DetectorConfig:
     creep_ratio: float = 1.5
 
     def __post_init__(self) -> None:
+        check_types(self)
         for name in ("baseline_steps", "sigma_steps", "min_history", "bad_batch_steps"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"detector.{name} must be >= 1, got {getattr(self, name)}")

@@ -35,6 +35,7 @@ from typing import Any
 from pretrain.checkpoint.health import HEALTHY, PENDING, SUSPECT, CheckpointInfo
 from pretrain.errors import ConfigError, DataError
 from pretrain.recovery.detectors import GRAD_STOP, NONFINITE, SPIKE, Alarm
+from pretrain.settings import check_types
 
 ACTIONS = ("none", "warn", "rollback", "reduce_lr", "resume", "stop")
 
@@ -55,6 +56,7 @@ class PolicyConfig:
     health_window_steps: int = 20
 
     def __post_init__(self) -> None:
+        check_types(self)
         if not 0.8 <= self.lr_factor <= 0.9:
             raise ConfigError(f"policy.lr_factor={self.lr_factor} must be in [0.8, 0.9]")
         if self.rollback_margin_steps < 0 or self.health_window_steps < 1:

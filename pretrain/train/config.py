@@ -28,6 +28,7 @@ from pretrain.checkpoint.config import CheckpointConfig
 from pretrain.errors import ConfigError
 from pretrain.model.config import ModelConfig
 from pretrain.run_files import wandb_run_id
+from pretrain.settings import SCALARS, check_types, describe
 
 _BRANCH_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 WANDB_MODES = ("offline", "online", "disabled")
@@ -60,6 +61,7 @@ class OptimConfig:
     z_loss_weight: float = 0.0
 
     def __post_init__(self) -> None:
+        check_types(self)
         if self.schedule not in SCHEDULES:
             raise ConfigError(f"optim.schedule={self.schedule!r}; use one of {SCHEDULES}")
         if not 0 < self.decay_fraction <= 1:
@@ -102,14 +104,20 @@ class DataConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        check_types(self)
         if not self.packed_dir:
             raise ConfigError("data.packed_dir is empty; point it at a packed_tokens directory")
         if self.micro_batch_size <= 0 or self.global_batch_sequences <= 0:
             raise ConfigError("data.micro_batch_size and data.global_batch_sequences must be > 0")
         if self.global_batch_sequences % self.micro_batch_size:
+            lower = self.global_batch_sequences // self.micro_batch_size * self.micro_batch_size
+            near = [n for n in (lower, lower + self.micro_batch_size) if n > 0]
             raise ConfigError(
                 f"data.global_batch_sequences={self.global_batch_sequences} is not a multiple of "
-                f"micro_batch_size={self.micro_batch_size}"
+                f"data.micro_batch_size={self.micro_batch_size}: set "
+                f"data.global_batch_sequences to {' or '.join(map(str, near))}, or another "
+                "micro_batch_size (a recipe launch that sets only micro_batch_size derives the "
+                "global batch itself)"
             )
 
     def accum_steps(self, world_size: int) -> int:
@@ -146,6 +154,7 @@ class RunConfig:
     inject_nan_at_step: int | None = None  # tests only: see the class docstring
 
     def __post_init__(self) -> None:
+        check_types(self)
         if not _BRANCH_RE.match(self.branch):
             raise ConfigError(
                 f"run.branch={self.branch!r} must be a simple name like 'b00' (letters, digits, "
@@ -203,6 +212,7 @@ class MetricsConfig:
     mirror_interval_s: float = 30.0
 
     def __post_init__(self) -> None:
+        check_types(self)
         if self.mirror_interval_s < 0:
             raise ConfigError(
                 f"metrics.mirror_interval_s={self.mirror_interval_s} must be >= 0 (seconds "
@@ -236,6 +246,7 @@ class ComputeConfig:
     compile_backend: str = "inductor"
 
     def __post_init__(self) -> None:
+        check_types(self)
         if self.compile_backend not in ("inductor", "aot_eager", "eager"):
             raise ConfigError(
                 f"compute.compile_backend={self.compile_backend!r}; use 'inductor' (GPU and "
@@ -256,6 +267,7 @@ class TrainConfig:
     deterministic: bool = False
 
     def __post_init__(self) -> None:
+        check_types(self)
         if self.run.max_steps > self.optim.schedule_steps:
             # allowed (LR stays at its floor), but usually a mistake worth failing on
             raise ConfigError(
@@ -334,25 +346,9 @@ def _build(cls: type, data: Any, where: str) -> Any:
         raise ConfigError(f"{where}: {exc}") from exc
 
 
-def _describe(value: Any) -> str:
-    """``str '200'``, ``null``, ``bool True``: what a type error message shows of a value."""
-    if value is None:
-        return "null"
-    text = repr(value)
-    return f"{type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
-
-
-# JSON scalar -> the hint it may fill. Strict on purpose: a bool never stands in for a number
-# (``True`` is an int in Python), a string never for a bool ("false" is truthy) or a number.
-_SCALARS: dict[Any, tuple[str, Any]] = {
-    bool: ("a boolean (true/false)", lambda v: isinstance(v, bool)),
-    int: ("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool)),
-    float: (
-        "a number",
-        lambda v: isinstance(v, int | float) and not isinstance(v, bool),
-    ),
-    str: ("a string", lambda v: isinstance(v, str)),
-}
+# what a type error shows of a value, and which JSON scalar fills which hint: shared with
+# every config dataclass's own check (pretrain.settings.check_types)
+_describe, _SCALARS = describe, SCALARS
 
 
 def _convert(hint: Any, value: Any, where: str) -> Any:

@@ -76,6 +76,12 @@ def _recipe(
     )
 
 
+def rederive_global_batch(global_batch_sequences: int, micro_batch_size: int) -> int:
+    """The multiple of a new ``micro_batch_size`` closest to a recipe's global batch (at least
+    one micro-batch): 2050 sequences at micro-batch 4 -> 2048, 16 at 3 -> 15."""
+    return max(1, round(global_batch_sequences / micro_batch_size)) * micro_batch_size
+
+
 def sequences_for_tokens(num_tokens: int, tokens_per_sequence: int, multiple_of: int) -> int:
     """Whole sequences closest to ``num_tokens`` per step, a multiple of ``multiple_of`` (the
     micro-batch) and at least one micro-batch: 1M tokens at context 2048 -> 512 sequences."""
@@ -234,7 +240,9 @@ def recipe_with_overrides(
     ``overrides`` mirrors :class:`TrainConfig` (sections as dicts, only the fields set), e.g.
     ``{"run": {"max_steps": 600, "branch": "b01"}, "optim": {"lr": 1e-3}, "seed": 3}``. The
     recipe is built for the planned horizon: ``optim.schedule_steps``, else ``run.max_steps``,
-    else the recipe's default; its warmup is clipped to that horizon unless set. The Dagster
+    else the recipe's default; its warmup is clipped to that horizon unless set. A
+    ``data.micro_batch_size`` set without ``data.global_batch_sequences`` keeps the recipe's
+    global batch as nearly as a multiple of the new micro-batch allows. The Dagster
     training op calls this with the Launchpad's config. Reads the packed index (vocab size,
     context length)."""
     overrides = dict(overrides or {})
@@ -246,6 +254,13 @@ def recipe_with_overrides(
         out_dir=run_root,
         **({"max_steps": horizon} if horizon else {}),
     )
+    data_set = overrides.get("data")
+    if isinstance(data_set, dict) and "global_batch_sequences" not in data_set:
+        micro = data_set.get("micro_batch_size")
+        if isinstance(micro, int) and not isinstance(micro, bool) and micro > 0:
+            # the recipe's global batch was derived for its own micro-batch: derive it again
+            batch = rederive_global_batch(cfg.data.global_batch_sequences, micro)
+            overrides["data"] = {**data_set, "global_batch_sequences": batch}
     sections: dict[str, Any] = {}
     for name, values in overrides.items():
         if name not in {f.name for f in dataclasses.fields(TrainConfig)}:

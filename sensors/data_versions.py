@@ -1,0 +1,116 @@
+"""What Dagster recorded about a materialization's inputs, so a sensor never redoes current work.
+
+Every materialization of an asset with a code version carries its data version
+(``dagster/data_version``), its code version and the data version of each input it read
+(``dagster/input_data_version/<asset>``; for a partitioned input, a hash of the data versions
+of the input partitions it read). A partition is *current* when it was built by today's code
+version from inputs whose data versions have not changed since: a sensor skips it, as the UI
+shows it fresh::
+
+    reports = latest_tags(instance, "eval_reports")           # partition → tags
+    current_inputs(reports.get(key), code_version, {"checkpoints": partitions_data_version([v])})
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from dagster import AssetKey, DagsterInstance, EventLogEntry, EventLogRecord
+
+from jobs.training import DATA_VERSION_TAG
+
+CODE_VERSION_TAG = "dagster/code_version"
+INPUT_TAG = "dagster/input_data_version/"
+
+Tags = dict[str, str]
+
+
+def partitions_data_version(versions: list[str]) -> str:
+    """The input data version Dagster records for partitioned inputs: a hash of the data
+    versions of the input partitions, in partition-key order (one partition here)."""
+    return hashlib.sha256("".join(versions).encode()).hexdigest()
+
+
+def latest_tags(instance: DagsterInstance, asset: str, page: int = 5000) -> dict[str, Tags]:
+    """Partition → tags of its newest materialization (newest records come first)."""
+    found: dict[str, Tags] = {}
+    cursor = None
+    while True:
+        result = instance.fetch_materializations(AssetKey(asset), limit=page, cursor=cursor)
+        for record in result.records:
+            event = record.event_log_entry.dagster_event
+            partition = event.partition if event else None
+            if partition is not None and partition not in found:
+                found[partition] = dict(event.step_materialization_data.materialization.tags or {})
+        if not result.has_more:
+            return found
+        cursor = result.cursor
+
+
+def event_tags(event: EventLogEntry | None) -> Tags | None:
+    """The tags of a materialization event (None: no event)."""
+    if event is None or event.dagster_event is None:
+        return None
+    return dict(event.dagster_event.step_materialization_data.materialization.tags or {})
+
+
+def data_version(event: EventLogEntry | None) -> str | None:
+    """The data version recorded by a materialization event (None: never materialized)."""
+    return (event_tags(event) or {}).get(DATA_VERSION_TAG)
+
+
+def partition_input_versions(version: str | None) -> tuple[str, ...] | None:
+    """What a materialization records for one input partition whose data version is
+    ``version``: the version itself (a dependency without an ``In``) or the hash Dagster makes
+    of the input partitions' versions (an input), so both count as "this very partition"."""
+    if version is None:
+        return None
+    return (version, partitions_data_version([version]))
+
+
+def current_inputs(
+    tags: Tags | None,
+    code_version: str | None,
+    input_versions: dict[str, str | tuple[str, ...] | None],
+) -> bool:
+    """True when a materialization (its ``tags``) was made by ``code_version`` from inputs
+    whose data versions are still ``input_versions`` (asset → the version now, or the values
+    that stand for it; None: unknown, never counts as a change)."""
+    if tags is None or tags.get(CODE_VERSION_TAG) != code_version:
+        return False
+    for asset, now in input_versions.items():
+        recorded = tags.get(INPUT_TAG + asset)
+        accepted = (now,) if isinstance(now, str) else now
+        if recorded is not None and accepted is not None and recorded not in accepted:
+            return False
+    return True
+
+
+def not_current(
+    records: list[EventLogRecord],
+    outputs: dict[str, Tags],
+    code_version: str | None,
+    input_asset: str,
+    other_inputs: dict[str, str | tuple[str, ...] | None],
+) -> tuple[dict[str, str | None], list[str]]:
+    """Of the partitions of ``input_asset`` materialized in ``records`` (the newest record per
+    partition counts), those whose same-key output (``outputs``: partition → tags of its latest
+    materialization) is not current with it: partition → the input's data version; and the
+    partitions that are current."""
+    newest: dict[str, EventLogEntry] = {}
+    for record in records:  # oldest first: a later record of a partition replaces an earlier
+        event = record.event_log_entry
+        if event.dagster_event and event.dagster_event.partition:
+            newest[event.dagster_event.partition] = event
+    stale: dict[str, str | None] = {}
+    current: list[str] = []
+    for key, event in newest.items():
+        version = data_version(event)
+        # a materialization without a data version: what Dagster recorded for it as an input
+        accepted = partition_input_versions(version) or (partitions_data_version([]), "INITIAL")
+        inputs = {input_asset: accepted, **other_inputs}
+        if current_inputs(outputs.get(key), code_version, inputs):
+            current.append(key)
+        else:
+            stale[key] = version
+    return stale, current
