@@ -317,7 +317,7 @@ def test_pretrain_export_of_a_planted_checkpoint_is_one_line_and_exit_1(
     )
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
-    assert done.stderr.startswith(f"pretrain export: CheckpointError: {copy / STEP8}/__0_0.distcp")
+    assert done.stderr.startswith(f"pretrain export: error: {copy / STEP8}/__0_0.distcp")
     assert "use another checkpoint" in done.stderr
     assert not marker.exists() and not (tmp_path / "out").exists()
 

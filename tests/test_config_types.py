@@ -82,6 +82,7 @@ def wrong_value(hint: Any) -> Any | None:
 REQUIRED = {
     "CurriculumStage": {"name": "anneal", "fraction": 0.5},
     "TaskSpec": {"kind": "hellaswag", "path": "hellaswag.jsonl.gz"},
+    "AdmissionReview": {"decision": "reject", "reviewer": "ana", "reason": "spam"},
 }
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from dagster import AssetMaterialization, DagsterInstance, materialize
 
+from pretrain import identity
 from pretrain.errors import DataError
 from pretrain.eval import compare_reports
 from pretrain_assets.eval_assets import eval_comparison, hf_export
@@ -87,6 +88,9 @@ def test_assets_materialize_through_dagster(tmp_path: Path) -> None:
     sha = hashlib.sha256((folder / "tokenizer.json").read_bytes()).hexdigest()
     save_random_checkpoint(root / "runs", tiny_model_config(300), sha)  # runs/b00/step-00000001
     write_report(root / "eval_reports", "b00", 1, 5.5, 0.5)
+    # made outside the pipeline: they get content identities, as imported outputs do
+    identity.adopt(str(folder), "tokenizer")
+    identity.adopt(str(root / "eval_reports" / "b00-s000000001"), "eval_reports")
     store = ArtifactStore(root=str(root))
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("checkpoints", ["b00-s000000001"])

@@ -25,6 +25,7 @@ import numpy as np
 
 from pretrain.errors import ConfigError, DataError
 from pretrain.experiments.run import ExperimentResult
+from pretrain.settings import check_types
 
 DECISIONS = ("admit", "hold", "reject")
 
@@ -46,6 +47,7 @@ class AdmissionPolicy:
     max_toxic_share: float = 0.05
 
     def __post_init__(self) -> None:
+        check_types(self)
         if min(self.min_gain, self.max_harm, self.spread_factor) < 0:
             raise ConfigError("AdmissionPolicy: min_gain, max_harm, spread_factor must be >= 0")
         if self.min_seeds < 2:
@@ -67,6 +69,7 @@ class AdmissionReview:
     reason: str
 
     def __post_init__(self) -> None:
+        check_types(self)
         if self.decision not in DECISIONS:
             raise ConfigError(f"AdmissionReview.decision={self.decision!r}: use one of {DECISIONS}")
         if not self.reviewer.strip() or not self.reason.strip():
@@ -85,6 +88,7 @@ class AdmissionConfig:
     review: AdmissionReview | None = None  # the operator's decision (recorded; it then holds)
 
     def __post_init__(self) -> None:
+        check_types(self)
         if not 0.0 < self.probe_share < 1.0:
             raise ConfigError(f"AdmissionConfig.probe_share={self.probe_share}: use (0, 1)")
         if len(set(self.seeds)) < self.policy.min_seeds:

@@ -29,6 +29,7 @@ from pretrain import storage
 from pretrain.errors import ConfigError, DataError
 from pretrain.mixture.config import hash_score
 from pretrain.packing import PackingConfig, pack_tokens
+from pretrain.settings import check_types
 from pretrain.tokenizer import TokenizerConfig, train_tokenizer
 
 VALIDATION_IDS = "validation_ids.parquet"
@@ -47,6 +48,7 @@ class BasisConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        check_types(self)
         if not 0.0 < self.val_fraction < 0.5:
             raise ConfigError(f"BasisConfig.val_fraction={self.val_fraction}: use (0, 0.5)")
         if self.seq_len < 16 or not 1 <= self.min_val_docs_per_source <= self.val_docs_per_source:

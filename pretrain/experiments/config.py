@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pretrain.errors import ConfigError
+from pretrain.settings import check_types
 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,99}$")
 
@@ -50,6 +51,7 @@ class ProxyRecipe:
     max_task_examples: int = 200  # per eval task
 
     def __post_init__(self) -> None:
+        check_types(self)
         if self.device not in ("cpu", "cuda"):
             raise ConfigError(f"ProxyRecipe.device={self.device!r}; use 'cpu' or 'cuda'")
         if self.global_batch_sequences % self.micro_batch_size:
@@ -113,6 +115,7 @@ class DataVariant:
     boost: dict[str, float] = field(default_factory=dict)  # group -> minimum share of tokens
 
     def __post_init__(self) -> None:
+        check_types(self)
         if self.weights is not None:
             bad = {k: w for k, w in self.weights.items() if not (w >= 0.0)}
             if bad or not sum(self.weights.values()) > 0:
@@ -162,6 +165,7 @@ class ExperimentSpec:
     label: str = ""  # e.g. "with" / "without" for admission, the candidate index for a search
 
     def __post_init__(self) -> None:
+        check_types(self)
         if not _NAME_RE.match(self.name):
             raise ConfigError(
                 f"experiment name {self.name!r}: use lower-case letters, digits, '.', '_', '-' "
@@ -205,5 +209,6 @@ class ExperimentsConfig:
     task_dir: str | None = None  # eval task files: None is the task cache, "" scores no task
 
     def __post_init__(self) -> None:
+        check_types(self)
         if self.max_epochs < 1.0:
             raise ConfigError(f"ExperimentsConfig.max_epochs={self.max_epochs} must be >= 1.0")

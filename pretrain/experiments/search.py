@@ -27,6 +27,7 @@ import numpy as np
 
 from pretrain.errors import ConfigError, DataError
 from pretrain.experiments.pools import PoolInfo
+from pretrain.settings import check_types
 
 TARGETS = ("mean_bpb", "task_likelihood")  # or "bpb:<source>"
 
@@ -52,6 +53,7 @@ class SearchConfig:
     proposal_samples: int = 100_000
 
     def __post_init__(self) -> None:
+        check_types(self)
         if self.candidates < 6:
             raise ConfigError(
                 f"SearchConfig.candidates={self.candidates}: a regression needs >= 6 proxies "
