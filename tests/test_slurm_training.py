@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dagster import AssetKey, DagsterEventType, DagsterInstance
-from dagster._core.test_utils import instance_for_test
+from dagster import AssetKey, DagsterEventType, DagsterInstance, instance_for_test
 
 from jobs.training import train_job
 from pretrain.checkpoint import dcp as ckpt
