@@ -72,6 +72,32 @@ hf_export_job = define_asset_job(
     description="Export one checkpoint to Hugging Face Llama format.",
 )
 
+experiment_basis_job = define_asset_job(
+    "make_basis",
+    selection=AssetSelection.assets("experiment_basis"),
+    description="The proxy tokenizer and the validation set every experiment shares.",
+)
+proxy_pools_job = define_asset_job(
+    "make_pools",
+    selection=AssetSelection.assets("proxy_pools"),
+    description="One shard group tokenized for the proxies (a backfill makes every pool).",
+)
+proxy_runs_job = define_asset_job(
+    "run_proxies",
+    selection=AssetSelection.assets("proxy_runs"),
+    description="Train and score one proxy experiment (a backfill runs a search or ablation).",
+)
+mixture_search_job = define_asset_job(
+    "fit_search",
+    selection=AssetSelection.assets("mixture_search"),
+    description="Fit the search's proxies: held-out rank correlation and the proposed weights.",
+)
+data_admission_job = define_asset_job(
+    "decide_admission",
+    selection=AssetSelection.assets("data_admission"),
+    description="Decide one shard group from its proxies, noise risk and cleaning cost.",
+)
+
 ASSET_JOBS = [
     plan_job,
     ingest_job,
@@ -85,4 +111,9 @@ ASSET_JOBS = [
     eval_job,
     compare_evals_job,
     hf_export_job,
+    experiment_basis_job,
+    proxy_pools_job,
+    proxy_runs_job,
+    mixture_search_job,
+    data_admission_job,
 ]

@@ -28,6 +28,7 @@ from typing import Any
 import pydantic
 from dagster import Config
 
+from pretrain.errors import ConfigError
 from pretrain.settings import field_docs
 
 Excluded = tuple[str, ...]
@@ -155,7 +156,21 @@ def build(cls: type, values: dict[str, Any], **given: Any) -> Any:
     are dropped so the dataclass default stands."""
     hints = typing.get_type_hints(cls)
     kwargs = {k: _library_value(hints[k], v) for k, v in values.items() if k in hints}
-    return cls(**{**kwargs, **given})
+    chosen = {**kwargs, **given}
+    missing = [
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.init
+        and f.name not in chosen
+        and f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+    ]
+    if missing:  # a ConfigError that says what to set, not the constructor's TypeError
+        them = "it" if len(missing) == 1 else "them"
+        raise ConfigError(
+            f"{cls.__name__} needs {', '.join(missing)}: set {them} in the run config"
+        )
+    return cls(**chosen)
 
 
 def to_library(config: Config, cls: type, **given: Any) -> Any:

@@ -39,26 +39,40 @@ Private names (``dagster._…``), why each is needed, and the public API checked
   ``bench/ray_step_overhead.py``) and ``dagster.execute_job`` (starts a new run, not one step
   of an existing one).
 
+- ``dagster._core.definitions.assets.graph.asset_graph_subset.AssetGraphSubset``,
+  ``dagster._core.execution.backfill.PartitionBackfill`` (``from_asset_graph_subset``) and
+  ``dagster._core.utils.make_new_backfill_id``: one asset backfill over chosen partitions,
+  submitted to the instance as the UI does (``jobs/backfills.py``, for the experiment
+  searches). Public instead: none from Python; the webserver's GraphQL mutation
+  ``launchPartitionBackfill`` builds the same object and needs a running webserver. The
+  backfill's timestamp is ``time.time()`` (what ``dagster._time.get_current_timestamp``
+  returns outside Dagster's own tests).
+
 Public classes whose undocumented members we call (no ``@public`` in 1.13.27): the
 ``DagsterEvent.step_worker_starting`` and ``DagsterEvent.engine_event`` constructors (the
-events every step handler yields), ``DagsterInstance.from_ref`` and
-``DagsterInstance.report_engine_event``. Top-level but undocumented:
+events every step handler yields), ``DagsterInstance.from_ref``,
+``DagsterInstance.report_engine_event``, ``DagsterInstance.add_backfill`` and
+``PartitionsDefinition.subset_with_partition_keys``. Top-level but undocumented:
 ``dagster.serialize_value`` / ``dagster.deserialize_value`` (re-exported from
 ``dagster_shared.serdes``). They are in ``SHAPES`` too.
 
 Only ``jobs/`` uses this module; importing it imports Dagster (never ray or dagster-ray).
+``jobs/ray_pool.py`` and ``jobs/backfills.py`` import it where they need it, not at import.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import dagster as dg
 from dagster._cli.api import _execute_step_command_body
+from dagster._core.definitions.assets.graph.asset_graph_subset import AssetGraphSubset
 from dagster._core.events import EngineEventData
+from dagster._core.execution.backfill import PartitionBackfill
 from dagster._core.execution.retries import RetryMode, get_retries_config
 from dagster._core.execution.tags import get_tag_concurrency_limits_config
 from dagster._core.executor.step_delegating import (
@@ -67,6 +81,7 @@ from dagster._core.executor.step_delegating import (
     StepHandler,
     StepHandlerContext,
 )
+from dagster._core.utils import make_new_backfill_id
 from dagster._grpc.types import ExecuteStepArgs
 
 __all__ = [
@@ -85,6 +100,7 @@ __all__ = [
     "step_args_to_json",
     "step_attempt",
     "step_worker_starting",
+    "submit_asset_backfill",
 ]
 
 PINNED_DAGSTER = "1.13.27"
@@ -141,6 +157,17 @@ SHAPES: dict[str, str] = {
         "function (self, message, dagster_run=, engine_event_data=, cls=, step_key=,"
         " job_name=, run_id=)"
     ),
+    "dagster._core.definitions.assets.graph.asset_graph_subset.AssetGraphSubset": (
+        "class (partitions_subsets_by_asset_key=, non_partitioned_asset_keys=)"
+    ),
+    "dagster._core.execution.backfill.PartitionBackfill.from_asset_graph_subset": (
+        "function (backfill_id, backfill_timestamp, tags, dynamic_partitions_store,"
+        " asset_graph_subset, title, description, run_config)"
+    ),
+    "dagster._core.execution.backfill.PartitionBackfill.backfill_id": "field",
+    "dagster._core.utils.make_new_backfill_id": "function ()",
+    "dagster.DagsterInstance.add_backfill": "function (self, partition_backfill)",
+    "dagster.PartitionsDefinition.subset_with_partition_keys": "function (self, partition_keys)",
     "dagster.serialize_value": "function (val, whitelist_map=, **json_kwargs)",
     "dagster.deserialize_value": "function (val, as_type=, whitelist_map=)",
 }
@@ -207,6 +234,36 @@ def engine_event(context: StepHandlerContext, step_key: str, message: str) -> dg
     return dg.DagsterEvent.engine_event(
         context.get_step_context(step_key), message=message, event_specific_data=EngineEventData()
     )
+
+
+def submit_asset_backfill(
+    instance: dg.DagsterInstance,
+    asset_key: dg.AssetKey,
+    partitions_def: dg.PartitionsDefinition,
+    partition_keys: Sequence[str],
+    *,
+    tags: Mapping[str, str],
+    title: str,
+) -> str:
+    """One backfill of ``asset_key`` over ``partition_keys`` added to ``instance`` (the
+    daemon's backfill loop runs it); returns its id."""
+    subset = AssetGraphSubset(
+        partitions_subsets_by_asset_key={
+            asset_key: partitions_def.subset_with_partition_keys(list(partition_keys))
+        }
+    )
+    backfill = PartitionBackfill.from_asset_graph_subset(
+        backfill_id=make_new_backfill_id(),
+        backfill_timestamp=time.time(),
+        tags=dict(tags),
+        dynamic_partitions_store=instance,
+        asset_graph_subset=subset,
+        title=title,
+        description=None,
+        run_config=None,
+    )
+    instance.add_backfill(backfill)
+    return backfill.backfill_id
 
 
 # -- the recorded shapes against the installed Dagster --------------------------------------------

@@ -6,7 +6,8 @@ Band partitions (``exact-s000``, ``url-s000``, ``b000-s000`` ... ``b013-s000``) 
 sized from the default ``DedupConfig`` (bands x ``hash_slices``): each ``dedup_pairs``
 partition verifies one band's candidates in one slice of the hash range.
 Checkpoint keys look like ``b00-s000000200`` (branch + step), so a resumed branch never
-reuses a key.
+reuses a key. Experiment keys are the names proxy experiments are registered under
+(``experiment_specs/<name>.json``).
 """
 
 from dagster import DynamicPartitionsDefinition, StaticPartitionsDefinition
@@ -19,3 +20,5 @@ band_partitions = StaticPartitionsDefinition(band_partition_keys(DedupConfig()))
 checkpoint_partitions = DynamicPartitionsDefinition(name="checkpoints")
 # one partition per rollback decision that skipped data: ``b00-s000000041-to-b01``
 quarantine_partitions = DynamicPartitionsDefinition(name="quarantine_decisions")
+# one partition per proxy experiment (its registered name): ``mix-0a1b2c3d-s0``
+experiment_partitions = DynamicPartitionsDefinition(name="experiments")

@@ -19,12 +19,14 @@ config: confirm, release or extend, who and why).
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Callable
 
 from dagster import AssetSelection, DagsterInstance, DagsterRun, RunsFilter, define_asset_job
 
 from pretrain import storage
 from pretrain.checkpoint import dcp as ckpt
-from pretrain.errors import ConfigError
+from pretrain.errors import ConfigError, DataError
 from pretrain.quarantine import SkipRecord
 from pretrain.recovery.documents import plan_of
 from pretrain.recovery.policy import Decision
@@ -42,14 +44,37 @@ def decision_id(decision: Decision) -> str:
     return f"{decision.branch}-s{decision.spike_step:09d}-to-{decision.new_branch}"
 
 
-def rollback_decisions(instance: DagsterInstance) -> dict[str, tuple[DagsterRun, Decision]]:
-    """Every rollback the loss-spike sensor took that skipped data, by decision id."""
+def read_decision(run: DagsterRun) -> Decision:
+    """The recovery decision tagged on ``run``; ``DataError`` naming the run when the tag is
+    missing or is not a decision a recovery sensor wrote."""
+    text = run.tags.get(DECISION_TAG)
+    try:
+        if text is None:
+            raise DataError("missing")
+        return Decision.from_json(text)
+    except DataError as exc:
+        raise DataError(
+            f"run {run.run_id}: tag {DECISION_TAG} {exc}; skipped (restore the JSON the recovery "
+            "sensor wrote, or remove the run if it is not a training run)"
+        ) from exc
+
+
+def rollback_decisions(
+    instance: DagsterInstance, warn: Callable[[str], None] | None = None
+) -> dict[str, tuple[DagsterRun, Decision]]:
+    """Every rollback the loss-spike sensor took that skipped data, by decision id. A run whose
+    decision tag cannot be read is skipped and reported through ``warn`` (default: logged), so
+    one malformed tag does not hide every other rollback."""
     runs = instance.get_runs(
         RunsFilter(job_name="train", tags={STOPPED_BY_TAG: SPIKE_SENSOR}), limit=MAX_RUNS
     )
     found: dict[str, tuple[DagsterRun, Decision]] = {}
     for run in runs:
-        decision = Decision.from_json(run.tags[DECISION_TAG])
+        try:
+            decision = read_decision(run)
+        except DataError as exc:
+            (warn or logging.getLogger(__name__).warning)(str(exc))
+            continue
         if decision.action == "rollback" and decision.skip_window and decision.checkpoint_path:
             found[decision_id(decision)] = (run, decision)
     return found

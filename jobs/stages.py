@@ -21,6 +21,10 @@ from jobs.config import config_class
 from pretrain.data.config import RawShardConfig
 from pretrain.dedup.config import DedupConfig
 from pretrain.eval.evaluate import EvalConfig
+from pretrain.experiments.admission import AdmissionConfig
+from pretrain.experiments.basis import BasisConfig
+from pretrain.experiments.config import ExperimentsConfig
+from pretrain.experiments.search import SearchConfig
 from pretrain.filters.config import FilterConfig
 from pretrain.filters.toxicity_classifier import ToxicityClassifierConfig
 from pretrain.hf_export import HfExportConfig
@@ -73,6 +77,13 @@ STAGES: dict[str, Stage] = {
     "export": Stage(HfExportConfig, (("export_hf", "hf_export"),)),
     "plan": Stage(PlanConfig, (("plan", "scaling_plan"),)),
     "quarantine": Stage(QuarantineConfig, (("quarantine", "quarantined_documents"),)),
+    "basis": Stage(BasisConfig, (("make_basis", "experiment_basis"),)),
+    "proxy": Stage(ExperimentsConfig, (("run_proxies", "proxy_runs"),)),
+    "search": Stage(
+        SearchConfig,
+        (("fit_search", "mixture_search"), ("search_mixture", "launch_mixture_search")),
+    ),
+    "admission": Stage(AdmissionConfig, (("decide_admission", "data_admission"),)),
     "train": Stage(
         TrainConfig,
         (("train", "train_model"),),

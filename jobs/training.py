@@ -36,6 +36,9 @@ from resources.launching import Launcher
 from resources.metrics import WandbMetricsReader
 from resources.storage import ArtifactStore
 
+# the event tag Dagster reads a materialization's data version from (no public constant)
+DATA_VERSION_TAG = "dagster/data_version"
+
 
 def checkpoint_materialization(event: dict[str, Any], run_id: str) -> AssetMaterialization:
     return AssetMaterialization(
@@ -49,6 +52,8 @@ def checkpoint_materialization(event: dict[str, Any], run_id: str) -> AssetMater
             "branch": str(event.get("branch", "")),
             "training_run_id": run_id,
         },
+        # the checkpoint's identity (pretrain.checkpoint.checkpointer.checkpoint_identity)
+        tags={DATA_VERSION_TAG: str(event["version"])} if event.get("version") else None,
     )
 
 

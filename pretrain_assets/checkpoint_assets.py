@@ -14,6 +14,7 @@ from dagster import (
 )
 
 from jobs.partitions import checkpoint_partitions
+from pretrain import identity
 from pretrain.checkpoint.dcp import checkpoint_dir_for_key, is_healthy
 from resources.storage import ArtifactStore
 
@@ -41,9 +42,10 @@ def checkpoint_healthy(
 ) -> AssetCheckResult:
     path = checkpoint_dir_for_key(store.uri("runs"), context.partition_key)
     healthy = is_healthy(path)
+    checked = identity.read(str(path))  # the label is about this exact checkpoint
     return AssetCheckResult(
         passed=healthy,
         severity=AssetCheckSeverity.WARN,
         description="labelled healthy on disk" if healthy else "not labelled healthy (yet)",
-        metadata={"path": str(path)},
+        metadata={"path": str(path), "identity": checked.version if checked else "none"},
     )

@@ -5,14 +5,17 @@
     pretrain demo [demo options]                           # same as `make demo`
     pretrain data --source DIR [--source-name web]         # ingest → filter → dedup → mixture
     pretrain data --source DIR --filter.heuristics.min_words 20   # any data-stage setting
-    pretrain status [--root .pretrain/artifacts]           # checkpoints, decisions, quarantine
+    pretrain status [--root DIR] [--sizes-only]            # checkpoints, decisions, quarantine
     pretrain evals fetch                                   # eval tasks from the Hugging Face Hub
     pretrain export CHECKPOINT_KEY OUT [--dtype bf16]      # topology-free export
+    pretrain experiments list|show|compare|add|search|admit|ablate   # proxy experiments
 
-``status`` reads the artifact store (checkpoints and their health labels, the quarantine: each
-decision's documents and review status, and per source its share of the quarantined tokens vs
-of the mixture) and, when ``DAGSTER_HOME`` holds an instance, the recovery decisions recorded as
-run tags.
+``status`` reads the artifact store (checkpoints, each verified against its commit record —
+a damaged one is marked DAMAGED and never shown as the latest — and their health labels; the
+quarantine: each decision's documents and review status, and per source its share of the
+quarantined tokens vs of the mixture) and, when ``DAGSTER_HOME`` holds an instance, the recovery
+decisions recorded as run tags (a tag that is not a decision is skipped with a warning). A user
+error (``ConfigError``, ``DataError``, ``CheckpointError``) is one line on stderr and exit 1.
 """
 
 import argparse
@@ -22,6 +25,7 @@ import sys
 from pathlib import Path
 
 from jobs.stages import add_stage_options
+from pretrain_assets.experiments_cli import add_experiments_parser, experiment_flops
 from pretrain_assets.source_options import add_data_options
 
 
@@ -38,13 +42,27 @@ def cmd_plan(args: argparse.Namespace) -> int:
             f"{plan.gpu_hours:,.0f} {args.gpu.upper()}-hours at MFU {args.mfu:.0%}, "
             f"${plan.cost_dollars:,.0f}; nearest recipe {plan.recipe}"
         )
+        _experiments_share(args.root, plan.flops)
         return 0
     budget = ComputeBudget(
         gpu=args.gpu, num_gpus=args.gpus, days=args.days, dollars_per_gpu_hour=args.price,
         mfu=args.mfu,
     )  # fmt: skip
-    print(plan_from_budget(budget).markdown())
+    plan = plan_from_budget(budget)
+    print(plan.markdown())
+    _experiments_share(args.root, plan.chinchilla.flops)
     return 0
+
+
+def _experiments_share(root: str, training_flops: float) -> None:
+    """The proxy experiments' share of the campaign's FLOPs (training run + experiments)."""
+    spent = experiment_flops(root)
+    if spent:
+        total = training_flops + spent
+        print(
+            f"proxy experiments under {root}: {spent:.3g} FLOPs = {spent / total:.2%} of the "
+            f"campaign's {total:.3g} (the planned run plus the experiments)"
+        )
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -72,68 +90,64 @@ def cmd_data(args: argparse.Namespace) -> int:
     return 0
 
 
-def decisions(limit: int = 10) -> list[dict]:
-    """Recent recovery decisions recorded as run tags on the instance in DAGSTER_HOME."""
+def decisions(limit: int = 10) -> tuple[list[dict], list[str]]:
+    """Recent recovery decisions recorded as run tags on the instance in DAGSTER_HOME, and a
+    warning for each run whose ``pretrain/decision`` tag is not a decision (skipped)."""
     home = os.environ.get("DAGSTER_HOME")
     if not home or not Path(home).is_dir():
-        return []  # no instance here yet: nothing was recorded
+        return [], []  # no instance here yet: nothing was recorded
+    import dataclasses
+
     from dagster import DagsterInstance, RunsFilter
 
+    from jobs.quarantine import DECISION_TAG, read_decision
+    from pretrain.errors import DataError
     from pretrain_assets.orphaned_runs import fail_orphaned_runs
 
     instance = DagsterInstance.get()
     for run_id in fail_orphaned_runs(instance, by="pretrain status"):
         print(f"run {run_id} was left STARTED by a killed process: marked failed")
     runs = instance.get_runs(RunsFilter(job_name="train"), limit=50)
-    found = []
+    found, warnings = [], []
     for run in runs:
-        if "pretrain/decision" in run.tags:
-            found.append({"run_id": run.run_id[:8], **json.loads(run.tags["pretrain/decision"])})
-    return found[:limit]
+        if DECISION_TAG not in run.tags:
+            continue
+        try:
+            decision = read_decision(run)
+        except DataError as exc:
+            warnings.append(str(exc))
+            continue
+        found.append({"run_id": run.run_id[:8], **dataclasses.asdict(decision)})
+    return found[:limit], warnings
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     from pretrain import storage
-    from pretrain.checkpoint.dcp import (
-        damage_reports,
-        is_healthy,
-        list_branches,
-        list_checkpoints,
-        read_meta,
-    )
+    from pretrain.checkpoint.dcp import list_branches
+    from pretrain.checkpoint.status import branch_status, status_lines
 
     run_root = storage.join(args.root, "runs")  # local or s3://
     branches = list_branches(run_root)
     if not branches:
         print(f"no training runs under {run_root}")
-    for branch in branches:
-        checkpoints = list_checkpoints(run_root, branch)
-        if not checkpoints:
-            continue
-        latest = checkpoints[-1]
-        meta = read_meta(latest)
-        healthy = [str(c).rstrip("/").rsplit("/", 1)[-1] for c in checkpoints if is_healthy(c)]
-        print(
-            f"{branch}: {len(checkpoints)} checkpoints, latest {meta['key']} "
-            f"(tokens seen {meta.get('tokens_seen', 0):,}), "
-            f"healthy: {', '.join(healthy) if healthy else 'none labelled'}"
-        )
-        for damaged in damage_reports(run_root, branch):
-            print(
-                f"{branch}: DAMAGED checkpoint step {damaged['step']} passed over "
-                f"({'; '.join(damaged['problems'])}); resumed from {damaged['resumed_from']}, "
-                f"damaged files kept in {damaged['moved_to']}"
-            )
-    for decision in decisions():
+    checksums = not args.sizes_only
+    statuses = [branch_status(run_root, b, checksums=checksums) for b in branches]
+    for line in status_lines(statuses):
+        print(line)
+    found, warnings = decisions()
+    for warning in warnings:
+        print(f"warning: {warning}")
+    for decision in found:
         print(
             f"decision on run {decision['run_id']}: {decision.get('action')} — "
             f"{decision.get('reason', '')}"
         )
-    from pretrain.quarantine.status import quarantine_status, status_lines
+    from pretrain.quarantine.status import quarantine_status
+    from pretrain.quarantine.status import status_lines as quarantine_lines
 
     summary = quarantine_status(args.root)
     if summary is not None:
-        print("\n".join(status_lines(summary)))
+        print("\n".join(quarantine_lines(summary)))
     return 0
 
 
@@ -161,6 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--mfu", type=float, default=0.4)
     plan.add_argument("--params", type=float, help="plan for this model size instead")
     plan.add_argument("--tokens", type=float, help="with --params (default: 20 per param)")
+    plan.add_argument("--root", default=root, help="artifact root (its proxy experiments)")
     plan.set_defaults(func=cmd_plan)
 
     demo = sub.add_parser("demo", help="materialize the whole graph (as `make demo`)")
@@ -188,6 +203,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     status = sub.add_parser("status", help="latest checkpoints, health, recovery decisions")
     status.add_argument("--root", default=root, help="artifact root")
+    status.add_argument(
+        "--sizes-only",
+        action="store_true",
+        help="verify checkpoints by file size only (no checksums: nothing is read)",
+    )
     status.set_defaults(func=cmd_status)
 
     export = sub.add_parser("export", help="topology-free export of a checkpoint")
@@ -196,12 +216,22 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
     export.add_argument("--root", default=root, help="artifact root")
     export.set_defaults(func=cmd_export)
+    add_experiments_parser(sub, root)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; a user error (bad config, data or checkpoint) is one line on stderr,
+    without a traceback, and exit status 1."""
+    from pretrain.errors import PretrainError
+
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except PretrainError as exc:
+        message = " ".join(str(exc).split())  # one line, whatever the message held
+        print(f"pretrain {args.command}: {type(exc).__name__}: {message}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

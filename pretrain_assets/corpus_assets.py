@@ -1,11 +1,22 @@
 """Corpus assets: ``data_mixture`` → ``tokenizer`` → ``packed_tokens``."""
 
-from dagster import AssetCheckSpec, AssetExecutionContext, MaterializeResult, asset
+from dataclasses import replace
+
+from dagster import (
+    AllPartitionMapping,
+    AssetCheckSpec,
+    AssetDep,
+    AssetExecutionContext,
+    MaterializeResult,
+    asset,
+)
 
 from jobs.config import to_library
 from jobs.partitions import shard_partitions
 from jobs.stages import STAGES
 from pretrain import storage, verify
+from pretrain.experiments.decisions import excluded_groups, read_decisions
+from pretrain.experiments.search import proposed_weights
 from pretrain.mixture import MixtureConfig, build_mixture
 from pretrain.packing import PackingConfig, pack_tokens
 from pretrain.quarantine import exclusion_reasons, read_confirmed
@@ -18,7 +29,12 @@ MixtureRunConfig = STAGES["mixture"].config_class
 
 
 @asset(
-    deps=[deduped_shards, "confirmed_quarantine"],
+    deps=[
+        deduped_shards,
+        "confirmed_quarantine",
+        "mixture_search",
+        AssetDep("data_admission", partition_mapping=AllPartitionMapping()),
+    ],
     group_name="corpus",
     code_version="mixture-v4",  # v4: provenance columns kept; the confirmed quarantine left out
     check_specs=[
@@ -36,10 +52,21 @@ def data_mixture(
 ) -> MaterializeResult:
     """Per-source weighted training mixture and a per-source validation split, without the
     documents of the confirmed quarantine (and, by default, their duplicate clusters)."""
-    shards = context.instance.get_dynamic_partitions(shard_partitions.name)
+    library_config = to_library(config, MixtureConfig)
+    # shard groups admission rejected (or held, unless include_held_groups) stay out
+    decisions = read_decisions(store.uri("data_admission"))
+    left_out = excluded_groups(decisions, include_held=library_config.include_held_groups)
+    shards = [
+        s for s in context.instance.get_dynamic_partitions(shard_partitions.name)
+        if s not in left_out
+    ]  # fmt: skip
     document_uris = [store.uri("deduped_shards", s, "documents.parquet") for s in shards]
     out = store.uri("data_mixture")
-    library_config = to_library(config, MixtureConfig)
+    searched: list[str] = []
+    if library_config.weights_from == "searched":
+        searched = [store.uri("mixture_search")]
+        weights = proposed_weights(searched[0])
+        library_config = replace(library_config, weights=weights, weights_from="config")
     confirmed = read_confirmed(store.uri("confirmed_quarantine"))
     clusters = store.uri("dedup_clusters", "clusters.parquet")
     exclude = None
@@ -47,14 +74,26 @@ def data_mixture(
         exclude = exclusion_reasons(
             confirmed, clusters if library_config.quarantine_duplicates else None
         )
-    inputs = [store.uri("deduped_shards", s) for s in shards]
-    settings = {"config": library_config, "excluded": sorted((exclude or {}).items())}
+    inputs = [store.uri("deduped_shards", s) for s in shards] + searched
+    settings = {
+        "config": library_config,
+        "excluded": sorted((exclude or {}).items()),
+        "groups_left_out": left_out,
+    }
     ident = begin_output(context, store, out, settings, inputs)
     stats = build_mixture(document_uris, out, library_config, exclude=exclude)
     train, val = storage.join(out, "train.parquet"), storage.join(out, "val.parquet")
     return MaterializeResult(
         data_version=finish_output(out, ident),
-        metadata=stage_metadata(stats, library_config, ident, uri=out, shards=len(shards)),
+        metadata=stage_metadata(
+            stats,
+            library_config,
+            ident,
+            uri=out,
+            shards=len(shards),
+            groups_left_out=left_out,
+            weights_from="searched" if searched else "config",
+        ),  # fmt: skip
         check_results=[
             check_result("train_non_empty", verify.non_empty(train)),
             check_result("validation_disjoint_from_train", verify.splits_disjoint(train, val)),

@@ -32,7 +32,13 @@ from pretrain.filters.funnel import (
     stats_from_json,
 )
 from pretrain.filters.pipeline import filter_shard
-from pretrain_assets.metadata import begin_output, check_result, finish_output, stage_metadata
+from pretrain_assets.metadata import (
+    begin_output,
+    check_result,
+    cpu_seconds,
+    finish_output,
+    stage_metadata,
+)
 from pretrain_assets.step_resources import STEP_RESOURCES, STEP_RETRY, bad_input_not_retried
 from resources.storage import ArtifactStore
 
@@ -61,12 +67,13 @@ def raw_shards(
     library_config = to_library(config, RawShardConfig)
     settings = {"config": library_config, "manifest": manifest.to_json()}
     ident = begin_output(context, store, out, settings, inputs=[])
-    stats = build_raw_shard(
-        manifest, out, max_docs=library_config.max_docs, extract=library_config.extract
-    )
+    with cpu_seconds() as cpu:
+        stats = build_raw_shard(
+            manifest, out, max_docs=library_config.max_docs, extract=library_config.extract
+        )
     return MaterializeResult(
         data_version=finish_output(out, ident),
-        metadata=stage_metadata(stats, library_config, ident, uri=out),
+        metadata=stage_metadata(stats, library_config, ident, uri=out, cpu_seconds=cpu["seconds"]),
         check_results=[
             check_result("non_empty", verify.non_empty(storage.join(out, "documents.parquet"))),
             check_result(
@@ -110,14 +117,20 @@ def filtered_shards(
         library_config = replace(library_config, toxicity=toxicity)
     inputs = [store.uri("raw_shards", shard), *(u for u in (model_uri, toxicity_uri) if u)]
     ident = begin_output(context, store, out, library_config, inputs)
-    stats = filter_shard(raw_uri, out, library_config)
+    with cpu_seconds() as cpu:
+        stats = filter_shard(raw_uri, out, library_config)
     every_shard = storage.list_files(store.uri("filtered_shards"), suffixes=("stats.json",))
     overall = aggregate([stats_from_json(storage.read_json(u)) for u in every_shard])
     return MaterializeResult(
         data_version=finish_output(out, ident),
         metadata=stage_metadata(
-            stats, library_config, ident, uri=out, funnel_all_shards_md=funnel_markdown(overall)
-        ),
+            stats,
+            library_config,
+            ident,
+            uri=out,
+            cpu_seconds=cpu["seconds"],
+            funnel_all_shards_md=funnel_markdown(overall),
+        ),  # fmt: skip
         check_results=[
             check_result("non_empty", verify.non_empty(storage.join(out, "documents.parquet"))),
             check_result("kept_plus_rejected_equals_input", funnel_reconciles(raw_uri, out)),

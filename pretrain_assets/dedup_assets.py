@@ -24,7 +24,13 @@ from pretrain.dedup.config import DedupConfig
 from pretrain.dedup.minhash import compute_signatures
 from pretrain.dedup.pairs import band_pairs, check_pairs, cluster_band_pairs
 from pretrain_assets.data_assets import filtered_shards
-from pretrain_assets.metadata import begin_output, check_result, finish_output, stage_metadata
+from pretrain_assets.metadata import (
+    begin_output,
+    check_result,
+    cpu_seconds,
+    finish_output,
+    stage_metadata,
+)
 from pretrain_assets.step_resources import STEP_RESOURCES, STEP_RETRY, bad_input_not_retried
 from resources.storage import ArtifactStore
 
@@ -54,17 +60,13 @@ def minhash_signatures(
     ident = begin_output(
         context, store, out_dir, library_config, [store.uri("filtered_shards", shard)]
     )
-    stats = compute_signatures(docs_uri, out, library_config)
+    with cpu_seconds() as cpu:
+        stats = compute_signatures(docs_uri, out, library_config)
     return MaterializeResult(
         data_version=finish_output(out_dir, ident),
-        metadata=stage_metadata(stats, library_config, ident, uri=out),
+        metadata=stage_metadata(stats, library_config, ident, uri=out, cpu_seconds=cpu["seconds"]),
         check_results=[check_result("one_signature_per_document", verify.same_rows(docs_uri, out))],
     )
-
-
-def _signature_uris(context: AssetExecutionContext, store: ArtifactStore) -> list[str]:
-    shards = context.instance.get_dynamic_partitions(shard_partitions.name)
-    return [store.uri("minhash_signatures", s, "signatures.parquet") for s in shards]
 
 
 @asset(
@@ -82,16 +84,19 @@ def dedup_pairs(
 ) -> MaterializeResult:
     """Verified duplicate pairs of one band x hash slice, read from every shard's buckets."""
     key = context.partition_key
-    out = store.uri("dedup_pairs", key, "pairs.parquet")
+    out_dir = store.uri("dedup_pairs", key)
+    out = storage.join(out_dir, "pairs.parquet")
     library_config = to_library(config, DedupConfig)
-    stats = band_pairs(
-        _signature_uris(context, store), store.uri("dedup_clusters"), out, key, library_config
-    )
-    documents = sum(
-        count_rows(uri) for uri in _signature_uris(context, store)
-    )  # the node numbers span every shard's signature rows
+    shards = context.instance.get_dynamic_partitions(shard_partitions.name)
+    inputs = [store.uri("minhash_signatures", s) for s in shards]
+    signatures = [storage.join(uri, "signatures.parquet") for uri in inputs]
+    ident = begin_output(context, store, out_dir, library_config, inputs)
+    stats = band_pairs(signatures, store.uri("dedup_clusters"), out, key, library_config)
+    # the node numbers span every shard's signature rows
+    documents = sum(count_rows(uri) for uri in signatures)
     return MaterializeResult(
-        metadata=stage_metadata(stats, library_config, uri=out),
+        data_version=finish_output(out_dir, ident),
+        metadata=stage_metadata(stats, library_config, ident, uri=out),
         check_results=[check_result("pairs_ordered_inside_corpus", check_pairs(out, documents))],
     )
 
@@ -146,11 +151,14 @@ def deduped_shards(context: AssetExecutionContext, store: ArtifactStore) -> Mate
     out = store.uri("deduped_shards", shard)
     inputs = [store.uri("filtered_shards", shard), store.uri("dedup_clusters")]
     ident = begin_output(context, store, out, {"shard": shard}, inputs)
-    stats = apply_dedup(docs_uri, store.uri("dedup_clusters", "clusters.parquet"), out)
+    with cpu_seconds() as cpu:
+        stats = apply_dedup(docs_uri, store.uri("dedup_clusters", "clusters.parquet"), out)
     kept, rejects = storage.join(out, "documents.parquet"), storage.join(out, "rejects.parquet")
     return MaterializeResult(
         data_version=finish_output(out, ident),
-        metadata=stage_metadata(stats, {"shard": shard}, ident, uri=out),
+        metadata=stage_metadata(
+            stats, {"shard": shard}, ident, uri=out, cpu_seconds=cpu["seconds"]
+        ),
         check_results=[
             check_result("non_empty", verify.non_empty(kept)),
             check_result(

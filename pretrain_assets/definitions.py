@@ -17,10 +17,12 @@ from dagster import Definitions, ExecutorDefinition
 from dagster_aws.s3 import S3Resource
 
 from jobs.asset_jobs import ASSET_JOBS
+from jobs.experiment_jobs import search_mixture_job
 from jobs.quarantine import quarantine_job, review_quarantine_job
 from jobs.training import train_job
 from pretrain import storage
 from pretrain.errors import ConfigError
+from pretrain.experiments.admission import AdmissionConfig
 from pretrain_assets.checkpoint_assets import checkpoint_healthy, checkpoints
 from pretrain_assets.corpus_assets import data_mixture, packed_tokens, tokenizer
 from pretrain_assets.data_assets import filtered_shards, raw_shards
@@ -31,6 +33,13 @@ from pretrain_assets.dedup_assets import (
     minhash_signatures,
 )
 from pretrain_assets.eval_assets import eval_comparison, eval_reports, hf_export
+from pretrain_assets.experiment_assets import (
+    data_admission,
+    experiment_basis,
+    mixture_search,
+    proxy_pools,
+    proxy_runs,
+)
 from pretrain_assets.plan_assets import scaling_plan
 from pretrain_assets.quality_assets import quality_classifier
 from pretrain_assets.quarantine_assets import confirmed_quarantine, quarantined_documents
@@ -44,6 +53,7 @@ from resources.sources import ShardSource
 from resources.storage import ArtifactStore
 from sensors.backfill_schedule import shard_backfill_schedule
 from sensors.eval_sensor import eval_sensor
+from sensors.experiments import experiment_sensor_for
 from sensors.recovery.failure import training_failure_sensor
 from sensors.recovery.loss_spike import loss_spike_sensor
 from sensors.recovery.lr import lr_sensor
@@ -70,6 +80,11 @@ ASSETS = [
     hf_export,
     quarantined_documents,
     confirmed_quarantine,
+    experiment_basis,
+    proxy_pools,
+    proxy_runs,
+    mixture_search,
+    data_admission,
 ]
 
 
@@ -111,11 +126,13 @@ def build_definitions(
     s3_endpoint_url: str | None = None,
     nproc_per_node: int = 2,
     executor: ExecutorDefinition | None = None,
+    admission: AdmissionConfig | None = None,
 ) -> Definitions:
     """Definitions with the given storage root; tests build their own with a temp root.
 
     ``executor`` replaces the default (multiprocess) one for every job, e.g. the Ray step-pool
-    executor or dagster-ray's ``ray_executor`` (``pretrain_assets/ray_jobs.py``).
+    executor or dagster-ray's ``ray_executor`` (``pretrain_assets/ray_jobs.py``). ``admission``
+    is how ``experiment_sensor`` tries new shard groups (default ``AdmissionConfig()``).
     """
     root = artifact_root or default_artifact_root()
     endpoint = s3_endpoint_url or os.environ.get("PRETRAIN_S3_ENDPOINT_URL")
@@ -123,7 +140,7 @@ def build_definitions(
         executor=executor,
         assets=ASSETS,
         asset_checks=[checkpoint_healthy],
-        jobs=[*ASSET_JOBS, train_job, quarantine_job, review_quarantine_job],
+        jobs=[*ASSET_JOBS, train_job, quarantine_job, review_quarantine_job, search_mixture_job],
         sensors=[
             eval_sensor,
             loss_spike_sensor,
@@ -131,11 +148,14 @@ def build_definitions(
             quarantine_sensor,
             training_failure_sensor,
             shard_discovery_sensor,
+            experiment_sensor_for(admission or AdmissionConfig()),
         ],
         schedules=[shard_backfill_schedule],
         resources={
             "store": ArtifactStore(root=root, s3_endpoint_url=endpoint),
             "launcher": launcher_from_env(nproc_per_node, s3_endpoint_url=endpoint),
+            # proxies: one process with both cores beats two gloo ranks on a small model
+            "proxy_launcher": TorchrunLauncher(nproc_per_node=1, threads_per_process=2),
             # the same run root string the training op uses: W&B run ids hash its path
             "metrics": WandbMetricsReader(
                 run_root=storage.join(root, "runs"),

@@ -12,13 +12,15 @@ with a warning and ``quality_score`` is heuristic); ``--languages en,de`` keeps 
 
 Every stage runs as a Dagster job on the project instance (visible afterwards in
 ``make ui``): ``ingest`` per shard, ``quality`` (the quality classifier), ``shard_pipeline`` per shard,
-``band_pairs`` per band partition, ``dedup``, ``apply_dedup`` per shard,
+``band_pairs`` per band partition, ``dedup``, ``apply_dedup`` per shard, a small mixture
+search (``make_basis``, ``make_pools`` per shard, ``run_proxies`` per candidate, ``fit_search``),
 ``corpus``, ``train`` and ``evaluate`` for the final checkpoint. Prints a summary at the end.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import time
@@ -26,6 +28,7 @@ from typing import Any
 
 from dagster import DagsterInstance, Definitions
 
+from jobs.experiments import register_experiments, search_candidates
 from jobs.partitions import band_partitions
 from jobs.stages import add_stage_options, run_configs, stage_settings
 from pretrain.checkpoint.dcp import checkpoint_key, list_checkpoints
@@ -143,6 +146,32 @@ def run_data_stages(
     return {"shards": per_shard, "quality": quality, "clusters": clusters, "deduped": deduped}
 
 
+def run_experiments(
+    args: argparse.Namespace, defs: Definitions, instance: DagsterInstance, store: ArtifactStore
+) -> dict[str, Any]:
+    """A small mixture search: the experiment basis and pools, ``--search-candidates`` proxies
+    (``proxy_tiny``, in this process), the fit. A daemon would run the candidates as one
+    backfill (the ``search_mixture`` job); the demo has none, so it runs each partition."""
+    from pretrain.experiments.search import SearchConfig
+
+    basis = execute(defs, "make_basis", instance)
+    keys = instance.get_dynamic_partitions("shards")
+    for key in keys:
+        execute(defs, "make_pools", instance, partition_key=key, quiet=True)
+    print(f"  make_pools: {len(keys)} shard groups ok", flush=True)
+    config = SearchConfig(candidates=args.search_candidates, seeds=(0,), recipe="proxy_tiny")
+    _, _, specs = search_candidates(instance, store, config)
+    names = register_experiments(instance, store, specs)
+    proxy = run_configs({"proxy": {"in_process": True}})["run_proxies"]
+    started = time.monotonic()
+    for name in names:
+        execute(defs, "run_proxies", instance, partition_key=name, run_config=proxy, quiet=True)
+    print(f"  run_proxies: {len(names)} proxies ok in {time.monotonic() - started:.1f}s")
+    search = {"search": dataclasses.asdict(config)}
+    fit = execute(defs, "fit_search", instance, run_config=run_configs(search)["fit_search"])
+    return {"basis": basis, "proxies": len(names), "search": fit.get("mixture_search", {})}
+
+
 def start(args: argparse.Namespace) -> tuple[DagsterInstance, str]:
     """The project instance (runs a killed process left STARTED marked failed) and the root."""
     instance = DagsterInstance.get()
@@ -166,6 +195,7 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     configs = run_configs(demo_settings(args))
     execute(defs, "plan", instance, run_config=configs.get("plan"))
     data = run_data_stages(args, defs, instance, store, configs)
+    experiments = run_experiments(args, defs, instance, store) if args.search_candidates else {}
     corpus = execute(defs, "corpus", instance, run_config=configs.get("corpus"))
     trained = execute(defs, "train", instance, run_config=configs.get("train"))
     # every checkpoint still on disk (keep-last-K pruned the oldest), then the comparison
@@ -192,6 +222,7 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
         "comparison": comparison,
         "hf_export": exported,
         "eval_fetch": fetched.line(),
+        "experiments": experiments,
     }
 
 
@@ -253,6 +284,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--eval-dir", default=None, help="eval task folder (default: $PRETRAIN_EVAL_DIR or "
         "~/.cache/pretrain/eval, filled from the Hugging Face Hub)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--search-candidates", type=int, default=6,
+        help="a mixture search of this many proxy_tiny proxies (0: no experiments)",
     )  # fmt: skip
     add_stage_options(parser)
     return parser.parse_args(argv)

@@ -25,7 +25,13 @@ from pretrain.checkpoint.dcp import checkpoint_dir_for_key
 from pretrain.eval import EvalConfig, compare_reports, evaluate_checkpoint
 from pretrain.hf_export import HfExportConfig, export_hf_llama
 from pretrain_assets.checkpoint_assets import checkpoints
-from pretrain_assets.metadata import check_result, stage_metadata, to_metadata
+from pretrain_assets.metadata import (
+    begin_output,
+    check_result,
+    finish_output,
+    stage_metadata,
+    to_metadata,
+)
 from resources.storage import ArtifactStore
 
 EvalRunConfig = STAGES["eval"].config_class
@@ -46,16 +52,14 @@ def eval_reports(
     key = context.partition_key
     library_config = to_library(config, EvalConfig)
     out = store.uri("eval_reports", key)
-    stats = evaluate_checkpoint(
-        str(checkpoint_dir_for_key(store.uri("runs"), key)),
-        store.uri("packed_tokens"),
-        out,
-        library_config,
-        tokenizer_uri=store.uri("tokenizer"),
-    )
+    checkpoint = str(checkpoint_dir_for_key(store.uri("runs"), key))
+    inputs = [checkpoint, store.uri("packed_tokens"), store.uri("tokenizer")]
+    ident = begin_output(context, store, out, library_config, inputs)
+    stats = evaluate_checkpoint(checkpoint, inputs[1], out, library_config, tokenizer_uri=inputs[2])
     report_md = storage.read_bytes(storage.join(out, "report.md")).decode()
     return MaterializeResult(
-        metadata=stage_metadata(stats, library_config, uri=out, report_md=report_md),
+        data_version=finish_output(out, ident),
+        metadata=stage_metadata(stats, library_config, ident, uri=out, report_md=report_md),
         check_results=[
             check_result("metrics_finite", verify.report_finite(storage.join(out, "report.json")))
         ],
@@ -66,14 +70,15 @@ def eval_reports(
 def eval_comparison(context: AssetExecutionContext, store: ArtifactStore) -> MaterializeResult:
     """Validation loss per source and task accuracy against step and tokens, across checkpoints."""
     keys = sorted(context.instance.get_materialized_partitions(AssetKey("eval_reports")))
-    comparison = compare_reports(
-        [store.uri("eval_reports", key) for key in keys], store.uri("eval_comparison")
-    )
+    reports, out = [store.uri("eval_reports", key) for key in keys], store.uri("eval_comparison")
+    ident = begin_output(context, store, out, {"reports": keys}, reports)
+    comparison = compare_reports(reports, out)
     metadata = to_metadata(comparison.as_metadata())
+    metadata["identity"] = ident.version
     metadata["charts_md"] = MetadataValue.md(comparison.charts_md())
     for name, uri in comparison.charts.items():
         metadata[f"chart/{name}"] = MetadataValue.path(uri)
-    return MaterializeResult(metadata=metadata)
+    return MaterializeResult(data_version=finish_output(out, ident), metadata=metadata)
 
 
 HfExportRunConfig = STAGES["export"].config_class
@@ -90,13 +95,18 @@ def hf_export(
 ) -> MaterializeResult:
     """The checkpoint as a ``LlamaForCausalLM`` folder (safetensors, config.json, tokenizer)."""
     key = context.partition_key
-    summary = export_hf_llama(
+    library_config = to_library(config, HfExportConfig)
+    checkpoint, out = (
         str(checkpoint_dir_for_key(store.uri("runs"), key)),
-        store.uri("tokenizer"),
         store.uri("hf_export", key),
-        dtype=to_library(config, HfExportConfig).dtype,
     )
+    ident = begin_output(context, store, out, library_config, [checkpoint, store.uri("tokenizer")])
+    summary = export_hf_llama(checkpoint, store.uri("tokenizer"), out, dtype=library_config.dtype)
     keep = ("key", "step", "tokens_seen", "dtype", "num_params", "num_tensors", "output_dir")
+    values = {**{k: summary[k] for k in keep}, "files": summary["files"]}
     return MaterializeResult(
-        metadata=to_metadata({**{k: summary[k] for k in keep}, "files": summary["files"]})
+        data_version=finish_output(out, ident),
+        metadata=to_metadata(
+            {**values, "identity": ident.version, "trained_on": summary["lineage"]}
+        ),
     )

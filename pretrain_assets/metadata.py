@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from dagster import (
@@ -20,6 +23,7 @@ from resources.storage import ArtifactStore
 
 __all__ = [
     "begin_output",
+    "cpu_seconds",
     "check_result",
     "config_hash",
     "finish_output",
@@ -49,6 +53,22 @@ def begin_output(
     if archived:
         context.log.warning(f"the output made with other settings was moved to {archived}")
     return ident
+
+
+@contextmanager
+def cpu_seconds() -> Iterator[dict[str, float]]:
+    """CPU time of the block (this process), recorded as a stage's ``cpu_seconds`` metadata:
+    the cleaning cost that data admission scales to a shard group's full size::
+
+        with cpu_seconds() as cpu:
+            stats = filter_shard(...)
+        stage_metadata(stats, config, ident, cpu_seconds=cpu["seconds"])"""
+    box: dict[str, float] = {}
+    start = time.process_time()
+    try:
+        yield box
+    finally:
+        box["seconds"] = round(time.process_time() - start, 3)
 
 
 def finish_output(out_dir: str, ident: Identity) -> DataVersion:

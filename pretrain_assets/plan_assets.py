@@ -2,13 +2,19 @@
 
 import dataclasses
 
-from dagster import AssetCheckResult, AssetCheckSpec, MaterializeResult, asset
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    MaterializeResult,
+    asset,
+)
 
 from jobs.config import to_library
 from jobs.stages import STAGES
 from pretrain import storage
 from pretrain.scaling import PlanConfig, plan_for_model, plan_from_budget
-from pretrain_assets.metadata import config_hash, to_metadata
+from pretrain_assets.metadata import begin_output, config_hash, finish_output, to_metadata
 from resources.storage import ArtifactStore
 
 ScalingPlanConfig = STAGES["plan"].config_class
@@ -19,9 +25,13 @@ ScalingPlanConfig = STAGES["plan"].config_class
     code_version="scaling-v2",
     check_specs=[AssetCheckSpec("plan_spends_the_budget", asset="scaling_plan")],
 )
-def scaling_plan(config: ScalingPlanConfig, store: ArtifactStore) -> MaterializeResult:
+def scaling_plan(
+    context: AssetExecutionContext, config: ScalingPlanConfig, store: ArtifactStore
+) -> MaterializeResult:
     """Chinchilla-optimal and overtrained plans for the budget (or a target model size)."""
     library_config = to_library(config, PlanConfig)
+    out = store.uri("scaling_plan")
+    ident = begin_output(context, store, out, library_config, inputs=[])
     budget = library_config.budget
     plan = plan_from_budget(budget)
     values = plan.as_metadata()
@@ -33,10 +43,15 @@ def scaling_plan(config: ScalingPlanConfig, store: ArtifactStore) -> Materialize
         values.update(
             {f"target_{k}": v for k, v in dataclasses.asdict(target).items() if k != "name"}
         )
-    storage.write_json(values, store.uri("scaling_plan", "plan.json"))
+    storage.write_json(values, storage.join(out, "plan.json"))
     spent = abs(plan.chinchilla.flops / budget.flops - 1) < 1e-6
     return MaterializeResult(
-        metadata={**to_metadata(values), "config_hash": config_hash(library_config)},
+        data_version=finish_output(out, ident),
+        metadata={
+            **to_metadata(values),
+            "config_hash": config_hash(library_config),
+            "identity": ident.version,
+        },
         check_results=[
             AssetCheckResult(
                 check_name="plan_spends_the_budget",

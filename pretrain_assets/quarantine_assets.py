@@ -17,12 +17,13 @@
 
 import datetime
 
-from dagster import AssetExecutionContext, Config, DataVersion, MaterializeResult, asset
+from dagster import AssetExecutionContext, Config, MaterializeResult, asset
 
 from jobs.config import build, config_class, overrides, to_library
 from jobs.partitions import quarantine_partitions
 from jobs.quarantine import rollback_decisions, skip_record
 from jobs.stages import STAGES
+from pretrain import identity
 from pretrain.errors import ConfigError
 from pretrain.quarantine import (
     QuarantineConfig,
@@ -37,7 +38,7 @@ from pretrain.quarantine import (
     source_view_md,
     write_confirmed,
 )
-from pretrain_assets.metadata import stage_metadata, to_metadata
+from pretrain_assets.metadata import begin_output, finish_output, stage_metadata, to_metadata
 from resources.metrics import WandbMetricsReader
 from resources.storage import ArtifactStore
 
@@ -71,17 +72,23 @@ def quarantined_documents(
         key, run, decision, metrics.run_root, store.uri("data_mixture", "train.parquet")
     )
     library_config = to_library(config, QuarantineConfig)
-    stats = quarantine_decision(record, store.uri("quarantined_documents", key), library_config)
+    out = store.uri("quarantined_documents", key)
+    # the decision names the data (window, packed dir, checkpoints); no freshness inputs: the
+    # mixture this reads is rebuilt *because* of the quarantine, which must not make it stale
+    ident = begin_output(context, store, out, {"config": library_config, "record": record}, [])
+    stats = quarantine_decision(record, out, library_config)
     return MaterializeResult(
+        data_version=finish_output(out, ident),
         metadata=stage_metadata(
             stats,
             library_config,
+            ident,
             training_run_id=run.run_id,
             rolled_back_to=decision.checkpoint_key,
             scored_after=record.after_checkpoint,
             packed_dir=record.packed_dir,
             review="pending: launch review_quarantine to confirm, release or extend",
-        )
+        ),
     )
 
 
@@ -91,11 +98,22 @@ QuarantineReviewConfig = config_class(ReviewAction, optional=True, name="Quarant
 
 
 def review_action(config: Config) -> ReviewAction | None:
+    """The review in the launch config, or None (no decision_id: re-apply the review log)."""
     chosen = overrides(config)
-    return build(ReviewAction, chosen) if chosen.get("decision_id") else None
+    if not chosen.get("decision_id"):
+        return None
+    try:
+        return build(ReviewAction, chosen)
+    except ConfigError as exc:
+        raise ConfigError(
+            f"review_quarantine launch config (ops: confirmed_quarantine: config:): {exc}"
+        ) from exc
 
 
-@asset(deps=[quarantined_documents], group_name="quarantine", code_version="confirmed-v1")
+CONFIRMED_CODE_VERSION = "confirmed-v1"
+
+
+@asset(deps=[quarantined_documents], group_name="quarantine", code_version=CONFIRMED_CODE_VERSION)
 def confirmed_quarantine(
     context: AssetExecutionContext, config: QuarantineReviewConfig, store: ArtifactStore
 ) -> MaterializeResult:
@@ -117,11 +135,16 @@ def confirmed_quarantine(
             },
         )
     confirmed, status = resolve_confirmed(decisions, read_reviews(reviews_root))
-    version = write_confirmed(confirmed, status, store.uri("confirmed_quarantine"))
+    out = store.uri("confirmed_quarantine")
+    fingerprint = write_confirmed(confirmed, status, out)
+    # named by what the mixture excludes: a review that changes nothing keeps data_mixture fresh
+    ident = identity.compute(
+        "confirmed_quarantine", CONFIRMED_CODE_VERSION, {"confirmed": fingerprint}, inputs=[]
+    )
     shares = mixture_token_shares(store.uri("packed_tokens"))
     every = source_view(decisions, shares) if decisions is not None else []
     return MaterializeResult(
-        data_version=DataVersion(version),  # data_mixture turns stale only when this changes
+        data_version=finish_output(out, ident),  # data_mixture turns stale only when this changes
         metadata=to_metadata(
             {
                 "confirmed_documents": confirmed.num_rows,
@@ -130,7 +153,8 @@ def confirmed_quarantine(
                 "pending_decisions": [d for d, s in status.items() if s["status"] == "pending"],
                 "quarantined_source_view_md": source_view_md(every),
                 "confirmed_source_view_md": source_view_md(source_view(confirmed, shares)),
-                "uri": store.uri("confirmed_quarantine"),
+                "uri": out,
+                "identity": ident.version,
             }
         ),
     )

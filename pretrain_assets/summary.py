@@ -80,8 +80,23 @@ def format_summary(results: dict[str, Any], *, wall_s: float) -> str:
             for task in f["tasks_skipped"]
         ),
         *([f"  {f['eval_fetch']}"] if f["eval_fetch"] else []),
+        *_search_lines(results.get("experiments") or {}),
         f"  wall time            {wall_s:>10.1f} s",
         f"eval report: {report}",
         "open the UI with `make ui` to see every asset, run and check.",
     ]
     return "\n".join(lines)
+
+
+def _search_lines(experiments: dict[str, Any]) -> list[str]:
+    search = experiments.get("search") or {}
+    if not search:
+        return []
+    weights = getattr(search.get("proposed_weights"), "value", search.get("proposed_weights"))
+    weights = json.loads(weights) if isinstance(weights, str) else weights or {}
+    shares = ", ".join(f"{k} {v:.2f}" for k, v in sorted(weights.items()))
+    return [
+        f"  mixture search       {experiments['proxies']:>10} proxies; proposed {shares}",
+        f"  (held-out Spearman {float(search['heldout_spearman_lightgbm']):.2f} LightGBM, "
+        f"{float(search['heldout_spearman_linear']):.2f} linear; proxy_tiny only shows the path)",
+    ]

@@ -31,6 +31,7 @@ from dagster import (
 )
 
 from jobs.partitions import shard_partitions
+from jobs.training import DATA_VERSION_TAG
 
 CHAIN = ("raw_shards", "filtered_shards", "minhash_signatures")
 UPSTREAM = {
@@ -39,7 +40,7 @@ UPSTREAM = {
 }
 # unpartitioned inputs of the chain (the classifiers): their data versions are looked up once
 GLOBAL_INPUTS = tuple(dict.fromkeys(u for ups in UPSTREAM.values() for u in ups if u not in CHAIN))
-CODE_VERSION_TAG, DATA_VERSION_TAG = "dagster/code_version", "dagster/data_version"
+CODE_VERSION_TAG = "dagster/code_version"
 INPUT_TAG = "dagster/input_data_version/"
 
 Tags = dict[str, str]

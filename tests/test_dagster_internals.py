@@ -177,3 +177,20 @@ def test_the_dagster_family_is_pinned_together() -> None:
             f"for dagster {internals.PINNED_DAGSTER} ({internals.UPGRADE_NOTES})"
         )
     assert "dagster-ray" in pins, "dagster-ray is pinned with the family (the ray extra)"
+
+
+def test_an_asset_backfill_is_submitted_through_the_adapter() -> None:
+    """jobs/backfills.py (the experiment searches' backfill) on a real instance."""
+    from jobs.backfills import launch_asset_backfill
+
+    partitions = dagster.StaticPartitionsDefinition(["a", "b", "c"])
+    with dagster.instance_for_test() as instance:
+        backfill_id = launch_asset_backfill(
+            instance, dagster.AssetKey("x"), partitions, ["a", "c"], tags={"t": "1"}, title="t"
+        )
+        [backfill] = instance.get_backfills()
+        subset = backfill.asset_backfill_data.target_subset.get_partitions_subset(
+            dagster.AssetKey("x")
+        )
+    assert backfill.backfill_id == backfill_id and backfill.tags == {"t": "1"}
+    assert set(subset.get_partition_keys()) == {"a", "c"} and backfill.title == "t"

@@ -104,6 +104,7 @@ def test_recovery_and_eval_sensors_are_registered(tmp_path) -> None:
         "training_failure_sensor",
         "shard_discovery_sensor",
         "quarantine_sensor",
+        "experiment_sensor",
     }
     schedules = {s.name for s in defs.get_repository_def().schedule_defs}
     assert schedules == {"shard_backfill_schedule"}

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 from dagster import AssetKey, DagsterInstance, SkipReason, build_schedule_context
 
-from pretrain import storage
+from pretrain import identity, storage
 from pretrain.checks import count_rows
 from pretrain.data.harvest import discover_embedded
 from pretrain.data.readers import iter_records
@@ -97,7 +97,15 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> dict:
             for r in observed
             if "loss_curve_md" in r.asset_observation.metadata
         }
+        data_versions = {
+            key.to_user_string(): [
+                (r.partition_key, r.asset_materialization.tags.get("dagster/data_version"))
+                for r in instance.fetch_materializations(key, limit=1000).records
+            ]
+            for key in build_definitions().resolve_asset_graph().get_all_asset_keys()
+        }
     return {
+        "data_versions": data_versions,
         "loss_curves": loss_curves,
         "results": results,
         "root": root,
@@ -255,3 +263,34 @@ def test_cli_status_and_export_read_the_campaign(
     assert f"latest {key}" in out and out.startswith("b00: ")
     assert main(["export", key, str(tmp_path / "export"), "--root", campaign["root"]]) == 0
     assert (tmp_path / "export" / "config.json").exists()
+
+
+def test_every_output_carries_its_identity(campaign: dict) -> None:
+    """Every materialization the demo made has a data version, and it is the identity recorded
+    next to the output: a checkpoint's own, and every stage's ``_identity.json``."""
+    versions = campaign["data_versions"]
+    made = {asset: events for asset, events in versions.items() if events}
+    assert {"scaling_plan", "dedup_pairs", "eval_reports", "eval_comparison", "hf_export"} <= set(
+        made
+    )
+    assert "checkpoints" in made
+    for asset, events in made.items():
+        for partition, version in events:
+            assert version, (asset, partition)
+    root = campaign["root"]
+    for asset in ("scaling_plan", "eval_comparison"):
+        [(_, version)] = made[asset][:1]
+        assert identity.read(storage.join(root, asset)).version == version
+    for asset in ("eval_reports", "hf_export", "dedup_pairs"):
+        partition, version = made[asset][0]
+        assert identity.read(storage.join(root, asset, partition)).version == version
+    key, version = made["checkpoints"][0]
+    branch, _, step = key.rpartition("-s")
+    checkpoint = storage.join(root, "runs", branch, f"step-{int(step):08d}")
+    assert identity.read(checkpoint).version == version
+    meta = storage.read_json(storage.join(checkpoint, "meta.json"))
+    assert (
+        meta["lineage"]["packed_tokens_version"]
+        == identity.read(storage.join(root, "packed_tokens")).version
+    )
+    assert len(meta["lineage"]["config_sha256"]) == 64

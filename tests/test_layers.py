@@ -86,6 +86,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pretrain.train",),  # the training loop
     # what reads checkpoints and runs
     ("pretrain.recovery", "pretrain.eval", "pretrain.quarantine", "pretrain.hf_export"),
+    ("pretrain.experiments",),  # proxies: train and evaluate small models on data variants
     ("pretrain.verify",),  # invariant checks over every stage's outputs
     # the Dagster layer
     ("resources",),

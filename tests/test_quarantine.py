@@ -180,9 +180,10 @@ def test_reviews_confirm_extend_release_in_order(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        ({"action": "confirm", "reviewer": " ", "reason": "x"}, "reviewer and reason"),
+        ({"action": "confirm", "reviewer": " ", "reason": "x"}, r"needs reviewer \(who decided"),
+        ({"action": "confirm"}, "needs reviewer .* and reason .*: set reviewer and reason"),
         ({"action": "extend", "reviewer": "a", "reason": "x"}, "needs doc_ids"),
-        ({"action": "drop", "reviewer": "a", "reason": "x"}, "use one of"),
+        ({"action": "drop", "reviewer": "a", "reason": "x"}, "set action to one of confirm"),
         ({"action": "release", "reviewer": "a", "reason": "x", "min_score": 1.0}, "min_score"),
         ({"action": "confirm", "reviewer": "a", "reason": "x", "decision_id": "../x"}, "letters"),
     ],

@@ -1,8 +1,11 @@
 """Quarantine wiring against a real Dagster instance: which decisions the sensor picks up, the
-errors an operator sees, and the review recorded in run tags (no training: fast)."""
+errors an operator sees (a malformed decision tag is skipped with a warning by the sensor and
+``pretrain status``; a review without a reviewer says what to set), and the review recorded in
+run tags (no training: fast)."""
 
 from __future__ import annotations
 
+import logging
 import uuid
 from pathlib import Path
 from typing import Any
@@ -23,7 +26,9 @@ from jobs.quarantine import decision_id, rollback_decisions, skip_record
 from pretrain import identity, storage
 from pretrain.errors import ConfigError
 from pretrain.recovery.policy import Decision
+from pretrain_assets.cli import main as cli_main
 from pretrain_assets.definitions import ASSETS
+from resources.launcher import TorchrunLauncher
 from resources.metrics import WandbMetricsReader
 from resources.storage import ArtifactStore
 from sensors.recovery.quarantine import quarantine_sensor
@@ -70,6 +75,64 @@ def test_sensor_adds_one_partition_per_rollback_that_skipped_data(
     assert list(result.dynamic_partitions_requests[0].partition_keys) == [decision_id(ROLLBACK)]
 
 
+class ListHandler(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def tagged_run(instance: DagsterInstance, decision_tag: str) -> DagsterRun:
+    """A train run the loss-spike sensor stopped, whose decision tag is ``decision_tag``."""
+    run = DagsterRun(
+        job_name="train",
+        run_id=str(uuid.uuid4()),
+        status=DagsterRunStatus.CANCELED,
+        tags={"pretrain/decision": decision_tag, "pretrain/stopped_by": "loss_spike_sensor"},
+    )
+    instance.add_run(run)
+    return run
+
+
+def test_a_malformed_decision_tag_is_skipped_with_a_warning_by_the_sensor_and_status(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(home))  # the instance `pretrain status` opens
+    with DagsterInstance.get() as instance:
+        good = stopped_run(instance, ROLLBACK)
+        garbage = tagged_run(instance, "{not json")
+        wrong_type = tagged_run(
+            instance, ROLLBACK.to_json().replace('"spike_step": 41', '"spike_step": "41"')
+        )
+        context = build_sensor_context(instance=instance)
+        seen = ListHandler()
+        context.log.addHandler(seen)
+        result = quarantine_sensor(context)  # a real tick: every other rollback still counts
+        assert [r.partition_key for r in result.run_requests] == [decision_id(ROLLBACK)]
+        warnings = {r.getMessage() for r in seen.records if r.levelno == logging.WARNING}
+        assert warnings == {
+            f"run {garbage.run_id}: tag pretrain/decision '{{not json' is not a recovery "
+            "decision: Expecting property name enclosed in double quotes: line 1 column 2 "
+            "(char 1); skipped (restore the JSON the recovery sensor wrote, or remove the run "
+            "if it is not a training run)",
+            next(w for w in warnings if wrong_type.run_id in w),
+        }
+        assert "spike_step='41' has the wrong type" in next(
+            w for w in warnings if wrong_type.run_id in w
+        )
+    assert cli_main(["status", "--root", str(tmp_path / "artifacts")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert f"warning: run {garbage.run_id}: tag pretrain/decision '{{not json' is not a" in (
+        " ".join(out)
+    )
+    assert sum(line.startswith("warning: run ") for line in out) == 2
+    assert f"decision on run {good.run_id[:8]}: rollback — loss spike" in out
+
+
 def test_missing_trainer_config_and_unknown_decision_are_clear(
     instance: DagsterInstance, tmp_path: Path
 ) -> None:
@@ -77,7 +140,11 @@ def test_missing_trainer_config_and_unknown_decision_are_clear(
     with pytest.raises(ConfigError, match="no trainer config .*run-"):
         skip_record(decision_id(ROLLBACK), run, ROLLBACK, str(tmp_path / "runs"), None)
     store = ArtifactStore(root=str(tmp_path))
-    resources = {"store": store, "metrics": WandbMetricsReader(run_root=str(tmp_path / "runs"))}
+    resources = {
+        "store": store,
+        "metrics": WandbMetricsReader(run_root=str(tmp_path / "runs")),
+        "proxy_launcher": TorchrunLauncher(nproc_per_node=1),  # every asset's resources
+    }
     instance.add_dynamic_partitions("quarantine_decisions", ["b09-s000000001-to-b10"])
     with pytest.raises(ConfigError, match="no rollback decision 'b09-s000000001-to-b10'"):
         materialize(
@@ -90,7 +157,11 @@ def test_review_is_recorded_in_run_tags_and_resolved(
     instance: DagsterInstance, tmp_path: Path
 ) -> None:
     store = ArtifactStore(root=str(tmp_path))
-    resources = {"store": store, "metrics": WandbMetricsReader(run_root=str(tmp_path / "runs"))}
+    resources = {
+        "store": store,
+        "metrics": WandbMetricsReader(run_root=str(tmp_path / "runs")),
+        "proxy_launcher": TorchrunLauncher(nproc_per_node=1),  # every asset's resources
+    }
     docs = pa.table(
         {"doc_id": ["a", "b"], "source": ["web", "code"], "source_id": [None, "x-1"],
          "tokens": [30, 10], "suspicion": [3.0, 0.1], "decision_id": ["d1", "d1"]}
@@ -107,8 +178,18 @@ def test_review_is_recorded_in_run_tags_and_resolved(
 
     with pytest.raises(ConfigError, match="no quarantine for decision 'd2'"):
         review(decision_id="d2", action="confirm", reviewer="ana", reason="x")
-    with pytest.raises(ConfigError, match="reviewer and reason"):
+    with pytest.raises(ConfigError, match=r"needs reviewer \(who decided, e.g. your name\)"):
         review(decision_id="d1", action="confirm", reviewer="", reason="x")
+    # no reviewer at all: the same ConfigError saying what to set, not a constructor TypeError
+    needs = (
+        r"review_quarantine launch config \(ops: confirmed_quarantine: config:\): a quarantine "
+        r"review needs reviewer \(who decided, e.g. your name\) and reason \(why, in a "
+        r"sentence\): set reviewer and reason"
+    )
+    with pytest.raises(ConfigError, match=needs):
+        review(decision_id="d1", action="confirm")
+    with pytest.raises(ConfigError, match="set action to one of confirm, release, extend"):
+        review(decision_id="d1", reviewer="ana", reason="x")
     pending = review()  # re-resolve only: nothing reviewed yet, nothing excluded
     meta = pending.asset_materializations_for_node("confirmed_quarantine")[0].metadata
     assert meta["confirmed_documents"].value == 0 and meta["pending_decisions"].value == ["d1"]

@@ -25,6 +25,7 @@ from pretrain import identity, storage
 from pretrain.packing.ledger import BatchPlan, trace_steps
 from pretrain.recovery.series import metric_rows
 from pretrain_assets.definitions import ASSETS
+from resources.launcher import TorchrunLauncher
 from resources.metrics import WandbMetricsReader
 from resources.storage import ArtifactStore
 from sensors.recovery.quarantine import quarantine_sensor
@@ -68,7 +69,11 @@ def write_shard(store: ArtifactStore, texts: dict[str, str]) -> None:
 
 
 def resources_for(store: ArtifactStore) -> dict[str, Any]:
-    return {"store": store, "metrics": WandbMetricsReader(run_root=store.local_dir("runs"))}
+    return {
+        "store": store,
+        "metrics": WandbMetricsReader(run_root=store.local_dir("runs")),
+        "proxy_launcher": TorchrunLauncher(nproc_per_node=1),  # every asset's resources
+    }
 
 
 def build_corpus(instance: DagsterInstance, store: ArtifactStore) -> Any:

@@ -41,7 +41,7 @@ from torch import nn
 from torch.distributed.checkpoint.state_dict import get_state_dict
 
 import pretrain
-from pretrain import storage
+from pretrain import identity, storage
 from pretrain.checkpoint import integrity, remote
 from pretrain.checkpoint.config import CheckpointConfig
 from pretrain.checkpoint.dcp import (
@@ -143,6 +143,7 @@ class Checkpointer:
             "config": self.run_config,
             **meta,
         }
+        full_meta["identity"] = checkpoint_identity(full_meta).version
         flight = _InFlight(
             step=step, tmp=tmp, final=final, meta=full_meta, healthy_reason=healthy_reason
         )
@@ -178,8 +179,9 @@ class Checkpointer:
         gathered = all_gather_objects(mine, self.proc)  # also: every upload has finished
         if self.proc.is_main:
             storage.write_json(flight.meta, str(flight.tmp / META))
+            identity.write(str(flight.tmp), checkpoint_identity(flight.meta))
             files = {name: rec for part in gathered for name, rec in part.items()}
-            files.update(integrity.digest_files(flight.tmp, [META]))
+            files.update(integrity.digest_files(flight.tmp, [META, identity.IDENTITY_FILE]))
             unclaimed = sorted(set(os.listdir(flight.tmp)) - set(files))
             if unclaimed:  # a file no rank recognised would go unverified: refuse to commit
                 raise CheckpointError(
@@ -192,7 +194,7 @@ class Checkpointer:
                 "files": files,
             }
             if isinstance(flight.final, str):  # the commit record is the last object
-                remote.upload_files(flight.tmp, [META], flight.final)
+                remote.upload_files(flight.tmp, [META, identity.IDENTITY_FILE], flight.final)
                 remote.commit(flight.final, record)
             else:
                 os.rename(flight.tmp, flight.final)
@@ -217,6 +219,15 @@ class Checkpointer:
             if self._group is not None:
                 dist.destroy_process_group(self._group)
                 self._group = None
+
+
+def checkpoint_identity(meta: dict[str, Any]) -> identity.Identity:
+    """A committed checkpoint never changes, and nothing upstream can make it stale: its identity
+    (``_identity.json``, the Dagster data version of ``checkpoints[key]``) is a hash of its key,
+    the run config that trained it and its weights' fingerprint, with no inputs. What it was
+    trained on is lineage in ``meta.json`` (``packed_tokens_version``, ``config_sha256``)."""
+    content = {k: meta[k] for k in ("key", "config", "weights_fingerprint")}
+    return identity.compute("checkpoints", str(meta["code_version"]), content, inputs=[])
 
 
 def save_checkpoint(

@@ -144,9 +144,10 @@ def read_commit_record(ckpt_dir: str | Path) -> dict[str, Any]:
     return record
 
 
-def checkpoint_problems(ckpt_dir: str | Path) -> list[str]:
+def checkpoint_problems(ckpt_dir: str | Path, *, checksums: bool = True) -> list[str]:
     """What is wrong with a committed checkpoint's files (sizes, then checksums, against its
-    commit record); ``[]`` when it is intact. Reads every file once (xxh3: cheap)."""
+    commit record; local or ``s3://``); ``[]`` when it is intact. Reads every file once (xxh3:
+    cheap), or none with ``checksums=False`` (sizes only)."""
     try:
         record = read_commit_record(ckpt_dir)
     except CheckpointError as exc:
@@ -157,14 +158,18 @@ def checkpoint_problems(ckpt_dir: str | Path) -> list[str]:
             "the commit record lists no file sizes or checksums (written before they were "
             "recorded), so the files cannot be verified"
         ]
-    return integrity.verify_files(ckpt_dir, files)
+    return integrity.verify_files(ckpt_dir, files, checksums=checksums)
 
 
 def verify_checkpoint(ckpt_dir: str | Path) -> None:
     """Raise ``CheckpointError`` naming every damaged file unless the checkpoint is intact."""
     problems = checkpoint_problems(ckpt_dir)
     if problems:
-        raise CheckpointError(f"{ckpt_dir} is damaged: " + "; ".join(problems))
+        raise CheckpointError(
+            f"{ckpt_dir} is damaged: "
+            + "; ".join(problems)
+            + " (use an intact checkpoint: `pretrain status` marks the damaged ones)"
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -383,13 +388,13 @@ def load_checkpoint(
     checkpoint must have been trained with ``model_cfg``).
 
     The files are verified against the commit record first (``verify=False`` when the caller
-    has just done so, e.g. rank 0 in :func:`resolve_resume`). RNG states load with
-    ``weights_only=True``: tensors and plain data only, never pickled code."""
+    has just done so, e.g. rank 0 in :func:`resolve_resume`). Nothing is unpickled beyond
+    tensors and plain data: DCP's entries through :func:`pretrain.checkpoint.safe_dcp.load_state`,
+    the RNG states with ``weights_only=True``."""
     import torch
-    import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
-    from pretrain.checkpoint.safe_dcp import SafeFileSystemReader
+    from pretrain.checkpoint.safe_dcp import load_state
     from pretrain.distributed import set_rng_state
 
     if verify:
@@ -403,10 +408,8 @@ def load_checkpoint(
         )
     model_sd, optim_sd = get_state_dict(model, optimizer)
     state = {"model": model_sd, "optim": optim_sd}
-    with _single_process_quiet():
-        reader = SafeFileSystemReader(str(path))  # .metadata: no code execution
-        reader.read_metadata()  # a refusal surfaces here as itself, not wrapped by DCP
-        dcp.load(state, storage_reader=reader, no_dist=not proc.distributed)
+    with _single_process_quiet():  # nothing unpickled beyond plain data and tensors
+        load_state(state, str(path), no_dist=not proc.distributed)
     set_state_dict(
         model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"]
     )
@@ -432,9 +435,8 @@ def load_consolidated_model(ckpt_dir: str, model_cfg: ModelConfig | None = None)
     any number of ranks (DCP reshards on load).
     """
     import torch
-    import torch.distributed.checkpoint as dcp
 
-    from pretrain.checkpoint.safe_dcp import SafeFileSystemReader
+    from pretrain.checkpoint.safe_dcp import load_state
     from pretrain.model.transformer import Transformer
 
     if storage.is_s3(str(ckpt_dir)):  # download, verify and load a local copy
@@ -450,14 +452,7 @@ def load_consolidated_model(ckpt_dir: str, model_cfg: ModelConfig | None = None)
     model.tie_weights()
     model.reset_rope()
     state = {"model": model.state_dict()}
-    try:
-        with _single_process_quiet():
-            reader = SafeFileSystemReader(str(ckpt_dir))
-            reader.read_metadata()  # a refusal surfaces as itself, not wrapped by DCP
-            dcp.load(state, storage_reader=reader, no_dist=True)
-    except CheckpointError:
-        raise
-    except Exception as exc:  # DCP raises plain RuntimeErrors for missing/mismatched keys
-        raise CheckpointError(f"cannot load model weights from {ckpt_dir}: {exc}") from exc
+    with _single_process_quiet():  # nothing unpickled beyond plain data and tensors
+        load_state(state, str(ckpt_dir), no_dist=True)
     model.load_state_dict(state["model"])
     return model.eval()

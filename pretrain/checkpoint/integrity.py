@@ -17,6 +17,7 @@ a signature: whoever may write the checkpoint folder may also rewrite its record
 
     files = digest_files("runs/b00/.tmp-step-00000040", ["meta.json", "rng-rank00000.pt"])
     problems = verify_files("runs/b00/step-00000040", files)   # [] when intact
+    verify_files("s3://b/runs/b00/step-00000040", files, checksums=False)   # sizes only
 """
 
 from __future__ import annotations
@@ -26,7 +27,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import pyarrow.fs as pafs
 import xxhash
+
+from pretrain import storage
+from pretrain.identity import IDENTITY_FILE
 
 CHECKSUM = "xxh3_64"
 CHUNK_BYTES = 8 * 2**20
@@ -34,6 +39,11 @@ CHUNK_BYTES = 8 * 2**20
 _SHARD_RE = re.compile(r"^__(\d+)_\d+\.distcp$")
 _RNG_RE = re.compile(r"^rng-rank(\d{5})\.pt$")
 DCP_METADATA = ".metadata"
+# every name a commit record may list: a name with a '/' or '..' would reach outside the folder
+# (a download writes each listed file, so a tampered record could write anywhere)
+_RECORDED_RE = re.compile(
+    rf"^(\.metadata|meta\.json|{re.escape(IDENTITY_FILE)}|__\d+_\d+\.distcp|rng-rank\d{{5}}\.pt)$"
+)
 
 FileRecord = dict[str, Any]  # {"size": int, "xxh3_64": hex str}
 
@@ -69,26 +79,78 @@ def rank_files(folder: str | Path, rank: int) -> list[str]:
     return sorted(names)
 
 
-def verify_files(folder: str | Path, files: Mapping[str, FileRecord]) -> list[str]:
-    """Problems found in ``folder`` against the recorded ``files``; an empty list means intact.
+def record_problems(files: Mapping[str, Any]) -> list[str]:
+    """What is malformed in a commit record's ``files``: names a checkpoint never writes (a
+    path into another folder among them) and entries without an integer size and a checksum."""
+    problems = []
+    for name, record in sorted(files.items()):
+        if not isinstance(name, str) or not _RECORDED_RE.match(name):
+            problems.append(
+                f"the commit record lists {name!r}, not a checkpoint file (.metadata, meta.json, "
+                f"{IDENTITY_FILE}, __<rank>_<n>.distcp, rng-rank<rank>.pt): tampered with or not "
+                "written by pretrain"
+            )
+        elif not (
+            isinstance(record, dict)
+            and isinstance(record.get("size"), int)
+            and isinstance(record.get(CHECKSUM), str)
+        ):
+            problems.append(
+                f"{name}: the commit record's entry {record!r} has no size and checksum"
+            )
+    return problems
+
+
+def _digest_uri(uri: str) -> FileRecord:
+    """:func:`digest_file` of an ``s3://`` object, read in 8 MiB ranges."""
+    hasher = xxhash.xxh3_64()
+    size = 0
+    fs, path = storage.filesystem(uri)
+    with fs.open_input_file(path) as f:
+        while chunk := f.read(CHUNK_BYTES):
+            hasher.update(chunk)
+            size += len(chunk)
+    return {"size": size, CHECKSUM: hasher.hexdigest()}
+
+
+def _sizes(folder: str, names: list[str]) -> dict[str, int | None]:
+    """Size of each named file of ``folder`` (local or ``s3://``); None where it is missing."""
+    fs, root = storage.filesystem(folder)
+    infos = fs.get_file_info([f"{root}/{name}" for name in names])
+    return {
+        name: info.size if info.type == pafs.FileType.File else None
+        for name, info in zip(names, infos, strict=True)
+    }
+
+
+def verify_files(
+    folder: str | Path, files: Mapping[str, FileRecord], *, checksums: bool = True
+) -> list[str]:
+    """Problems found in ``folder`` (local or ``s3://``) against the recorded ``files``; an
+    empty list means intact.
 
     Every size is checked before any checksum, so a truncated or missing file is reported
-    without reading the rest. A record without ``.metadata`` is itself a problem: DCP cannot
-    load without it."""
-    problems = []
-    if DCP_METADATA not in files:
-        problems.append(f"the commit record lists no {DCP_METADATA} (not a DCP checkpoint)")
-    root = Path(folder)
-    for name, record in sorted(files.items()):
-        path = root / name
-        if not path.is_file():
-            problems.append(f"{name}: missing")
-        elif (size := path.stat().st_size) != record["size"]:
-            problems.append(f"{name}: {size} bytes, the commit record says {record['size']}")
+    without reading the rest; ``checksums=False`` stops there (no file is read). A record
+    without ``.metadata`` is itself a problem: DCP cannot load without it."""
+    problems = record_problems(files)
     if problems:
         return problems
+    if DCP_METADATA not in files:
+        problems.append(f"the commit record lists no {DCP_METADATA} (not a DCP checkpoint)")
+    sizes = _sizes(str(folder), sorted(files))
     for name, record in sorted(files.items()):
-        actual = digest_file(root / name)[CHECKSUM]
+        if (size := sizes[name]) is None:
+            problems.append(f"{name}: missing")
+        elif size != record["size"]:
+            problems.append(f"{name}: {size} bytes, the commit record says {record['size']}")
+    if problems or not checksums:
+        return problems
+    remote = storage.is_s3(str(folder))
+    for name, record in sorted(files.items()):
+        if remote:
+            actual = _digest_uri(storage.join(str(folder), name))[CHECKSUM]
+        else:
+            actual = digest_file(Path(folder) / name)[CHECKSUM]
         if actual != record[CHECKSUM]:
             problems.append(
                 f"{name}: {CHECKSUM} {actual}, the commit record says {record[CHECKSUM]} "

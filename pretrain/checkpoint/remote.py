@@ -25,6 +25,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from pretrain import storage
+from pretrain.checkpoint import integrity
 from pretrain.errors import CheckpointError, DataError
 
 DAMAGED = "_DAMAGED"
@@ -68,6 +69,8 @@ def download_checkpoint(uri: str, local_dir: str | Path) -> Path:
     files = record.get("files")
     if not isinstance(files, dict):
         raise CheckpointError(f"{uri}: the commit record lists no files; cannot download it")
+    if problems := integrity.record_problems(files):  # before a name can write outside local_dir
+        raise CheckpointError(f"{uri}: not downloaded: " + "; ".join(problems))
     local = Path(local_dir)
     partial = local.with_name(f".partial-{local.name}")
     shutil.rmtree(partial, ignore_errors=True)

@@ -212,8 +212,15 @@ def evaluate_checkpoint(
         tasks=tasks,
         generations=tuple(generations),
     )
+    trained = meta.get("lineage", {})
     lineage = {
-        **meta.get("lineage", {}),
+        # what the checkpoint is and what it was trained on (its meta.json)
+        "checkpoint_identity": meta.get("identity"),
+        "trained_on_packed_dir": trained.get("packed_dir"),
+        "trained_on_packed_tokens_version": trained.get("packed_tokens_version"),
+        "train_config_sha256": trained.get("config_sha256"),
+        "parent": trained.get("parent"),
+        # what this report scored it on
         "packed_dir": str(packed_dir),
         "tokenizer_sha256": index.tokenizer_sha256,
         "code_version": pretrain.__version__,

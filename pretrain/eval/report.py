@@ -8,7 +8,7 @@ lineage, ``report.md`` tables a person reads::
     |---------|-----------|--------|--------|------------|------------|-----------|
     | code    |        64 |  8,128 | 2.3012 |      9.985 |     3.3200 |    0.9120 |
 
-    | task      | examples | acc    | acc_norm | ± stderr | chance |
+    | task      | examples | acc    | acc_norm | ± stderr | chance | P(correct) | ...
     | blimp     |      200 | 0.6150 |   0.5900 |   0.0345 | 0.5000 |
     | hellaswag | skipped: ~/.cache/pretrain/eval/hellaswag_val_10042.jsonl.gz not found |
 
@@ -110,6 +110,8 @@ class EvalStats:
             if task["status"] == "ok":
                 meta[f"acc/{name}"] = task["acc"]
                 meta[f"acc_norm/{name}"] = task["acc_norm"]
+                meta[f"correct_prob/{name}"] = task["correct_prob"]
+                meta[f"correct_logprob_per_byte/{name}"] = task["correct_logprob_per_byte"]
                 meta[f"z_vs_chance/{name}"] = task["z_vs_chance"]
         meta["val_sources_empty"] = list(self.empty_sources)
         meta["tasks_skipped"] = sorted(n for n, t in self.tasks.items() if t["status"] != "ok")
@@ -124,7 +126,11 @@ def render_markdown(stats: EvalStats, lineage: dict[str, Any]) -> str:
         f"# Evaluation of `{stats.checkpoint_key}`",
         "",
         f"- checkpoint: `{stats.checkpoint_dir}` (branch `{stats.branch}`, step {stats.step})",
-        f"- tokenizer sha256: `{lineage.get('tokenizer_sha256')}`",
+        f"- checkpoint identity: `{lineage.get('checkpoint_identity')}`, trained on packed_tokens "
+        f"`{lineage.get('trained_on_packed_tokens_version')}` with run config sha256 "
+        f"`{lineage.get('train_config_sha256')}`",
+        f"- scored on `{lineage.get('packed_dir')}`; tokenizer sha256: "
+        f"`{lineage.get('tokenizer_sha256')}`",
         f"- code version: `{lineage.get('code_version')}`",
         "",
         "## Held-out loss",
@@ -144,18 +150,20 @@ def render_markdown(stats: EvalStats, lineage: dict[str, Any]) -> str:
     if stats.tasks:
         lines += ["", "## Zero-shot multiple choice", ""]
         lines += [
-            "| task | examples | acc | acc_norm | ± stderr | chance | z vs chance | truncated requests |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|",
+            "| task | examples | acc | acc_norm | ± stderr | chance | z vs chance | P(correct) "
+            "| log P(correct)/byte | truncated requests |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for name, t in stats.tasks.items():
             if t["status"] == "ok":
                 lines.append(
                     f"| {name} | {t['num_examples']:,} | {t['acc']:.4f} | {t['acc_norm']:.4f} | "
                     f"{t['acc_stderr']:.4f} | {t['chance']:.4f} | {t['z_vs_chance']:+.1f} | "
+                    f"{t['correct_prob']:.4f} | {t['correct_logprob_per_byte']:.4f} | "
                     f"{t['num_truncated']:,} |"
                 )
             else:
-                lines.append(f"| {name} | skipped: {t['reason']} | | | | | | |")
+                lines.append(f"| {name} | skipped: {t['reason']} | | | | | | | | |")
     if stats.generations:
         lines += ["", "## Generations", ""]
         for g in stats.generations:

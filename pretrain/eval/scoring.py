@@ -23,6 +23,12 @@ Accuracy counts ties honestly: if ``k`` choices share the best score and the gol
 them, the example scores ``1/k`` (``argmax`` would always pick choice 0, which is BLiMP's gold).
 ``acc_norm`` compares log-likelihood per UTF-8 byte of the choice (the harness uses characters;
 the two agree on ASCII text).
+
+Two continuous scores stand beside the accuracies, because at small scale they rank models long
+before accuracy leaves chance (DataDecide, 2025): ``correct_logprob_per_byte``, the mean
+log-likelihood of the gold continuation per UTF-8 byte, and ``correct_prob``, the mean
+probability of the gold choice normalised over the choices (a softmax of the per-byte
+log-likelihoods). Higher is better for both.
 """
 
 from __future__ import annotations
@@ -56,6 +62,8 @@ class TaskResult:
     chance: float
     num_tokens: int
     num_truncated: int  # requests cut on the left to fit max_seq_len
+    correct_logprob_per_byte: float = math.nan  # mean log P(gold) / its UTF-8 bytes
+    correct_prob: float = math.nan  # mean softmax over choices of per-byte log P, at the gold
 
     @property
     def z_vs_chance(self) -> float:
@@ -163,7 +171,7 @@ def score_task(
         spans.append((len(requests), len(ex.choices)))
         requests += [encode_request(tok, ex.context, c, prefix_id=prefix_id) for c in ex.choices]
     scored = score_requests(model, requests, batch_size=batch_size, device=device, pad_id=pad_id)
-    acc = acc_norm = 0.0
+    acc = acc_norm = gold_per_byte = gold_prob = 0.0
     for ex, (first, count) in zip(examples, spans, strict=True):
         logprobs = [lp for lp, _ in scored[first : first + count]]
         per_byte = [
@@ -171,6 +179,9 @@ def score_task(
         ]
         acc += _tie_aware_hit(logprobs, ex.gold)
         acc_norm += _tie_aware_hit(per_byte, ex.gold)
+        gold_per_byte += per_byte[ex.gold]
+        top = max(per_byte)
+        gold_prob += math.exp(per_byte[ex.gold] - top) / sum(math.exp(v - top) for v in per_byte)
     n = len(examples)
     mean = acc / n
     return TaskResult(
@@ -179,6 +190,8 @@ def score_task(
         acc=mean,
         acc_norm=acc_norm / n,
         acc_stderr=math.sqrt(mean * (1 - mean) / max(1, n - 1)),
+        correct_logprob_per_byte=gold_per_byte / n,
+        correct_prob=gold_prob / n,
         chance=sum(1 / len(ex.choices) for ex in examples) / n,
         num_tokens=sum(len(r.context) + len(r.continuation) for r in requests),
         num_truncated=sum(

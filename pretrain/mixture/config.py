@@ -28,6 +28,7 @@ from pretrain.errors import ConfigError
 
 HASH_BUCKETS = 10**6
 DEFAULT_MAX_EPOCHS = 4.0
+WEIGHT_ORIGINS = ("config", "searched")
 LLAMA2_LIKE_WEIGHTS = {
     "web": 0.67,
     "code": 0.10,
@@ -102,9 +103,21 @@ class MixtureConfig:
     # the confirmed quarantine also removes the exact/near duplicates of its documents
     # (members of their ``dedup_clusters`` clusters), so a re-dedup cannot bring them back
     quarantine_duplicates: bool = True
+    # "searched": the weights the latest mixture_search proposes (``weights`` must stay unset)
+    weights_from: str = "config"
+    include_held_groups: bool = False  # shard groups admission held for review stay in
 
     def __post_init__(self) -> None:
         _check_weights(self.weights, "MixtureConfig.weights")
+        if self.weights_from not in WEIGHT_ORIGINS:
+            raise ConfigError(
+                f"MixtureConfig.weights_from={self.weights_from!r}: use one of {WEIGHT_ORIGINS}"
+            )
+        if self.weights_from == "searched" and self.weights is not None:
+            raise ConfigError(
+                "MixtureConfig: weights_from='searched' takes the mixture_search proposal; "
+                "leave weights unset (or use weights_from='config' with your weights)"
+            )
         if not 0.0 <= self.val_fraction < 1.0:
             raise ConfigError(
                 f"MixtureConfig.val_fraction={self.val_fraction} must be in [0, 1), e.g. 0.05"

@@ -10,6 +10,11 @@ Layout of a packed directory (written by :mod:`pretrain.packing.pack`)::
     ledger.parquet  the documents in every sequence (:mod:`pretrain.packing.ledger`)
     _COMMITTED   written last; a directory without it is refused
 
+A *view* (``"view": true`` in ``index.json``, written by :mod:`pretrain.experiments.view`) owns
+no ``.bin`` files: each file entry names rows ``[first, first + num_sequences)`` of another
+packed directory's file (its path relative to the view, or absolute), and an entry may repeat
+(a second epoch of that data). Nothing is copied, so a data variant costs one small JSON file.
+
 Token ids must be < ``vocab_size``: a sample of each shard is checked when a split opens and
 every sequence when it is read (a ``DataError`` naming the file and row). The order in which
 training visits the sequences is :mod:`pretrain.packing.order`.
@@ -42,6 +47,7 @@ class ShardFile:
     path: Path
     num_sequences: int
     source: str | None
+    first: int = 0  # a view's entry: the first row of ``path`` it reads
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,6 +61,7 @@ class PackedIndex:
     pad_id: int
     tokenizer_sha256: str
     splits: dict[str, tuple[ShardFile, ...]]
+    view: bool = False  # entries are row ranges of other directories' files
     stages: tuple[tuple[int, int], ...] = ()  # train curriculum: (first_sequence, count)
 
     def sources(self, split: str) -> list[str]:
@@ -124,6 +131,7 @@ def read_packed_index(packed_dir: str) -> PackedIndex:
                     path=root / f["file"],
                     num_sequences=int(f["num_sequences"]),
                     source=f.get("source"),
+                    first=int(f.get("first", 0)),
                 )
                 for f in split["files"]
             )
@@ -139,6 +147,7 @@ def read_packed_index(packed_dir: str) -> PackedIndex:
             pad_id=int(index["pad_id"]),
             tokenizer_sha256=str(index["tokenizer_sha256"]),
             splits=splits,
+            view=bool(index.get("view", False)),
             stages=tuple(
                 (int(st["first_sequence"]), int(st["num_sequences"]))
                 for st in index["splits"].get("train", {}).get("stages", [])
@@ -165,17 +174,26 @@ class PackedSplit:
         self.stages = index.stages if split == "train" and source is None else ()
         self._arrays = []
         self._paths = [f.path for f in files if f.num_sequences]
+        row_bytes = index.seq_len * index.dtype.itemsize
         for f in files:
-            expected = f.num_sequences * index.seq_len * index.dtype.itemsize
+            expected = (f.first + f.num_sequences) * row_bytes
             size = f.path.stat().st_size if f.path.exists() else -1
-            if size != expected:
+            # a packed file holds exactly its rows; a view's entry reads a range of a longer file
+            fits = size >= expected and size % row_bytes == 0 if index.view else size == expected
+            if f.first < 0 or not fits:
                 raise DataError(
-                    f"{f.path}: {size} bytes on disk, index.json promises {expected} "
-                    f"({f.num_sequences} x {index.seq_len} x {index.dtype.itemsize}); repack"
+                    f"{f.path}: {size} bytes on disk, index.json promises rows "
+                    f"[{f.first}, {f.first + f.num_sequences}) of {row_bytes} bytes; repack"
                 )
             if f.num_sequences:
-                arr = np.memmap(f.path, dtype=index.dtype, mode="r")
-                self._arrays.append(arr.reshape(f.num_sequences, index.seq_len))
+                arr = np.memmap(
+                    f.path,
+                    dtype=index.dtype,
+                    mode="r",
+                    offset=f.first * row_bytes,
+                    shape=(f.num_sequences, index.seq_len),
+                )
+                self._arrays.append(arr)
         counts = [len(a) for a in self._arrays]
         self._starts = np.cumsum([0, *counts])
         self.num_sequences = int(self._starts[-1])

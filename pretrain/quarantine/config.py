@@ -74,20 +74,31 @@ class ReviewAction:
     """One operator decision about one rollback's quarantine; who and why are required."""
 
     decision_id: str
-    action: str
-    reviewer: str
-    reason: str
+    # empty defaults so that a review without them is refused below, saying what to set
+    action: str = ""
+    reviewer: str = ""  # who decided
+    reason: str = ""  # why
     min_score: float | None = None  # confirm: only documents scoring at least this
     doc_ids: tuple[str, ...] = ()  # extend: documents to add
 
     def __post_init__(self) -> None:
         check_decision_id(self.decision_id)
         if self.action not in ACTIONS:
-            raise ConfigError(f"review action={self.action!r}; use one of {ACTIONS}")
-        if not self.reviewer.strip() or not self.reason.strip():
             raise ConfigError(
-                "a quarantine review needs reviewer and reason (who decided and why): "
-                "both are recorded in the run tags and the review log"
+                f"review action={self.action!r}; set action to one of {', '.join(ACTIONS)}"
+            )
+        hints = {"reviewer": "who decided, e.g. your name", "reason": "why, in a sentence"}
+        missing = [
+            f
+            for f in hints
+            if not isinstance(getattr(self, f), str) or not getattr(self, f).strip()
+        ]
+        if missing:
+            raise ConfigError(
+                "a quarantine review needs "
+                + " and ".join(f"{f} ({hints[f]})" for f in missing)
+                + f": set {' and '.join(missing)}; who decided and why are recorded in the run "
+                "tags and the review log"
             )
         if self.action == "extend" and not self.doc_ids:
             raise ConfigError("action='extend' needs doc_ids: the documents to add")

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pretrain.checkpoint.health import HEALTHY, PENDING, SUSPECT, CheckpointInfo
-from pretrain.errors import ConfigError
+from pretrain.errors import ConfigError, DataError
 from pretrain.recovery.detectors import GRAD_STOP, NONFINITE, SPIKE, Alarm
 
 ACTIONS = ("none", "warn", "rollback", "reduce_lr", "resume", "stop")
@@ -108,12 +108,21 @@ class Decision:
 
     @classmethod
     def from_json(cls, text: str) -> Decision:
-        data = json.loads(text)
-        for name in ("skip_window", "skip_tokens"):
-            if data.get(name) is not None:
-                data[name] = tuple(data[name])
-        data["skip_windows"] = tuple(tuple(w) for w in data.get("skip_windows", ()))
-        return cls(**data)
+        """The decision :meth:`to_json` wrote; ``DataError`` for any other text (a run tag
+        edited by hand or by another tool), so that callers can skip it and say so."""
+        try:
+            data = json.loads(text)
+            if not isinstance(data, dict):
+                raise TypeError(f"a JSON {type(data).__name__}, not an object")
+            for name in ("skip_window", "skip_tokens"):
+                if data.get(name) is not None:
+                    data[name] = tuple(data[name])
+            data["skip_windows"] = tuple(tuple(w) for w in data.get("skip_windows", ()))
+            _check_types(data)
+            return cls(**data)
+        except (TypeError, ValueError) as exc:  # JSONDecodeError and ConfigError are ValueErrors
+            shown = text if len(text) <= 80 else text[:77] + "..."
+            raise DataError(f"{shown!r} is not a recovery decision: {exc}") from exc
 
     def run_tags(self) -> dict[str, str]:
         """Dagster run tags (string values) that make the decision searchable in the UI."""
@@ -131,6 +140,35 @@ class Decision:
             tags["pretrain/skipped_documents"] = str(self.documents["num_documents"])
             tags["pretrain/skipped_sources"] = json.dumps(self.documents["sources"])[:200]
         return tags
+
+
+def _check_types(data: dict[str, Any]) -> None:
+    """Field types of a decision read back from JSON (``TypeError`` naming the first wrong one)."""
+
+    def is_int(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    def is_window(v: Any) -> bool:
+        return isinstance(v, tuple) and len(v) == 2 and all(is_int(x) for x in v)
+
+    checks = {
+        **dict.fromkeys(("action", "reason", "kind", "branch"), lambda v: isinstance(v, str)),
+        **dict.fromkeys(
+            ("checkpoint_key", "checkpoint_path", "new_branch"),
+            lambda v: v is None or isinstance(v, str),
+        ),
+        **dict.fromkeys(
+            ("step", "spike_step", "onset_step", "checkpoint_step"),
+            lambda v: v is None or is_int(v),
+        ),
+        **dict.fromkeys(("skip_window", "skip_tokens"), lambda v: v is None or is_window(v)),
+        "skip_windows": lambda v: all(is_window(w) for w in v),
+        "lr_scale": lambda v: is_int(v) or isinstance(v, float),
+        "documents": lambda v: v is None or isinstance(v, dict),
+    }
+    for name, ok in checks.items():
+        if name in data and not ok(data[name]):
+            raise TypeError(f"{name}={data[name]!r} has the wrong type")
 
 
 def next_branch(branch: str) -> str:

@@ -247,6 +247,7 @@ class Trainer:
                 "loss": finite_or_none(window["last"]) if window["last"] is not None else None,
                 "tokens_seen": meta["tokens_seen"],
                 "healthy": ckpt.is_healthy(path),
+                "version": meta["identity"],
             }
         )
 

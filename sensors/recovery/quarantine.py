@@ -4,8 +4,9 @@ Each tick lists the rollbacks ``loss_spike_sensor`` recorded in the tags of the 
 stopped (:func:`jobs.quarantine.rollback_decisions`), adds a partition for every decision id not
 yet known and requests its materialization. The run key is the decision id, so a reset cursor, a
 restarted daemon or a duplicate tick never scores a decision twice; durable state is the
-partitions themselves and the run storage. The asset scores on CPU and is cheap next to the
-training run it describes.
+partitions themselves and the run storage. A run whose ``pretrain/decision`` tag is not a
+decision is skipped with a warning in the tick's log; the others are still quarantined. The asset
+scores on CPU and is cheap next to the training run it describes.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ NAME = "quarantine_sensor"
 )
 def quarantine_sensor(context: SensorEvaluationContext) -> SensorResult:
     known = set(context.instance.get_dynamic_partitions(quarantine_partitions.name))
-    new = {k: v for k, v in sorted(rollback_decisions(context.instance).items()) if k not in known}
+    decisions = rollback_decisions(context.instance, warn=context.log.warning)
+    new = {k: v for k, v in sorted(decisions.items()) if k not in known}
     if not new:
         return SensorResult(skip_reason="no new rollback decision")
     requests = [

@@ -1,0 +1,317 @@
+"""Experiments on the Dagster side: what the experiment assets, the sensor, the jobs and the
+CLI read from the instance and the store, and how experiments are registered and launched.
+
+- lookups: which shard groups are in the corpus, the pools of a variant (an ablation's
+  re-filtered pools are built on first use), a search's candidates and results, an admission's
+  evidence, noise risk, cleaning cost and latest operator review;
+- registering: :func:`register_experiments` writes the specs and adds the ``experiments``
+  partitions; :func:`launch_search` registers a search's candidates and launches them as one
+  backfill of ``proxy_runs`` (the ``search_mixture`` job and ``pretrain experiments search``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from dagster import AssetKey, AssetRecordsFilter, DagsterInstance
+
+from jobs.backfills import launch_asset_backfill
+from jobs.partitions import experiment_partitions, shard_partitions
+from pretrain import identity, storage
+from pretrain.charts import figure_png, png_markdown, pyplot
+from pretrain.errors import DataError
+from pretrain.experiments import registry
+from pretrain.experiments.ablation import filtered_pool, with_overrides
+from pretrain.experiments.admission import (
+    AdmissionConfig,
+    AdmissionEvidence,
+    CleaningCost,
+    NoiseRisk,
+    admission_evidence,
+    noise_from_stats,
+)
+from pretrain.experiments.basis import validation_ids
+from pretrain.experiments.config import DataVariant, ExperimentSpec
+from pretrain.experiments.decisions import cleaning_cost, latest_review, read_decisions
+from pretrain.experiments.pools import PoolInfo, read_pool
+from pretrain.experiments.run import ExperimentResult
+from pretrain.experiments.search import (
+    SearchConfig,
+    SearchSpace,
+    fit_chart_png,
+    sample_mixtures,
+    search_report,
+)
+from pretrain.filters.config import FilterConfig
+from resources.storage import ArtifactStore
+
+# the stages whose CPU time is a group's cleaning cost
+CLEANING_STAGES = ("raw_shards", "filtered_shards", "minhash_signatures", "deduped_shards")
+
+
+def corpus_groups(instance: DagsterInstance, store: ArtifactStore) -> list[str]:
+    """Shard groups whose deduplicated documents exist (completed, with an identity)."""
+    shards = instance.get_dynamic_partitions(shard_partitions.name)
+    return sorted(s for s in shards if identity.read(store.uri("deduped_shards", s)) is not None)
+
+
+def admitted(instance: DagsterInstance, store: ArtifactStore) -> list[str]:
+    basis = storage.read_json(store.uri("experiment_basis", "basis.json"))
+    decisions = read_decisions(store.uri("data_admission"))
+    return registry.admitted_groups(
+        corpus_groups(instance, store), basis["shard_groups"], decisions
+    )
+
+
+def variant_pools(
+    instance: DagsterInstance, store: ArtifactStore, variant: DataVariant
+) -> tuple[list[PoolInfo], list[str]]:
+    """(pools, their dirs) of ``variant``: the admitted groups, plus and minus its own."""
+    groups = registry.variant_groups(admitted(instance, store), variant)
+    if not variant.filter:
+        dirs = [store.uri("proxy_pools", g) for g in groups]
+        missing = [g for g, d in zip(groups, dirs, strict=True) if identity.read(d) is None]
+        if missing:
+            raise DataError(f"no token pool for shard groups {missing}: materialize proxy_pools")
+        return [p for d in dirs for p in read_pool(d)], dirs
+    basis = store.uri("experiment_basis")
+    config = with_overrides(FilterConfig(), variant.filter)
+    seq_len = storage.read_json(storage.join(basis, "basis.json"))["seq_len"]
+    dirs, pools = [], []
+    for group in groups:  # an arm's pools: re-filtered once, shared by its seeds
+        out = store.uri("proxy_pools", "_ablations", variant.digest(), group)
+        inputs = [store.uri("raw_shards", group), store.uri("deduped_shards", group), basis]
+        ident = identity.compute("ablation_pool", "ablation-v1", config, inputs)
+        built = identity.read(out)
+        if built is None or built.version != ident.version:
+            rejects = store.uri("deduped_shards", group, "rejects.parquet")
+            duplicates = (
+                frozenset(storage.read_table(rejects, columns=["id"])["id"].to_pylist())
+                if storage.exists(rejects)
+                else frozenset()
+            )
+            filtered_pool(
+                store.uri("raw_shards", group, "documents.parquet"), config,
+                tokenizer_uri=storage.join(basis, "tokenizer"), out_dir=out, group=group,
+                seq_len=seq_len, exclude_ids=validation_ids(basis), duplicate_ids=duplicates,
+            )  # fmt: skip
+            identity.write(out, ident)
+        dirs.append(out)
+        pools.extend(read_pool(out))
+    return pools, dirs
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchFound:
+    settings: dict[str, Any]
+    inputs: list[str]
+    report: dict[str, Any]
+    summary: dict[str, Any]
+    chart_md: str
+
+
+def search_candidates(
+    instance: DagsterInstance, store: ArtifactStore, config: SearchConfig
+) -> tuple[SearchSpace, list[dict[str, float]], list[registry.ExperimentSpec]]:
+    """The search's space, candidate weights and experiment specs (deterministic from config)."""
+    pools, _ = variant_pools(instance, store, DataVariant())
+    space = SearchSpace.from_pools(
+        pools, target_tokens=config.target_tokens, max_epochs=config.max_epochs,
+        default_max_epochs=config.default_max_epochs,
+    )  # fmt: skip
+    candidates = sample_mixtures(space, count=config.candidates, seed=config.seed)
+    specs = registry.search_specs(
+        config.search_id(), candidates, recipe=config.recipe, seeds=config.seeds
+    )
+    return space, candidates, specs
+
+
+def search_result(
+    instance: DagsterInstance, store: ArtifactStore, config: SearchConfig
+) -> SearchFound:
+    space, candidates, specs = search_candidates(instance, store, config)
+    found = registry.results(store.root, [s.name for s in specs])
+    missing = [s.name for s in specs if s.name not in found]
+    if missing:
+        raise DataError(
+            f"{len(missing)} of {len(specs)} candidate proxies of {config.search_id()} have not "
+            f"run (e.g. {missing[0]}): launch the search_mixture job (or `pretrain experiments "
+            "search`) and materialize mixture_search when its backfill is done"
+        )
+    per_candidate = len(config.seeds)
+    targets = [
+        float(np.mean([found[s.name].target(config.target) for s in specs[i : i + per_candidate]]))
+        for i in range(0, len(specs), per_candidate)
+    ]
+    report = search_report(space, config, candidates, targets)
+    flops = sum(r.cost["flops"] for r in found.values())
+    summary = {
+        "search_id": report["search_id"], "target": config.target,
+        "proposed_weights": report["proposal"]["weights"],
+        "predicted_target": report["proposal"]["predicted"],
+        "predicted_target_natural": report["proposal"]["predicted_natural"],
+        "heldout_spearman_lightgbm": report["heldout_spearman"]["lightgbm"],
+        "heldout_spearman_linear": report["heldout_spearman"]["linear"],
+        "candidates": len(candidates), "proxies": len(specs), "proxy_flops": flops,
+    }  # fmt: skip
+    report["proxy_flops"] = flops
+    return SearchFound(
+        settings={"config": config, "candidates": [s.name for s in specs]},
+        inputs=[registry.result_dir(store.root, s.name) for s in specs],
+        report=report,
+        summary=summary,
+        chart_md=png_markdown("held-out fit", fit_chart_png(report)),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdmissionFound:
+    evidence: AdmissionEvidence
+    noise: NoiseRisk | None
+    cost: CleaningCost | None
+    review: dict[str, Any] | None
+    inputs: list[str]
+    with_runs: list[ExperimentResult] = field(default_factory=list)
+    without_runs: list[ExperimentResult] = field(default_factory=list)
+
+
+def _cpu_seconds(instance: DagsterInstance, group: str) -> float | None:
+    """CPU seconds the cleaning stages recorded for ``group`` (None when one did not)."""
+    total = 0.0
+    for stage in CLEANING_STAGES:
+        records = instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=AssetKey(stage), asset_partitions=[group]), limit=1
+        ).records
+        value = records[0].asset_materialization.metadata.get("cpu_seconds") if records else None
+        if value is None:
+            return None
+        total += float(value.value)
+    return total
+
+
+def admission_inputs(
+    instance: DagsterInstance, store: ArtifactStore, group: str, config: AdmissionConfig
+) -> AdmissionFound:
+    with_specs, without_specs = registry.admission_specs(
+        group, recipe=config.recipe, seeds=config.seeds, probe_share=config.probe_share
+    )
+    names = [s.name for s in (*with_specs, *without_specs)]
+    found = registry.results(store.root, names)
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise DataError(
+            f"admission of {group!r}: experiments {missing} have not run; experiment_sensor "
+            f"registers and runs them (or `pretrain experiments admit {group}`)"
+        )
+    with_runs = [found[s.name] for s in with_specs]
+    without_runs = [found[s.name] for s in without_specs]
+    evidence = admission_evidence(group=group, with_runs=with_runs, without_runs=without_runs)
+    filter_stats = store.uri("filtered_shards", group, "stats.json")
+    dedup_stats = store.uri("deduped_shards", group, "stats.json")
+    noise = (
+        noise_from_stats(storage.read_json(filter_stats), storage.read_json(dedup_stats))
+        if storage.exists(filter_stats) and storage.exists(dedup_stats)
+        else None
+    )
+    cpu = _cpu_seconds(instance, group)
+    manifest = store.uri("raw_shards", group, "manifest.json")
+    cost = (
+        cleaning_cost(storage.read_json(manifest), cpu)
+        if cpu is not None and storage.exists(manifest)
+        else None
+    )
+    return AdmissionFound(
+        evidence=evidence, noise=noise, cost=cost,
+        review=latest_review(store.uri("admission_reviews"), group),
+        inputs=[registry.result_dir(store.root, n) for n in names],
+        with_runs=with_runs, without_runs=without_runs,
+    )  # fmt: skip
+
+
+def experiment_charts(found: AdmissionFound) -> str:
+    """Proxy loss curves with and without the group, one line per seed."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
+    for runs, style, label in (
+        (found.with_runs, "-", "with"),
+        (found.without_runs, "--", "without"),
+    ):
+        for run in runs:
+            steps, losses = zip(*run.loss_curve, strict=True) if run.loss_curve else ((), ())
+            ax.plot(steps, losses, style, label=f"{label}, seed {run.spec['seed']}")
+    ax.set_xlabel("proxy step")
+    ax.set_ylabel("training loss")
+    ax.set_title(f"proxies with and without {found.evidence.group}")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return png_markdown("proxy loss curves", figure_png(fig))
+
+
+# -- registering and launching ------------------------------------------------------------------
+SEARCH_TAG = "pretrain/search"
+
+
+def register_experiments(
+    instance: DagsterInstance, store: ArtifactStore, specs: Sequence[ExperimentSpec]
+) -> list[str]:
+    """Write each spec and add its ``experiments`` partition; returns the names (in order)."""
+    for spec in specs:
+        registry.register(store.root, spec)
+    names = [s.name for s in specs]
+    known = set(instance.get_dynamic_partitions(experiment_partitions.name))
+    new = [n for n in dict.fromkeys(names) if n not in known]
+    if new:
+        instance.add_dynamic_partitions(experiment_partitions.name, new)
+    return names
+
+
+def not_run(store: ArtifactStore, names: Sequence[str]) -> list[str]:
+    """The experiments among ``names`` with no result yet."""
+    done = registry.results(store.root, names)
+    return [n for n in dict.fromkeys(names) if n not in done]
+
+
+def launch_search(
+    instance: DagsterInstance, store: ArtifactStore, config: SearchConfig
+) -> dict[str, Any]:
+    """Register a search's candidates and launch the ones not run yet as one backfill of
+    ``proxy_runs`` (``mixture_search`` fits them once it is done)."""
+    _, _, specs = search_candidates(instance, store, config)
+    names = register_experiments(instance, store, specs)
+    todo = not_run(store, names)
+    backfill_id = None
+    if todo:
+        backfill_id = launch_asset_backfill(
+            instance, AssetKey("proxy_runs"), experiment_partitions, todo,
+            tags={SEARCH_TAG: config.search_id()}, title=config.search_id(),
+        )  # fmt: skip
+    return {
+        "search_id": config.search_id(),
+        "experiments": len(names),
+        "to_run": len(todo),
+        "backfill_id": backfill_id,
+        "names": names,
+    }
+
+
+def record_search(store: ArtifactStore, config: SearchConfig, launched: dict[str, Any]) -> str:
+    """Keep a launched search's settings, so the sensor fits it with the same ones."""
+    uri = store.uri("mixture_search", "launched", f"{config.search_id()}.json")
+    storage.write_json({"config": dataclasses.asdict(config), **launched}, uri)
+    return uri
+
+
+def launched_searches(store: ArtifactStore) -> list[tuple[SearchConfig, dict[str, Any]]]:
+    """Every search launched so far, oldest first, with its settings."""
+    from jobs.config import build
+
+    uris = sorted(storage.list_files(store.uri("mixture_search", "launched"), (".json",)))
+    found = []
+    for uri in uris:
+        record = storage.read_json(uri)
+        found.append((build(SearchConfig, record["config"]), record))
+    return found

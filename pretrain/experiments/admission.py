@@ -1,0 +1,271 @@
+"""Admission of a new shard group: what proxies with and without it say, what cleaning it cost,
+and a policy that turns both into admit, hold for review, or reject.
+
+    evidence = admission_evidence(group="forum-0007", with_runs=[r0, r1], without_runs=[b0, b1])
+    evidence.delta_bpb          # {"news": -0.004, "web": +0.031, ..., "mean": +0.012}
+    decision = decide_admission(evidence, noise=NoiseRisk(...), cost=CleaningCost(...),
+                                policy=AdmissionPolicy())
+    decision.decision           # "reject"
+    decision.reason             # "adding it raises mean validation bits per byte by 0.012 ..."
+
+A change counts only when it is larger than ``spread_factor`` times its spread over seeds
+(the seeds are paired: seed ``s`` with the group against seed ``s`` without it). The noise risk
+is what the stages found in the group (shares rejected, duplicate, toxic, masked for PII); the
+cleaning cost is the CPU time the stages spent on it, per GB and for the whole group.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from pretrain.errors import ConfigError, DataError
+from pretrain.experiments.run import ExperimentResult
+
+DECISIONS = ("admit", "hold", "reject")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdmissionPolicy:
+    """Thresholds, in validation bits per byte averaged over sources (lower is better).
+
+    ``min_gain``: admit only when the group lowers it at least this much; ``max_harm``: reject
+    when it raises it at least this much; between the two, or when the change is within
+    ``spread_factor`` × its seed spread, hold for review. A group that helps but whose noise
+    risk or toxic share exceeds ``max_noise_risk`` / ``max_toxic_share`` is held too."""
+
+    min_gain: float = 0.002
+    max_harm: float = 0.002
+    spread_factor: float = 1.0
+    min_seeds: int = 2
+    max_noise_risk: float = 0.6
+    max_toxic_share: float = 0.05
+
+    def __post_init__(self) -> None:
+        if min(self.min_gain, self.max_harm, self.spread_factor) < 0:
+            raise ConfigError("AdmissionPolicy: min_gain, max_harm, spread_factor must be >= 0")
+        if self.min_seeds < 2:
+            raise ConfigError(
+                f"AdmissionPolicy.min_seeds={self.min_seeds}: at least 2 seeds, or no spread "
+                "can be measured"
+            )
+        for name in ("max_noise_risk", "max_toxic_share"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ConfigError(f"AdmissionPolicy.{name} must be a share in [0, 1]")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdmissionReview:
+    """An operator's override of a group's decision, recorded with who and why."""
+
+    decision: str
+    reviewer: str
+    reason: str
+
+    def __post_init__(self) -> None:
+        if self.decision not in DECISIONS:
+            raise ConfigError(f"AdmissionReview.decision={self.decision!r}: use one of {DECISIONS}")
+        if not self.reviewer.strip() or not self.reason.strip():
+            raise ConfigError("AdmissionReview needs a reviewer and a reason (who and why)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdmissionConfig:
+    """How a new shard group is tried and decided: the proxy, the seeds, the share of the
+    budget the group takes in the "with" arm, the policy, and an operator's override."""
+
+    recipe: str = "proxy_cpu"
+    seeds: tuple[int, ...] = (0, 1)
+    probe_share: float = 0.25  # share of the proxy budget the new group takes when added
+    policy: AdmissionPolicy = AdmissionPolicy()
+    review: AdmissionReview | None = None  # the operator's decision (recorded; it then holds)
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.probe_share < 1.0:
+            raise ConfigError(f"AdmissionConfig.probe_share={self.probe_share}: use (0, 1)")
+        if len(set(self.seeds)) < self.policy.min_seeds:
+            raise ConfigError(
+                f"AdmissionConfig.seeds={self.seeds}: the policy needs {self.policy.min_seeds} "
+                "distinct seeds"
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdmissionEvidence:
+    group: str
+    seeds: tuple[int, ...]
+    delta_bpb: dict[str, float]  # source (and "mean") -> mean paired change, with - without
+    spread_bpb: dict[str, float]  # source (and "mean") -> std over seeds of that change
+    with_experiments: tuple[str, ...]
+    without_experiments: tuple[str, ...]
+    proxy_flops: float
+    proxy_seconds: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoiseRisk:
+    """What the stages found in the group (shares of its raw documents unless said)."""
+
+    documents: int
+    rejected_share: float
+    duplicate_share: float  # of the documents the filter kept
+    toxic_share: float
+    pii_share: float  # of the documents the filter kept: PII masked in them
+
+    @property
+    def risk(self) -> float:
+        """Share of the raw documents cleaning removed (rejected or duplicate)."""
+        return 1.0 - (1.0 - self.rejected_share) * (1.0 - self.duplicate_share)
+
+
+def noise_from_stats(filter_stats: dict[str, Any], dedup_stats: dict[str, Any]) -> NoiseRisk:
+    """The group's noise risk from its ``filtered_shards`` and ``deduped_shards`` stats.json."""
+    documents = int(filter_stats["documents_in"])
+    dropped = dict(filter_stats.get("dropped", {}))
+    kept = max(1, int(filter_stats["kept"]))
+    with_pii = filter_stats.get("documents_with_pii")
+    if with_pii is None:  # older stats: mask counts only; at most one document per mask
+        with_pii = min(kept, sum(dict(filter_stats.get("pii_masked", {})).values()))
+    removed = sum(dict(dedup_stats.get("removed", {})).values())
+    return NoiseRisk(
+        documents=documents,
+        rejected_share=sum(dropped.values()) / max(1, documents),
+        duplicate_share=removed / max(1, int(dedup_stats.get("documents_in", kept))),
+        toxic_share=dropped.get("toxic_content", 0) / max(1, documents),
+        pii_share=int(with_pii) / kept,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class CleaningCost:
+    cpu_seconds: float  # the stages' CPU time on the part of the group processed
+    raw_bytes_processed: int
+    raw_bytes_total: int  # the whole group (its manifest)
+
+    @property
+    def cpu_seconds_full(self) -> float:
+        scale = self.raw_bytes_total / max(1, self.raw_bytes_processed)
+        return self.cpu_seconds * scale
+
+    @property
+    def cpu_seconds_per_gb(self) -> float:
+        return self.cpu_seconds / max(1e-9, self.raw_bytes_processed / 1e9)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdmissionDecision:
+    group: str
+    decision: str  # admit | hold | reject
+    reason: str
+    evidence: AdmissionEvidence
+    noise: NoiseRisk | None
+    cost: CleaningCost | None
+    policy: AdmissionPolicy
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        if self.noise is not None:
+            out["noise"]["risk"] = self.noise.risk
+        if self.cost is not None:
+            out["cost"]["cpu_seconds_full"] = self.cost.cpu_seconds_full
+            out["cost"]["cpu_seconds_per_gb"] = self.cost.cpu_seconds_per_gb
+        return out
+
+
+def _by_seed(runs: Sequence[ExperimentResult], side: str) -> dict[int, ExperimentResult]:
+    out: dict[int, ExperimentResult] = {}
+    for run in runs:
+        seed = int(run.spec["seed"])
+        if seed in out:
+            raise DataError(
+                f"two {side} experiments with seed {seed}: {out[seed].name}, {run.name}"
+            )
+        out[seed] = run
+    return out
+
+
+def admission_evidence(
+    *, group: str, with_runs: Sequence[ExperimentResult], without_runs: Sequence[ExperimentResult]
+) -> AdmissionEvidence:
+    """Paired per-seed changes in validation bits per byte, per source and on average."""
+    with_, without = _by_seed(with_runs, "with"), _by_seed(without_runs, "without")
+    seeds = tuple(sorted(set(with_) & set(without)))
+    if not seeds:
+        raise DataError(f"admission of {group!r}: no seed has both a with and a without run")
+    sources = sorted(
+        set.intersection(*(set(r.bits_per_byte) for r in (*with_runs, *without_runs))) - {"overall"}
+    )
+    changes: dict[str, list[float]] = {s: [] for s in [*sources, "mean"]}
+    for seed in seeds:
+        a, b = with_[seed], without[seed]
+        for s in sources:
+            changes[s].append(a.bits_per_byte[s] - b.bits_per_byte[s])
+        changes["mean"].append(a.mean_bits_per_byte - b.mean_bits_per_byte)
+    runs = [*with_.values(), *without.values()]
+    return AdmissionEvidence(
+        group=group,
+        seeds=seeds,
+        delta_bpb={k: statistics.fmean(v) for k, v in changes.items()},
+        spread_bpb={k: statistics.stdev(v) if len(v) > 1 else math.nan for k, v in changes.items()},
+        with_experiments=tuple(with_[s].name for s in seeds),
+        without_experiments=tuple(without[s].name for s in seeds),
+        proxy_flops=sum(r.cost["flops"] for r in runs),
+        proxy_seconds=sum(r.cost["wall_s"] for r in runs),
+    )
+
+
+def decide_admission(
+    evidence: AdmissionEvidence,
+    *,
+    noise: NoiseRisk | None,
+    cost: CleaningCost | None,
+    policy: AdmissionPolicy,
+) -> AdmissionDecision:
+    """Admit, hold for review or reject (see :class:`AdmissionPolicy`), with the reason."""
+    delta, spread = evidence.delta_bpb["mean"], evidence.spread_bpb["mean"]
+    bound = policy.spread_factor * spread
+    said = f"adding it changes mean validation bits per byte by {delta:+.4f} (seed spread {spread:.4f})"
+    if len(evidence.seeds) < policy.min_seeds:
+        decision, why = (
+            "hold",
+            f"only {len(evidence.seeds)} seed(s), policy needs {policy.min_seeds}",
+        )
+    elif not abs(delta) > bound:
+        decision, why = "hold", "the change is within the seed spread: inconclusive"
+    elif delta >= policy.max_harm:
+        decision, why = (
+            "reject",
+            f"it makes the proxies worse by more than max_harm={policy.max_harm}",
+        )
+    elif delta > -policy.min_gain:
+        decision, why = "hold", f"the gain is below min_gain={policy.min_gain}"
+    elif noise is not None and noise.risk > policy.max_noise_risk:
+        decision, why = (
+            "hold",
+            (
+                f"it helps, but cleaning removed {noise.risk:.0%} of it (max_noise_risk="
+                f"{policy.max_noise_risk:.0%}): review it"
+            ),
+        )
+    elif noise is not None and noise.toxic_share > policy.max_toxic_share:
+        decision, why = (
+            "hold",
+            (
+                f"it helps, but {noise.toxic_share:.1%} of it is toxic (max_toxic_share="
+                f"{policy.max_toxic_share:.1%}): review it"
+            ),
+        )
+    else:
+        decision, why = "admit", f"it lowers it by more than min_gain={policy.min_gain}"
+    return AdmissionDecision(
+        group=evidence.group,
+        decision=decision,
+        reason=f"{said}; {why}",
+        evidence=evidence,
+        noise=noise,
+        cost=cost,
+        policy=policy,
+    )

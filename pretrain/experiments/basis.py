@@ -1,0 +1,142 @@
+"""What every experiment shares: a proxy tokenizer and the validation data, fixed once.
+
+    stats = build_basis([".../deduped_shards/web-0000/documents.parquet", ...],
+                        "art/experiment_basis", BasisConfig(seq_len=256))
+    # art/experiment_basis/tokenizer/  validation/ (packed per source)  validation_ids.parquet
+
+Proxies are scored in bits per byte, which does not depend on the tokenizer, so the basis has a
+tokenizer of its own, trained on the corpus before any mixture exists: the experiments then sit
+upstream of ``data_mixture`` (whose tokenizer is trained on the mixture) and can decide it.
+The validation documents are the corpus's own held-out documents (a hash of the id, as the
+mixture's split; a source the hash gives fewer than ``min_val_docs_per_source`` gets its
+lowest-hash documents), at most ``val_docs_per_source`` per source, from the shard groups present
+when the basis is made; later shard groups never enter it, so a planted or new group is scored
+against the same yardstick as every other experiment. Pools leave these documents out.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pretrain import storage
+from pretrain.errors import ConfigError, DataError
+from pretrain.mixture.config import hash_score
+from pretrain.packing import PackingConfig, pack_tokens
+from pretrain.tokenizer import TokenizerConfig, train_tokenizer
+
+VALIDATION_IDS = "validation_ids.parquet"
+
+
+@dataclass(frozen=True, kw_only=True)
+class BasisConfig:
+    """The proxies' tokenizer size, context length and validation set."""
+
+    vocab_size: int = 4096  # the proxy tokenizer's vocabulary (GPU recipes: 32000)
+    seq_len: int = 256  # context of every pool and of the validation sequences
+    val_fraction: float = 0.05  # share of each source's documents held out for validation
+    val_docs_per_source: int = 200  # at most this many validation documents per source
+    min_val_docs_per_source: int = 2  # a small source still gets scored
+    tokenizer_sample_chars: int = 20_000_000
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.val_fraction < 0.5:
+            raise ConfigError(f"BasisConfig.val_fraction={self.val_fraction}: use (0, 0.5)")
+        if self.seq_len < 16 or not 1 <= self.min_val_docs_per_source <= self.val_docs_per_source:
+            raise ConfigError(
+                "BasisConfig.seq_len must be >= 16, 1 <= min_val_docs_per_source <= "
+                "val_docs_per_source"
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
+class BasisStats:
+    sources: dict[str, int]  # source -> validation documents
+    unscored_sources: tuple[str, ...]  # too few documents to hold one out
+    shard_groups: tuple[str, ...]
+    vocab_size: int
+    seq_len: int
+
+    def as_metadata(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def build_basis(
+    document_uris: Sequence[str],
+    out_dir: str,
+    config: BasisConfig,
+    *,
+    shard_groups: Sequence[str] = (),
+) -> BasisStats:
+    """Train the proxy tokenizer and pack the validation set (see the module docstring) from
+    the shard groups' ``documents.parquet`` files."""
+    if not document_uris:
+        raise DataError("the experiment basis needs documents: materialize deduped_shards first")
+    table = pa.concat_tables(
+        [storage.read_table(uri, columns=["id", "text", "source"]) for uri in document_uris]
+    )
+    rank = pa.array([hash_score(config.seed, i) for i in table["id"].to_pylist()])
+    cut = round(config.val_fraction * 10**6)
+    picked: list[str] = []
+    for source in sorted(set(table["source"].to_pylist())):
+        mask = pc.equal(table["source"], source)
+        ids, scores = table["id"].filter(mask).to_pylist(), rank.filter(mask).to_pylist()
+        ordered = [i for _, i in sorted(zip(scores, ids, strict=True))]
+        held = sum(s < cut for s in scores)
+        take = min(len(ordered) - 1, max(held, config.min_val_docs_per_source))
+        picked += ordered[: min(take, config.val_docs_per_source)]
+    is_val = pc.is_in(table["id"], pa.array(picked, pa.string()))
+    train, val = table.filter(pc.invert(is_val)), table.filter(is_val)
+    # a source of one document trains the proxies but cannot also be scored
+    unscored = sorted(set(table["source"].to_pylist()) - set(val["source"].to_pylist()))
+    if val.num_rows == 0:
+        raise DataError("no source has two documents: nothing can be held out for validation")
+    tok_dir = storage.join(out_dir, "tokenizer")
+    with tempfile.TemporaryDirectory(prefix="basis-") as mix:
+        storage.write_table(train, str(Path(mix) / "train.parquet"))
+        train_tokenizer(
+            str(Path(mix) / "train.parquet"),
+            tok_dir,
+            TokenizerConfig(
+                vocab_size=config.vocab_size,
+                sample_chars=config.tokenizer_sample_chars,
+                seed=config.seed,
+            ),
+        )
+        # pack_tokens wants train text too: a slice of the corpus, not used by anyone
+        head = train.slice(0, min(train.num_rows, 64))
+        storage.write_table(
+            head.append_column("epoch", pa.array([0] * head.num_rows, pa.int64())),
+            str(Path(mix) / "train.parquet"),
+        )
+        storage.write_table(val, str(Path(mix) / "val.parquet"))
+        pack_tokens(
+            mix, tok_dir, storage.join(out_dir, "validation"),
+            PackingConfig(seq_len=config.seq_len, seed=config.seed),
+        )  # fmt: skip
+    storage.write_table(val.select(["id", "source"]), storage.join(out_dir, VALIDATION_IDS))
+    counts: dict[str, int] = {}
+    for source in val["source"].to_pylist():
+        counts[source] = counts.get(source, 0) + 1
+    return BasisStats(
+        sources=counts,
+        unscored_sources=tuple(unscored),
+        shard_groups=tuple(shard_groups),
+        vocab_size=config.vocab_size,
+        seq_len=config.seq_len,
+    )
+
+
+def validation_ids(basis_dir: str) -> frozenset[str]:
+    """Ids of the validation documents (pools leave them out)."""
+    where = storage.join(basis_dir, VALIDATION_IDS)
+    if not storage.exists(where):
+        raise DataError(f"{basis_dir} has no {VALIDATION_IDS}: materialize experiment_basis")
+    return frozenset(storage.read_table(where, columns=["id"])["id"].to_pylist())

@@ -1,0 +1,209 @@
+"""What an experiment is: a data variant, a proxy recipe and a seed, each a frozen dataclass.
+
+    variant = DataVariant(weights={"web": 0.5, "news": 0.3, "books": 0.2})
+    spec = ExperimentSpec(name="mix-0a1b2c3d-s0", variant=variant, recipe="proxy_cpu", seed=0)
+    spec.to_json()                    # what proxy_runs[name] reads (experiments/<name>/spec.json)
+
+A **data variant** says which training data a proxy sees, as a view over the campaign's
+token pools (one pool per shard group, :mod:`pretrain.experiments.pools`): ``weights`` over
+sources (``None``: the natural token distribution), shard groups added (``include_groups``:
+groups not yet admitted) or removed (``exclude_groups``), and ``filter`` overrides of the
+filter stage's settings (an ablation: those shard groups are filtered again with them and
+pooled apart). A **proxy recipe** (:data:`PROXY_RECIPES`) fixes the model, the batch, the
+learning rate and the token budget. Only the seed changes between the repeats of one variant.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from pretrain.errors import ConfigError
+
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,99}$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProxyRecipe:
+    """A small model and how long it trains: shapes, batch, learning rate, token budget.
+
+    ``token_budget`` is the number of training tokens (a whole number of steps of
+    ``global_batch_sequences`` sequences of the pools' context). ``device`` is where it trains
+    and is evaluated (``cuda`` recipes need a GPU)."""
+
+    name: str
+    d_model: int
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    micro_batch_size: int
+    global_batch_sequences: int
+    lr: float
+    warmup_steps: int
+    token_budget: int
+    device: str = "cpu"
+    max_val_sequences: int = 64  # per source
+    max_task_examples: int = 200  # per eval task
+
+    def __post_init__(self) -> None:
+        if self.device not in ("cpu", "cuda"):
+            raise ConfigError(f"ProxyRecipe.device={self.device!r}; use 'cpu' or 'cuda'")
+        if self.global_batch_sequences % self.micro_batch_size:
+            raise ConfigError(
+                f"ProxyRecipe {self.name}: global_batch_sequences={self.global_batch_sequences} "
+                f"must be a multiple of micro_batch_size={self.micro_batch_size}"
+            )
+        if min(self.token_budget, self.lr, self.d_model, self.n_layers) <= 0:
+            raise ConfigError(f"ProxyRecipe {self.name}: sizes, lr and token_budget must be > 0")
+
+
+# CPU: ~2.5M parameters at a 4k vocabulary, 600k tokens: well under a minute on 2 cores.
+# GPU: RegMix's 1M-scale proxies are CPU-sized here; 20M and 150M follow DataDecide's ladder.
+PROXY_RECIPES: dict[str, ProxyRecipe] = {
+    r.name: r
+    for r in (
+        ProxyRecipe(
+            name="proxy_cpu", d_model=192, n_layers=4, n_heads=6, n_kv_heads=6,
+            micro_batch_size=16, global_batch_sequences=32, lr=4e-3, warmup_steps=10,
+            token_budget=600_000,
+        ),
+        # seconds on one core: for tests and smoke runs, too small to decide real data
+        ProxyRecipe(
+            name="proxy_tiny", d_model=64, n_layers=2, n_heads=4, n_kv_heads=4,
+            micro_batch_size=16, global_batch_sequences=16, lr=3e-3, warmup_steps=8,
+            token_budget=80_000, max_val_sequences=32, max_task_examples=50,
+        ),
+        ProxyRecipe(
+            name="proxy_gpu_20m", d_model=384, n_layers=8, n_heads=6, n_kv_heads=6,
+            micro_batch_size=64, global_batch_sequences=128, lr=2e-3, warmup_steps=100,
+            token_budget=400_000_000, device="cuda", max_val_sequences=512,
+            max_task_examples=1000,
+        ),
+        ProxyRecipe(
+            name="proxy_gpu_150m", d_model=1024, n_layers=10, n_heads=16, n_kv_heads=16,
+            micro_batch_size=32, global_batch_sequences=256, lr=1e-3, warmup_steps=300,
+            token_budget=3_000_000_000, device="cuda", max_val_sequences=1024,
+            max_task_examples=2000,
+        ),
+    )
+}  # fmt: skip
+
+
+def get_proxy_recipe(name: str) -> ProxyRecipe:
+    try:
+        return PROXY_RECIPES[name]
+    except KeyError:
+        raise ConfigError(
+            f"unknown proxy recipe {name!r}; choose one of {sorted(PROXY_RECIPES)}"
+        ) from None
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataVariant:
+    """The training data of one experiment, as a view over the token pools (see module doc)."""
+
+    weights: dict[str, float] | None = None  # source -> weight; None: natural token shares
+    include_groups: tuple[str, ...] = ()  # shard groups added to the admitted ones
+    exclude_groups: tuple[str, ...] = ()  # shard groups left out
+    filter: dict[str, Any] = field(default_factory=dict)  # FilterConfig field -> value
+    boost: dict[str, float] = field(default_factory=dict)  # group -> minimum share of tokens
+
+    def __post_init__(self) -> None:
+        if self.weights is not None:
+            bad = {k: w for k, w in self.weights.items() if not (w >= 0.0)}
+            if bad or not sum(self.weights.values()) > 0:
+                raise ConfigError(
+                    f"DataVariant.weights must be >= 0 and sum to > 0, got {self.weights}"
+                )
+        both = set(self.include_groups) & set(self.exclude_groups)
+        if both:
+            raise ConfigError(f"shard groups {sorted(both)} are both included and excluded")
+        bad_boost = {g: s for g, s in self.boost.items() if not 0.0 < s < 1.0}
+        if bad_boost:
+            raise ConfigError(f"DataVariant.boost shares must be in (0, 1), got {bad_boost}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> DataVariant:
+        return cls(
+            weights=data.get("weights"),
+            include_groups=tuple(data.get("include_groups", ())),
+            exclude_groups=tuple(data.get("exclude_groups", ())),
+            filter=dict(data.get("filter", {})),
+            boost=dict(data.get("boost", {})),
+        )
+
+    def digest(self) -> str:
+        """8 hex characters that name the variant (same settings, same name)."""
+        blob = json.dumps(self.to_dict(), sort_keys=True, default=str).encode()
+        return hashlib.sha256(blob).hexdigest()[:8]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExperimentSpec:
+    """One ``proxy_runs`` partition: a variant, a proxy recipe and a seed, under a name.
+
+    ``kind`` says who made it (``manual``, ``search``, ``admission``, ``ablation``) and
+    ``group`` ties the repeats and arms of one comparison together (a search id, a shard group,
+    an ablation name)."""
+
+    name: str
+    variant: DataVariant
+    recipe: str = "proxy_cpu"
+    seed: int = 0
+    kind: str = "manual"
+    group: str = ""
+    label: str = ""  # e.g. "with" / "without" for admission, the candidate index for a search
+
+    def __post_init__(self) -> None:
+        if not _NAME_RE.match(self.name):
+            raise ConfigError(
+                f"experiment name {self.name!r}: use lower-case letters, digits, '.', '_', '-' "
+                "(it is a Dagster partition key), at most 100 characters"
+            )
+        get_proxy_recipe(self.recipe)
+        if self.kind not in ("manual", "search", "admission", "ablation"):
+            raise ConfigError(f"ExperimentSpec.kind={self.kind!r} is not a known kind")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "variant": self.variant.to_dict()}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ExperimentSpec:
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - fields
+        if unknown:
+            raise ConfigError(f"unknown keys {sorted(unknown)} in an experiment spec")
+        return cls(**{**data, "variant": DataVariant.from_dict(data["variant"])})
+
+    def settings(self) -> dict[str, Any]:
+        """What determines the result: everything but the name and the bookkeeping labels."""
+        return {"variant": self.variant.to_dict(), "recipe": self.recipe, "seed": self.seed}
+
+
+def experiment_name(prefix: str, variant: DataVariant, seed: int) -> str:
+    """``<prefix>-<variant digest>-s<seed>``: the same variant and seed always get the same name,
+    so registering it twice is one partition and it is trained once."""
+    return f"{prefix}-{variant.digest()}-s{seed}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExperimentsConfig:
+    """How ``proxy_runs`` trains and scores a proxy (the variant itself is in its spec)."""
+
+    max_epochs: float = 4.0  # most passes a proxy makes over one shard group's pool
+    in_process: bool = False  # train in the step's own process instead of the proxy launcher
+    task_dir: str | None = None  # eval task files: None is the task cache, "" scores no task
+
+    def __post_init__(self) -> None:
+        if self.max_epochs < 1.0:
+            raise ConfigError(f"ExperimentsConfig.max_epochs={self.max_epochs} must be >= 1.0")

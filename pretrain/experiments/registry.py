@@ -1,0 +1,146 @@
+"""Where experiments live under the artifact root, and the specs that make them.
+
+    register(root, spec)               # experiment_specs/<name>.json (idempotent)
+    load_spec(root, "mix-0a1b2c3d-s0")
+    list_specs(root)                   # every registered experiment
+    read_result(result_dir(root, name))
+
+An experiment is registered before its ``proxy_runs`` partition runs: the partition key is its
+name, and the spec says what to train. Registering the same spec twice is a no-op; the same name
+with other settings is refused. The functions that make specs for one purpose are here too:
+:func:`admission_specs` (a shard group with and without, several seeds), :func:`search_specs`
+(mixture candidates) and :func:`ablation_specs` (filter settings).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pretrain import storage
+from pretrain.errors import ConfigError, DataError
+from pretrain.experiments.config import DataVariant, ExperimentSpec, experiment_name
+from pretrain.experiments.run import ExperimentResult, read_result
+
+SPECS = "experiment_specs"
+RUNS = "proxy_runs"
+
+
+def spec_uri(root: str, name: str) -> str:
+    return storage.join(root, SPECS, f"{name}.json")
+
+
+def result_dir(root: str, name: str) -> str:
+    return storage.join(root, RUNS, name)
+
+
+def register(root: str, spec: ExperimentSpec) -> bool:
+    """Record ``spec``; returns False when it was already registered with the same settings."""
+    uri = spec_uri(root, spec.name)
+    if storage.exists(uri):
+        known = ExperimentSpec.from_dict(storage.read_json(uri))
+        if known.settings() != spec.settings():
+            raise ConfigError(
+                f"experiment {spec.name!r} is registered with other settings; choose another name"
+            )
+        return False
+    storage.write_bytes(spec.to_json().encode(), uri)
+    return True
+
+
+def load_spec(root: str, name: str) -> ExperimentSpec:
+    uri = spec_uri(root, name)
+    if not storage.exists(uri):
+        raise DataError(
+            f"no experiment {name!r} ({uri}); register it first (pretrain experiments add, a "
+            "mixture search, an admission or an ablation)"
+        )
+    return ExperimentSpec.from_dict(storage.read_json(uri))
+
+
+def list_specs(root: str) -> list[ExperimentSpec]:
+    uris = storage.list_files(storage.join(root, SPECS), (".json",))
+    return sorted(
+        (ExperimentSpec.from_dict(storage.read_json(u)) for u in uris), key=lambda s: s.name
+    )
+
+
+def results(root: str, names: Sequence[str]) -> dict[str, ExperimentResult]:
+    """The results that exist for ``names`` (a name not run yet is absent)."""
+    found = {}
+    for name in names:
+        result = read_result(result_dir(root, name))
+        if result is not None:
+            found[name] = result
+    return found
+
+
+def admitted_groups(
+    groups: Sequence[str], basis_groups: Sequence[str], decisions: Mapping[str, str]
+) -> list[str]:
+    """The shard groups in the corpus: admitted ones, and the basis's own groups unless a
+    decision says otherwise. A new group without a decision is not in the experiments' corpus."""
+    return sorted(
+        g
+        for g in groups
+        if decisions.get(g) == "admit" or (g in basis_groups and decisions.get(g) is None)
+    )
+
+
+def variant_groups(admitted: Sequence[str], variant: DataVariant) -> list[str]:
+    return sorted((set(admitted) | set(variant.include_groups)) - set(variant.exclude_groups))
+
+
+def admission_specs(
+    group: str, *, recipe: str, seeds: Sequence[int], probe_share: float
+) -> tuple[list[ExperimentSpec], list[ExperimentSpec]]:
+    """(with, without): the admitted corpus with ``group`` added at ``probe_share`` of the
+    budget, and without it; the same recipe and budget, one of each per seed. The without arm
+    does not name the group, so every group decided against the same corpus shares it."""
+    with_variant = DataVariant(include_groups=(group,), boost={group: probe_share})
+    base = DataVariant()
+    make = lambda v, label, s: ExperimentSpec(  # noqa: E731
+        name=experiment_name(f"admit-{label}", v, s), variant=v, recipe=recipe, seed=s,
+        kind="admission", group=group if label == "with" else "", label=label,
+    )  # fmt: skip
+    return [make(with_variant, "with", s) for s in seeds], [make(base, "base", s) for s in seeds]
+
+
+def search_specs(
+    search_id: str, candidates: Sequence[dict[str, float]], *, recipe: str, seeds: Sequence[int]
+) -> list[ExperimentSpec]:
+    return [
+        ExperimentSpec(
+            name=experiment_name("mix", DataVariant(weights=w), s),
+            variant=DataVariant(weights=w),
+            recipe=recipe,
+            seed=s,
+            kind="search",
+            group=search_id,
+            label=f"c{i:03d}",
+        )  # fmt: skip
+        for i, w in enumerate(candidates)
+        for s in seeds
+    ]
+
+
+def ablation_specs(
+    ablation: str, settings: Sequence[Mapping[str, Any]], *, recipe: str, seeds: Sequence[int]
+) -> list[ExperimentSpec]:
+    """One arm per filter setting (``{}`` is the campaign's own filter), one spec per seed."""
+    specs = []
+    for arm, overrides in enumerate(settings):
+        variant = DataVariant(filter=dict(overrides))
+        for s in seeds:
+            specs.append(
+                ExperimentSpec(
+                    name=experiment_name("filt", variant, s),
+                    variant=variant,
+                    recipe=recipe,
+                    seed=s,
+                    kind="ablation",
+                    group=ablation,
+                    label=f"arm{arm}",
+                )  # fmt: skip
+            )
+    return specs

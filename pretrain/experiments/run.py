@@ -1,0 +1,248 @@
+"""One experiment end to end: the view, the proxy's training, its evaluation, its cost.
+
+    result = run_experiment(spec, pools, val_packed_dir="art/packed_tokens",
+                            tokenizer_uri="art/tokenizer", out_dir="art/proxy_runs/mix-…-s0")
+    result.bits_per_byte            # {"web": 1.92, "news": 2.05, ..., "overall": 1.98}
+    result.cost                     # tokens, FLOPs, train / eval / wall seconds
+
+The proxy trains with the project's own trainer: ``train_fn(config, config_path)`` runs
+``python -m pretrain.train --config`` in this process by default (:func:`train_in_process`);
+the Dagster asset passes its launcher instead (the same ``torchrun`` command as the campaign).
+Every experiment is scored on the same validation data (the campaign's ``packed_tokens`` val
+split, per source) and the same task examples, so results compare across experiments.
+
+``out_dir`` receives ``spec.json``, ``view/`` (the data view), ``run/`` (the proxy's
+checkpoint and ``metrics.jsonl``), ``eval/`` (``report.json``) and ``result.json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pretrain import storage
+from pretrain.checkpoint.config import CheckpointConfig
+from pretrain.errors import DataError
+from pretrain.eval.evaluate import EvalConfig, evaluate_checkpoint
+from pretrain.eval.tasks import TaskSpec
+from pretrain.experiments.config import ExperimentSpec, ProxyRecipe, get_proxy_recipe
+from pretrain.experiments.pools import PoolInfo
+from pretrain.experiments.view import ViewPlan, plan_view, write_view
+from pretrain.model.config import ModelConfig, flops_per_token, num_params
+from pretrain.train.config import (
+    DataConfig,
+    MetricsConfig,
+    OptimConfig,
+    RunConfig,
+    TrainConfig,
+)
+
+RESULT_FILE = "result.json"
+SPEC_FILE = "spec.json"
+TrainFn = Callable[[TrainConfig, str], None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExperimentResult:
+    """What one proxy run measured (``result.json``)."""
+
+    name: str
+    spec: dict[str, Any]
+    shares: dict[str, float]  # source -> share of the training sequences
+    rows: dict[str, int]  # pool group -> sequences read
+    loss: dict[str, float]  # source (and "overall") -> validation loss
+    bits_per_byte: dict[str, float]  # source (and "overall") -> validation bits per byte
+    tasks: dict[str, dict[str, float]]  # task -> correct_prob, correct_logprob_per_byte, acc
+    cost: dict[str, float]  # params, tokens, flops, train_s, eval_s, wall_s
+    loss_curve: list[tuple[int, float]] = field(default_factory=list)
+
+    @property
+    def mean_bits_per_byte(self) -> float:
+        """Mean over sources (each source counts once, whatever its size)."""
+        values = [v for k, v in self.bits_per_byte.items() if k != "overall"]
+        return sum(values) / len(values)
+
+    def task_likelihood(self) -> float:
+        """Mean ``correct_prob`` over the scored tasks (NaN when none was scored)."""
+        values = [t["correct_prob"] for t in self.tasks.values()]
+        return sum(values) / len(values) if values else math.nan
+
+    def target(self, name: str) -> float:
+        """A target to minimise: ``mean_bpb``, ``bpb:<source>`` or ``task_likelihood``
+        (negated, so that lower is better for all three)."""
+        if name == "mean_bpb":
+            return self.mean_bits_per_byte
+        if name == "task_likelihood":
+            return -self.task_likelihood()
+        if name.startswith("bpb:") and name[4:] in self.bits_per_byte:
+            return self.bits_per_byte[name[4:]]
+        raise DataError(
+            f"unknown target {name!r}; use mean_bpb, task_likelihood or bpb:<source> with a "
+            f"source of {sorted(k for k in self.bits_per_byte if k != 'overall')}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ExperimentResult:
+        curve = [(int(s), float(v)) for s, v in data.get("loss_curve", [])]
+        return cls(**{**data, "loss_curve": curve})
+
+
+def read_result(out_dir: str) -> ExperimentResult | None:
+    where = storage.join(out_dir, RESULT_FILE)
+    return ExperimentResult.from_dict(storage.read_json(where)) if storage.exists(where) else None
+
+
+def proxy_train_config(
+    recipe: ProxyRecipe, *, view_dir: str, run_root: str, seed: int, seq_len: int, vocab_size: int
+) -> TrainConfig:
+    """The proxy's TrainConfig: the recipe's model and batch, as many steps as its budget buys,
+    one checkpoint at the end, no W&B (``metrics.jsonl`` keeps the loss curve)."""
+    steps = max(1, recipe.token_budget // (recipe.global_batch_sequences * seq_len))
+    model = ModelConfig(
+        vocab_size=vocab_size,
+        d_model=recipe.d_model,
+        n_layers=recipe.n_layers,
+        n_heads=recipe.n_heads,
+        n_kv_heads=recipe.n_kv_heads,
+        max_seq_len=seq_len,
+        ffn_multiple_of=32,
+        tie_embeddings=True,
+    )
+    return TrainConfig(
+        model=model,
+        optim=OptimConfig(
+            lr=recipe.lr, warmup_steps=min(recipe.warmup_steps, steps), schedule_steps=steps
+        ),
+        data=DataConfig(
+            packed_dir=view_dir,
+            micro_batch_size=recipe.micro_batch_size,
+            global_batch_sequences=recipe.global_batch_sequences,
+            seed=seed,
+        ),
+        checkpoint=CheckpointConfig(run_root=run_root, every_steps=steps, keep_last=1),
+        run=RunConfig(branch="proxy", max_steps=steps, resume="none"),
+        metrics=MetricsConfig(wandb_mode="disabled", console_every_steps=0),
+        seed=seed,
+        deterministic=True,
+    )
+
+
+def train_in_process(cfg: TrainConfig, config_path: str) -> None:
+    """``python -m pretrain.train --config config_path`` in this process (one rank)."""
+    from pretrain.train.__main__ import main
+
+    if main(["--config", config_path]) != 0:
+        raise DataError(f"the proxy trainer did not finish ({config_path})")
+
+
+def _loss_curve(metrics_path: Path) -> list[tuple[int, float]]:
+    curve = []
+    for line in metrics_path.read_text().splitlines() if metrics_path.exists() else []:
+        row = json.loads(line)
+        if row.get("loss") is not None:
+            curve.append((int(row["step"]), float(row["loss"])))
+    return curve
+
+
+def run_experiment(
+    spec: ExperimentSpec,
+    pools: Sequence[PoolInfo],
+    *,
+    val_packed_dir: str,
+    tokenizer_uri: str,
+    out_dir: str,
+    tasks: tuple[TaskSpec, ...] = (),
+    max_epochs: float = 4.0,
+    train_fn: TrainFn = train_in_process,
+    work_dir: str | None = None,
+) -> ExperimentResult:
+    """Train and score the proxy of ``spec`` on a view of ``pools`` (see the module docstring).
+
+    ``work_dir`` (local) holds the view and the proxy's run while it trains; default: ``out_dir``
+    when it is local, else a temporary folder whose results are copied to ``out_dir``."""
+    started = time.perf_counter()
+    recipe = get_proxy_recipe(spec.recipe)
+    seq_len = {p.seq_len for p in pools}
+    if len(seq_len) != 1:
+        raise DataError(f"the pools have different sequence lengths {sorted(seq_len)}")
+    (length,) = seq_len
+    steps = max(1, recipe.token_budget // (recipe.global_batch_sequences * length))
+    plan: ViewPlan = plan_view(
+        pools,
+        weights=spec.variant.weights,
+        num_sequences=steps * recipe.global_batch_sequences,
+        max_epochs=max_epochs,
+        boost=spec.variant.boost,
+        seed=spec.seed,
+    )
+    with tempfile.TemporaryDirectory(prefix="proxy-") as scratch:
+        local = work_dir or (out_dir if not storage.is_s3(out_dir) else scratch)
+        view_dir = str(Path(local) / "view")
+        write_view(plan, pools, view_dir)
+        from pretrain.packing import read_packed_index
+
+        vocab = read_packed_index(view_dir).vocab_size
+        cfg = proxy_train_config(
+            recipe, view_dir=view_dir, run_root=str(Path(local) / "run"), seed=spec.seed,
+            seq_len=length, vocab_size=vocab,
+        )  # fmt: skip
+        config_path = str(Path(local) / "run.json")
+        storage.write_bytes(cfg.to_json().encode(), config_path)
+        storage.write_bytes(spec.to_json().encode(), storage.join(out_dir, SPEC_FILE))
+        trained_at = time.perf_counter()
+        train_fn(cfg, config_path)
+        train_s = time.perf_counter() - trained_at
+        checkpoint = str(cfg.branch_dir() / f"step-{steps:08d}")
+        eval_config = EvalConfig(
+            max_sequences_per_source=recipe.max_val_sequences,
+            batch_size=16,
+            device=recipe.device,
+            tasks=tasks,
+            task_dir="" if not tasks else None,
+            max_examples_per_task=recipe.max_task_examples,
+            generation=None,
+        )
+        evaluated_at = time.perf_counter()
+        stats = evaluate_checkpoint(
+            checkpoint, val_packed_dir, storage.join(out_dir, "eval"), eval_config,
+            tokenizer_uri=tokenizer_uri,
+        )  # fmt: skip
+        eval_s = time.perf_counter() - evaluated_at
+        curve = _loss_curve(cfg.metrics_path())
+    scored = [*stats.per_source, stats.overall]
+    tokens = steps * recipe.global_batch_sequences * (length - 1)
+    result = ExperimentResult(
+        name=spec.name,
+        spec=spec.to_dict(),
+        shares=plan.shares(pools),
+        rows=plan.rows,
+        loss={s.source: s.loss for s in scored},
+        bits_per_byte={s.source: float(s.bits_per_byte or math.nan) for s in scored},
+        tasks={
+            name: {k: t[k] for k in ("correct_prob", "correct_logprob_per_byte", "acc")}
+            for name, t in stats.tasks.items()
+            if t.get("status") == "ok"
+        },
+        cost={
+            "params": float(num_params(cfg.model)),
+            "steps": float(steps),
+            "tokens": float(tokens),
+            "flops": flops_per_token(cfg.model, length - 1) * tokens,
+            "train_s": train_s,
+            "eval_s": eval_s,
+            "wall_s": time.perf_counter() - started,
+        },
+        loss_curve=curve,
+    )
+    storage.write_json(result.to_dict(), storage.join(out_dir, RESULT_FILE))
+    return result

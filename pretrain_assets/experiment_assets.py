@@ -1,0 +1,277 @@
+"""The data-value engine as assets: proxies decide admission and the mixture.
+
+    deduped_shards[shard] ─▶ experiment_basis (proxy tokenizer + shared validation)
+    deduped_shards[shard] + experiment_basis ─▶ proxy_pools[shard]
+    proxy_pools + experiment_basis ─▶ proxy_runs[experiment] ─▶ mixture_search ─▶ data_mixture
+                                                             └▶ data_admission[shard] ─▶ data_mixture
+
+An experiment is registered (``experiment_specs/<name>.json``) before its partition runs: by
+``pretrain experiments`` (add, search, ablate), by the ``search_mixture`` job, or by
+``experiment_sensor`` for a new shard group. ``proxy_runs`` trains through ``proxy_launcher``
+(the campaign's torchrun launcher, one process) unless ``in_process`` is set; the same spec on
+the same inputs has the same identity, so it is not trained twice.
+"""
+
+import datetime
+
+from dagster import (
+    AllPartitionMapping,
+    AssetDep,
+    AssetExecutionContext,
+    DataVersion,
+    Failure,
+    MaterializeResult,
+    MetadataValue,
+    ResourceParam,
+    asset,
+)
+
+from jobs.config import to_library
+from jobs.experiments import (
+    admission_inputs,
+    corpus_groups,
+    experiment_charts,
+    search_result,
+    variant_pools,
+)
+from jobs.partitions import experiment_partitions, shard_partitions
+from jobs.stages import STAGES
+from pretrain import identity, storage
+from pretrain.errors import DataError
+from pretrain.eval.evaluate import EvalConfig
+from pretrain.experiments import admission, registry
+from pretrain.experiments.basis import BasisConfig, build_basis, validation_ids
+from pretrain.experiments.config import ExperimentsConfig
+from pretrain.experiments.decisions import DECISION_FILE, record_review
+from pretrain.experiments.pools import build_pool
+from pretrain.experiments.run import TrainFn, run_experiment
+from pretrain.experiments.search import SearchConfig
+from pretrain.train.config import TrainConfig
+from pretrain_assets.dedup_assets import deduped_shards
+from pretrain_assets.metadata import begin_output, finish_output, stage_metadata, to_metadata
+from resources.launching import Launcher
+from resources.storage import ArtifactStore
+
+BasisRunConfig = STAGES["basis"].config_class
+ProxyRunConfig = STAGES["proxy"].config_class
+SearchRunConfig = STAGES["search"].config_class
+AdmissionRunConfig = STAGES["admission"].config_class
+
+
+@asset(
+    deps=[AssetDep(deduped_shards, partition_mapping=AllPartitionMapping())],
+    group_name="experiments",
+    code_version="basis-v1",
+)
+def experiment_basis(
+    context: AssetExecutionContext, config: BasisRunConfig, store: ArtifactStore
+) -> MaterializeResult:
+    """The proxies' tokenizer and the validation set every experiment is scored on, from the
+    shard groups present now (later groups never enter it)."""
+    library_config = to_library(config, BasisConfig)
+    groups = corpus_groups(context.instance, store)
+    out = store.uri("experiment_basis")
+    # a fixed yardstick: the groups' versions name it, but their later changes (incremental
+    # dedup, new groups) never make it stale; it changes only when it is made again
+    made_from = {g: identity.read(store.uri("deduped_shards", g)).version for g in groups}
+    ident = begin_output(context, store, out, {"config": library_config, "groups": made_from}, [])
+    documents = [store.uri("deduped_shards", g, "documents.parquet") for g in groups]
+    stats = build_basis(documents, out, library_config, shard_groups=groups)
+    storage.write_json(stats.as_metadata(), storage.join(out, "basis.json"))
+    return MaterializeResult(
+        data_version=finish_output(out, ident),
+        metadata=stage_metadata(stats, library_config, ident, uri=out),
+    )
+
+
+@asset(
+    partitions_def=shard_partitions,
+    deps=[deduped_shards, experiment_basis],
+    group_name="experiments",
+    code_version="pools-v1",
+)
+def proxy_pools(context: AssetExecutionContext, store: ArtifactStore) -> MaterializeResult:
+    """One shard group's documents in the proxy tokenizer, validation documents left out."""
+    group = context.partition_key
+    basis = store.uri("experiment_basis")
+    out = store.uri("proxy_pools", group)
+    seq_len = storage.read_json(storage.join(basis, "basis.json"))["seq_len"]
+    ident = begin_output(
+        context, store, out, {"seq_len": seq_len}, [store.uri("deduped_shards", group), basis]
+    )
+    pools = build_pool(
+        [store.uri("deduped_shards", group, "documents.parquet")], storage.join(basis, "tokenizer"),
+        out, group=group, seq_len=seq_len, exclude_ids=validation_ids(basis),
+    )  # fmt: skip
+    return MaterializeResult(
+        data_version=finish_output(out, ident),
+        metadata=to_metadata(
+            {
+                "sources": {p.source: p.sequences for p in pools},
+                "tokens": sum(p.tokens for p in pools),
+                "documents": sum(p.documents for p in pools),
+                "validation_documents_left_out": pools[0].excluded_documents,
+                "uri": out,
+            }
+        ),
+    )
+
+
+def _launcher_train(context: AssetExecutionContext, launcher: Launcher) -> TrainFn:
+    def train(cfg: TrainConfig, config_path: str) -> None:
+        result = launcher.launch(
+            context.op_execution_context, config_path=config_path,
+            run_dir=str(cfg.branch_dir()), on_message=lambda event: None,
+        )  # fmt: skip
+        if not result.ok:
+            raise Failure(
+                description=f"proxy training failed (exit {result.returncode})",
+                metadata=result.metadata(),
+            )
+
+    return train
+
+
+@asset(
+    partitions_def=experiment_partitions,
+    deps=[experiment_basis, AssetDep(proxy_pools, partition_mapping=AllPartitionMapping())],
+    group_name="experiments",
+    code_version="proxy-v1",
+)
+def proxy_runs(
+    context: AssetExecutionContext,
+    config: ProxyRunConfig,
+    store: ArtifactStore,
+    proxy_launcher: ResourceParam[Launcher],
+) -> MaterializeResult:
+    """One proxy experiment: its data view, a small model trained on it, its validation bits
+    per byte per source, its task likelihood and its cost."""
+    name = context.partition_key
+    library_config = to_library(config, ExperimentsConfig)
+    spec = registry.load_spec(store.root, name)
+    basis = store.uri("experiment_basis")
+    pools, pool_dirs = variant_pools(context.instance, store, spec.variant)
+    out = registry.result_dir(store.root, name)
+    settings = {"spec": spec.settings(), "max_epochs": library_config.max_epochs}
+    ident = identity.compute("proxy_runs", "proxy-v1", settings, [basis, *pool_dirs])
+    existing = identity.read(out)
+    cached = existing is not None and existing.version == ident.version
+    if not cached:  # the same spec on the same inputs is never trained twice
+        ident = begin_output(context, store, out, settings, [basis, *pool_dirs])
+        train_fn = None if library_config.in_process else _launcher_train(context, proxy_launcher)
+        run_experiment(
+            spec, pools, val_packed_dir=storage.join(basis, "validation"),
+            tokenizer_uri=storage.join(basis, "tokenizer"), out_dir=out,
+            tasks=EvalConfig(task_dir=library_config.task_dir).task_specs(),
+            max_epochs=library_config.max_epochs,
+            **({"train_fn": train_fn} if train_fn else {}),
+        )  # fmt: skip
+        finish_output(out, ident)
+    result = registry.read_result(out)
+    if result is None:
+        raise DataError(f"{out}: the proxy run left no result.json")
+    return MaterializeResult(
+        data_version=DataVersion(ident.version),
+        metadata=to_metadata(
+            {
+                "kind": spec.kind,
+                "group": spec.group,
+                "label": spec.label,
+                "recipe": spec.recipe,
+                "seed": spec.seed,
+                "cached": cached,
+                "identity": ident.version,
+                "mean_bits_per_byte": result.mean_bits_per_byte,
+                "bits_per_byte": result.bits_per_byte,
+                "shares": result.shares,
+                "tasks": result.tasks,
+                "cost": result.cost,
+                "uri": out,
+            }
+        ),  # fmt: skip
+    )
+
+
+@asset(
+    deps=[AssetDep(proxy_runs, partition_mapping=AllPartitionMapping())],
+    group_name="experiments",
+    code_version="search-v1",
+)
+def mixture_search(
+    context: AssetExecutionContext, config: SearchRunConfig, store: ArtifactStore
+) -> MaterializeResult:
+    """RegMix: a regression from mixture weights to the chosen target over the search's
+    candidate proxies, its held-out rank correlation, and the weights it proposes."""
+    library_config = to_library(config, SearchConfig)
+    out = store.uri("mixture_search")
+    found = search_result(context.instance, store, library_config)
+    ident = begin_output(context, store, out, found.settings, found.inputs)
+    storage.write_json(found.report, storage.join(out, "search.json"))
+    return MaterializeResult(
+        data_version=finish_output(out, ident),
+        metadata={
+            **to_metadata(found.summary),
+            "identity": ident.version,
+            "fit_md": MetadataValue.md(found.chart_md),
+        },
+    )
+
+
+@asset(
+    partitions_def=shard_partitions,
+    deps=[proxy_pools, AssetDep(proxy_runs, partition_mapping=AllPartitionMapping())],
+    group_name="experiments",
+    code_version="admission-v1",
+)
+def data_admission(
+    context: AssetExecutionContext, config: AdmissionRunConfig, store: ArtifactStore
+) -> MaterializeResult:
+    """Admit, hold for review or reject one shard group: proxies with and without it over
+    seeds, its noise risk and its cleaning cost, decided by the policy (or an operator)."""
+    group = context.partition_key
+    library_config = to_library(config, admission.AdmissionConfig)
+    if library_config.review is not None:  # the operator's decision, kept with who and why
+        at = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S%fZ")
+        record_review(
+            store.uri("admission_reviews"), group, library_config.review,
+            run_id=context.run.run_id, at=at,
+        )  # fmt: skip
+    found = admission_inputs(context.instance, store, group, library_config)
+    decision = admission.decide_admission(
+        found.evidence, noise=found.noise, cost=found.cost, policy=library_config.policy
+    )
+    record = {**decision.to_dict(), "policy_decision": decision.decision, "decided_by": "policy"}
+    if found.review is not None:
+        record.update(decision=found.review["decision"], decided_by=found.review["reviewer"])
+        record["review"] = found.review
+    out = store.uri("data_admission", group)
+    settings = {"config": library_config, "decision": record["decision"], "review": found.review}
+    ident = begin_output(context, store, out, settings, found.inputs)
+    storage.write_json(record, storage.join(out, DECISION_FILE))
+    evidence = decision.evidence
+    return MaterializeResult(
+        data_version=finish_output(out, ident),
+        metadata={
+            **to_metadata(
+                {
+                    "decision": record["decision"],
+                    "decided_by": record["decided_by"],
+                    "policy_decision": decision.decision,
+                    "reason": decision.reason,
+                    "delta_bits_per_byte": evidence.delta_bpb,
+                    "spread_bits_per_byte": evidence.spread_bpb,
+                    "seeds": list(evidence.seeds),
+                    "noise": record.get("noise"),
+                    "cost": record.get("cost"),
+                    "proxy_flops": evidence.proxy_flops,
+                    "proxy_seconds": evidence.proxy_seconds,
+                    "experiments": [*evidence.with_experiments, *evidence.without_experiments],
+                    "identity": ident.version,
+                }
+            ),  # fmt: skip
+            "loss_curves_md": MetadataValue.md(experiment_charts(found)),
+        },
+    )
+
+
+__all__ = ["data_admission", "experiment_basis", "mixture_search", "proxy_pools", "proxy_runs"]

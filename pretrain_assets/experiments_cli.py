@@ -1,0 +1,256 @@
+"""``pretrain experiments``: list, show and compare experiments; register and launch them.
+
+    pretrain experiments list [--kind search] [--group search-1a2b3c4d]
+    pretrain experiments show mix-0a1b2c3d-s0
+    pretrain experiments compare admit-with-…-s0 admit-base-…-s0     # per-source bits per byte
+    pretrain experiments compare --group web-0007                       # arms: mean ± spread
+    pretrain experiments add my-mix --weights '{"web": 0.5, "news": 0.5}' --seeds 0 1
+    pretrain experiments search --search.candidates 32 --search.target mean_bpb
+    pretrain experiments admit forum-0007 [--admission.seeds '[0, 1, 2]']
+    pretrain experiments ablate quality --arm '{}' --arm '{"min_quality_score": 0.5}'
+
+``list``, ``show`` and ``compare`` read the artifact root. ``add``, ``admit`` and ``ablate``
+register specs and ``experiments`` partitions in the instance of ``DAGSTER_HOME`` and launch
+the partitions not run yet as one backfill of ``proxy_runs`` (the daemon runs it: ``make ui``);
+``search`` does the same for a mixture search's candidates, as the ``search_mixture`` job does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+from jobs.stages import add_stage_options
+
+COLUMNS = ("name", "kind", "group", "label", "recipe", "seed", "mean bpb", "GFLOPs", "wall s")
+
+
+def _root(args: argparse.Namespace) -> str:
+    return args.root
+
+
+def _row(spec: Any, result: Any) -> list[str]:
+    done = result is not None
+    return [
+        spec.name, spec.kind, spec.group or "-", spec.label or "-", spec.recipe, str(spec.seed),
+        f"{result.mean_bits_per_byte:.4f}" if done else "not run",
+        f"{result.cost['flops'] / 1e9:,.1f}" if done else "-",
+        f"{result.cost['wall_s']:.1f}" if done else "-",
+    ]  # fmt: skip
+
+
+def _table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(str(h).ljust(w) for h, w in zip(header, widths, strict=True))]
+    lines += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(lines)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from pretrain.experiments import registry
+
+    specs = [
+        s for s in registry.list_specs(_root(args))
+        if (args.kind is None or s.kind == args.kind) and (args.group is None or s.group == args.group)
+    ]  # fmt: skip
+    found = registry.results(_root(args), [s.name for s in specs])
+    if not specs:
+        print(f"no experiments registered under {_root(args)}")
+        return 0
+    print(_table([_row(s, found.get(s.name)) for s in specs], COLUMNS))
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from pretrain.experiments import registry
+
+    spec = registry.load_spec(_root(args), args.name)
+    print(spec.to_json())
+    result = registry.read_result(registry.result_dir(_root(args), args.name))
+    if result is None:
+        print("not run yet")
+        return 0
+    print(json.dumps({k: v for k, v in result.to_dict().items() if k != "loss_curve"}, indent=2))
+    return 0
+
+
+def _spread(values: Sequence[float]) -> str:
+    mean = statistics.fmean(values)
+    sd = statistics.stdev(values) if len(values) > 1 else math.nan
+    return f"{mean:.4f} ± {sd:.4f}" if len(values) > 1 else f"{mean:.4f}"
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from pretrain.experiments import registry
+
+    root = _root(args)
+    if args.group:
+        every = registry.list_specs(root)
+        specs = [s for s in every if s.group == args.group]
+        seeds = {s.seed for s in specs if s.kind == "admission"}
+        # an admission's other arm (the corpus without the group) names no group: it is shared
+        specs += [
+            s for s in every if s.kind == "admission" and s.label == "base" and s.seed in seeds
+        ]
+        arms: dict[str, list[str]] = {}
+        for s in specs:
+            arms.setdefault(s.label or s.name, []).append(s.name)
+    else:
+        arms = {name: [name] for name in args.names}
+    found = registry.results(root, [n for names in arms.values() for n in names])
+    sources = sorted({k for r in found.values() for k in r.bits_per_byte if k != "overall"})
+    header = ["arm", "runs", *sources, "mean bpb", "task P(correct)"]
+    rows = []
+    for arm, names in arms.items():
+        runs = [found[n] for n in names if n in found]
+        if not runs:
+            rows.append([arm, "0", *(["not run"] * (len(sources) + 2))])
+            continue
+        rows.append(
+            [arm, str(len(runs))]
+            + [_spread([r.bits_per_byte[s] for r in runs]) for s in sources]
+            + [_spread([r.mean_bits_per_byte for r in runs])]
+            + [_spread([r.task_likelihood() for r in runs])]
+        )
+    print(_table(rows, header))
+    return 0
+
+
+def _instance_and_store(args: argparse.Namespace) -> tuple[Any, Any]:
+    from dagster import DagsterInstance
+
+    from resources.storage import ArtifactStore
+
+    return DagsterInstance.get(), ArtifactStore(root=_root(args))
+
+
+def _launch(args: argparse.Namespace, specs: Sequence[Any], title: str) -> int:
+    from dagster import AssetKey
+
+    from jobs.backfills import launch_asset_backfill
+    from jobs.experiments import not_run, register_experiments
+    from jobs.partitions import experiment_partitions
+
+    instance, store = _instance_and_store(args)
+    names = register_experiments(instance, store, specs)
+    todo = not_run(store, names)
+    print(f"{len(names)} experiments registered ({len(todo)} not run yet)")
+    if todo and not args.no_launch:
+        backfill = launch_asset_backfill(
+            instance, AssetKey("proxy_runs"), experiment_partitions, todo, tags={}, title=title
+        )
+        print(f"backfill {backfill}: the daemon runs it (make ui)")
+    return 0
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    from pretrain.experiments.config import DataVariant, ExperimentSpec
+
+    variant = DataVariant(
+        weights=json.loads(args.weights) if args.weights else None,
+        include_groups=tuple(args.include or ()),
+        exclude_groups=tuple(args.exclude or ()),
+        filter=json.loads(args.filter) if args.filter else {},
+    )
+    specs = [
+        ExperimentSpec(
+            name=f"{args.name}-s{s}",
+            variant=variant,
+            recipe=args.recipe,
+            seed=s,
+            group=args.name,
+            label="manual",
+        )  # fmt: skip
+        for s in args.seeds
+    ]
+    return _launch(args, specs, args.name)
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from jobs.config import build
+    from jobs.experiments import launch_search, record_search
+    from jobs.stages import stage_settings
+    from pretrain.experiments.search import SearchConfig
+
+    config = build(SearchConfig, stage_settings(args).get("search", {}))
+    instance, store = _instance_and_store(args)
+    launched = launch_search(instance, store, config)
+    record_search(store, config, launched)
+    print(json.dumps({k: v for k, v in launched.items() if k != "names"}))
+    return 0
+
+
+def cmd_admit(args: argparse.Namespace) -> int:
+    from jobs.config import build
+    from jobs.stages import stage_settings
+    from pretrain.experiments import registry
+    from pretrain.experiments.admission import AdmissionConfig
+
+    config = build(AdmissionConfig, stage_settings(args).get("admission", {}))
+    with_, without = registry.admission_specs(
+        args.group, recipe=config.recipe, seeds=config.seeds, probe_share=config.probe_share
+    )
+    return _launch(args, [*with_, *without], f"admission of {args.group}")
+
+
+def cmd_ablate(args: argparse.Namespace) -> int:
+    from pretrain.experiments import registry
+
+    arms = [json.loads(a) for a in args.arm]
+    specs = registry.ablation_specs(args.name, arms, recipe=args.recipe, seeds=args.seeds)
+    return _launch(args, specs, f"ablation {args.name}")
+
+
+def experiment_flops(root: str) -> float:
+    """FLOPs of every proxy run under ``root`` (for ``pretrain plan``)."""
+    from pretrain.experiments import registry
+
+    specs = registry.list_specs(root)
+    return sum(r.cost["flops"] for r in registry.results(root, [s.name for s in specs]).values())
+
+
+def add_experiments_parser(sub: Any, root: str) -> None:
+    exp = sub.add_parser("experiments", help="proxy experiments: list, show, compare, launch")
+    exp.add_argument("--root", default=root, help="artifact root")
+    cmds = exp.add_subparsers(dest="experiments_command", required=True)
+    ls = cmds.add_parser("list", help="every registered experiment and its result")
+    ls.add_argument("--kind", choices=["manual", "search", "admission", "ablation"])
+    ls.add_argument("--group", help="a search id, a shard group or an ablation name")
+    ls.set_defaults(func=cmd_list)
+    show = cmds.add_parser("show", help="one experiment's spec and result")
+    show.add_argument("name")
+    show.set_defaults(func=cmd_show)
+    cmp = cmds.add_parser("compare", help="bits per byte per source side by side")
+    cmp.add_argument("names", nargs="*")
+    cmp.add_argument("--group", help="compare the arms of a group (mean ± spread over seeds)")
+    cmp.set_defaults(func=cmd_compare)
+    for name, func, helptext in (
+        ("add", cmd_add, "register (and launch) a data variant"),
+        ("search", cmd_search, "launch a mixture search's candidates as one backfill"),
+        ("admit", cmd_admit, "launch a shard group's admission experiments"),
+        ("ablate", cmd_ablate, "launch a filter ablation (one arm per --arm)"),
+    ):
+        p = cmds.add_parser(name, help=helptext)
+        p.add_argument("--no-launch", action="store_true", help="register only")
+        p.set_defaults(func=func)
+        if name == "add":
+            p.add_argument("name")
+            p.add_argument("--weights", help='JSON, e.g. \'{"web": 0.5, "news": 0.5}\'')
+            p.add_argument("--include", nargs="*", help="shard groups to add")
+            p.add_argument("--exclude", nargs="*", help="shard groups to leave out")
+            p.add_argument("--filter", help="JSON filter overrides (an ablation arm)")
+        if name in ("add", "ablate"):
+            p.add_argument("--recipe", default="proxy_cpu")
+            p.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+        if name == "ablate":
+            p.add_argument("name")
+            p.add_argument("--arm", action="append", required=True, help="JSON filter overrides")
+        if name == "search":
+            add_stage_options(p, ("search",))
+        if name == "admit":
+            p.add_argument("group")
+            add_stage_options(p, ("admission",))

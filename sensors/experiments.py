@@ -1,0 +1,190 @@
+"""``experiment_sensor``: new shard groups are tried by proxies, searches are fitted when done.
+
+Each tick, from what the store and the instance hold (no cursor: every request has a run key):
+
+1. **Admission.** A shard group whose deduplicated documents exist, that the experiment basis
+   does not hold and that has no decision yet gets its token pool (``make_pools``), then its
+   admission experiments (with and without it, ``AdmissionConfig``'s seeds) are registered and
+   run (``run_proxies``), then it is decided (``decide_admission``).
+2. **Reviews.** An operator review newer than a group's decision re-decides it.
+3. **Searches.** A search launched by ``search_mixture`` (or ``pretrain experiments search``)
+   whose candidates have all run is fitted (``fit_search``, with the settings it was launched
+   with).
+
+Nothing happens until ``experiment_basis`` is materialized: the groups present then are the
+corpus, and every later group is new.
+"""
+
+import dataclasses
+import hashlib
+import json
+
+from dagster import (
+    DefaultSensorStatus,
+    RunRequest,
+    SensorDefinition,
+    SensorEvaluationContext,
+    SensorResult,
+    SkipReason,
+    sensor,
+)
+
+from jobs.asset_jobs import (
+    data_admission_job,
+    mixture_search_job,
+    proxy_pools_job,
+    proxy_runs_job,
+)
+from jobs.experiments import corpus_groups, launched_searches, not_run
+from jobs.partitions import experiment_partitions
+from jobs.stages import run_configs
+from pretrain import identity, storage
+from pretrain.errors import DataError
+from pretrain.experiments import registry
+from pretrain.experiments.admission import AdmissionConfig
+from pretrain.experiments.decisions import DECISION_FILE, latest_review, read_decisions
+from resources.storage import ArtifactStore
+
+
+def _version(names: list[str], store: ArtifactStore) -> str:
+    """Names the results an admission or a fit would read (a new result: a new run key)."""
+    found = [identity.read(registry.result_dir(store.root, n)) for n in names]
+    versions = [i.version if i else "none" for i in found]
+    return hashlib.sha256(json.dumps(versions).encode()).hexdigest()[:12]
+
+
+def _current(uri: str) -> bool:
+    """The output exists and none of its inputs changed since it was made."""
+    made = identity.read(uri)
+    if made is None:
+        return False
+    try:
+        identity.check_fresh(uri, made)
+    except DataError:
+        return False
+    return True
+
+
+def admission_requests(
+    context: SensorEvaluationContext, store: ArtifactStore, config: AdmissionConfig
+) -> tuple[list[RunRequest], list[str]]:
+    """(run requests, experiment names to add as partitions) for groups awaiting a decision."""
+    basis = storage.read_json(store.uri("experiment_basis", "basis.json"))
+    decisions = read_decisions(store.uri("data_admission"))
+    groups = corpus_groups(context.instance, store)
+    admitted = registry.admitted_groups(groups, basis["shard_groups"], decisions)
+    requests, partitions = [], []
+    pending = [g for g in groups if g not in basis["shard_groups"] and g not in decisions]
+    for group in [*admitted, *pending]:  # every pool the experiments read, current
+        deduped = identity.read(store.uri("deduped_shards", group))
+        if not _current(store.uri("proxy_pools", group)) and deduped is not None:
+            requests.append(
+                RunRequest(
+                    job_name="make_pools",
+                    partition_key=group,
+                    run_key=f"pools:{group}:{deduped.version}",
+                )  # fmt: skip
+            )
+    if any(r.job_name == "make_pools" for r in requests):
+        return requests, partitions  # experiments wait for their pools
+    for group in pending:
+        with_, without = registry.admission_specs(
+            group, recipe=config.recipe, seeds=config.seeds, probe_share=config.probe_share
+        )
+        specs = [*with_, *without]
+        for spec in specs:
+            registry.register(store.root, spec)
+        names = [s.name for s in specs]
+        partitions += names
+        todo = not_run(store, names)
+        requests += [
+            RunRequest(job_name="run_proxies", partition_key=n, run_key=f"proxy:{n}") for n in todo
+        ]
+        if not todo:
+            requests.append(
+                RunRequest(
+                    job_name="decide_admission",
+                    partition_key=group,
+                    run_key=f"admission:{group}:{_version(names, store)}",
+                )  # fmt: skip
+            )
+    return requests, partitions
+
+
+def review_requests(store: ArtifactStore, config: AdmissionConfig) -> list[RunRequest]:
+    """Re-decide a group whose latest operator review is not the one its decision applied."""
+    requests = []
+    for group in read_decisions(store.uri("data_admission")):
+        review = latest_review(store.uri("admission_reviews"), group)
+        if review is None:
+            continue
+        applied = storage.read_json(store.uri("data_admission", group, DECISION_FILE)).get("review")
+        if applied is None or applied.get("at") != review["at"]:
+            requests.append(
+                RunRequest(
+                    job_name="decide_admission",
+                    partition_key=group,
+                    run_key=f"review:{group}:{review['at']}",
+                )  # fmt: skip
+            )
+    return requests
+
+
+def search_requests(store: ArtifactStore) -> list[RunRequest]:
+    """Fit each launched search whose candidates have all run."""
+    requests = []
+    for config, record in launched_searches(store):
+        names = record.get("names") or []
+        if not names or not_run(store, names):
+            continue
+        settings = {"search": json.loads(json.dumps(record["config"]))}
+        requests.append(
+            RunRequest(
+                job_name="fit_search",
+                run_key=f"fit:{config.search_id()}:{_version(names, store)}",
+                run_config=run_configs(settings)["fit_search"],
+            )  # fmt: skip
+        )
+    return requests
+
+
+def experiment_sensor_for(config: AdmissionConfig) -> SensorDefinition:
+    """The sensor, trying new groups with ``config`` (a sensor has no run config: the code
+    location chooses it, ``build_definitions(admission=...)``; the default is
+    ``AdmissionConfig()``). Its ``decide_admission`` runs get the same settings."""
+
+    @sensor(
+        name="experiment_sensor",
+        jobs=[proxy_pools_job, proxy_runs_job, data_admission_job, mixture_search_job],
+        minimum_interval_seconds=30,
+        default_status=DefaultSensorStatus.STOPPED,
+    )
+    def experiment_sensor(context: SensorEvaluationContext, store: ArtifactStore):
+        if identity.read(store.uri("experiment_basis")) is None:
+            return SkipReason(
+                "experiment_basis is not materialized: there is no corpus to compare to"
+            )
+        requests, partitions = admission_requests(context, store, config)
+        requests += review_requests(store, config) + search_requests(store)
+        if not requests:
+            return SkipReason("no shard group awaiting a decision, no review, no search to fit")
+        known = set(context.instance.get_dynamic_partitions(experiment_partitions.name))
+        new = [n for n in dict.fromkeys(partitions) if n not in known]
+        return SensorResult(
+            run_requests=requests,
+            dynamic_partitions_requests=(
+                [experiment_partitions.build_add_request(new)] if new else []
+            ),
+        )
+
+    return experiment_sensor
+
+
+def admission_run_config(config: AdmissionConfig) -> dict:
+    """``decide_admission``'s run config carrying ``config`` (as the sensor tried the group)."""
+    settings = json.loads(json.dumps(dataclasses.asdict(config)))
+    settings.pop("review", None)  # an operator's review is given at launch, never by the sensor
+    return run_configs({"admission": settings})["decide_admission"]
+
+
+experiment_sensor = experiment_sensor_for(AdmissionConfig())

@@ -1,0 +1,245 @@
+"""The data-value engine through Dagster, end to end (slow): partitions, a backfill, the sensor.
+
+On the embedded corpus (2 shard groups as the experiment basis) a third group arrives: the
+same documents with their words shuffled (every filter keeps them). Then, as the daemon would:
+
+1. ``experiment_sensor`` asks for its token pool, registers its admission experiments (with
+   and without it, 2 seeds) and asks for them, then asks for ``data_admission``; one proxy trains
+   through the real ``torchrun`` launcher, the others in process;
+2. the decision is recorded with its evidence; an operator's review overrides it, and the
+   sensor re-decides;
+3. ``search_mixture`` registers a search's candidates and submits them as ONE backfill of
+   ``proxy_runs``; once they have run, the sensor fits ``mixture_search``;
+4. ``data_mixture`` leaves the rejected group out and takes the searched weights
+   (``weights_from: searched``), with lineage to both;
+5. ``pretrain experiments list/compare`` and ``pretrain plan`` read it all back.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from dagster import AssetKey, DagsterInstance, SensorResult, build_sensor_context
+
+from jobs.partitions import band_partitions
+from jobs.stages import run_configs
+from pretrain import identity, storage
+from pretrain.experiments import registry
+from pretrain.experiments.admission import AdmissionConfig
+from pretrain_assets.definitions import build_definitions
+from pretrain_assets.shards import plan_source, register_shards
+from resources.storage import ArtifactStore
+from sensors.experiments import experiment_sensor_for
+from tests.helpers.pipelines import materialize_data_stages
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+ROOT = Path(__file__).resolve().parents[1]
+IN_PROCESS = run_configs({"proxy": {"in_process": True}})["run_proxies"]
+SEARCH = {"candidates": 6, "seeds": [0], "recipe": "proxy_tiny", "seed": 7}
+ADMISSION = AdmissionConfig(recipe="proxy_tiny")
+experiment_sensor = experiment_sensor_for(ADMISSION)
+
+
+def _run(defs, instance, job: str, partition: str | None = None, run_config=None) -> None:
+    result = defs.resolve_job_def(job).execute_in_process(
+        instance=instance, partition_key=partition, run_config=run_config or {}
+    )
+    assert result.success, (job, partition)
+
+
+def _tick(instance: DagsterInstance, store: ArtifactStore):
+    with build_sensor_context(instance=instance, resources={"store": store}) as context:
+        result = experiment_sensor(context)
+    if isinstance(result, SensorResult):
+        for request in result.dynamic_partitions_requests:
+            instance.add_dynamic_partitions(
+                request.partitions_def_name, list(request.partition_keys)
+            )
+    return result
+
+
+def _shuffled_group(root: Path, store: ArtifactStore) -> Path:
+    """The basis groups' prose and licence texts with the words of each line shuffled (each line
+    keeps its last word, and so its punctuation), as a new source folder."""
+    rng = random.Random(0)
+    folder = root / "incoming"
+    folder.mkdir()
+    with (folder / "shuffled.jsonl").open("w") as f:
+        for group in ("embedded-0000", "embedded-0001"):
+            docs = storage.read_table(store.uri("deduped_shards", group, "documents.parquet"))
+            for text, source in zip(
+                docs["text"].to_pylist(), docs["source"].to_pylist(), strict=True
+            ):
+                if source == "code":
+                    continue
+                lines = []
+                for line in text.splitlines():
+                    words = line.split()
+                    head = words[:-1]
+                    rng.shuffle(head)
+                    lines.append(" ".join(head + words[-1:]))
+                f.write(json.dumps({"text": "\n".join(lines)}) + "\n")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def flow(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    base = tmp_path_factory.mktemp("experiments")
+    root = str(base / "artifacts")
+    store = ArtifactStore(root=root)
+    defs = build_definitions(artifact_root=root, nproc_per_node=1, admission=ADMISSION)
+    seen: dict = {}
+    (base / "home").mkdir()
+    with DagsterInstance.local_temp(str(base / "home")) as instance:
+        keys = register_shards(
+            instance, store, plan_source("embedded", max_shards=2, max_files_per_source=12)
+        )
+        materialize_data_stages(defs, instance, keys)
+        for key in keys:
+            _run(defs, instance, "apply_dedup", key)
+        seen["idle"] = _tick(instance, store)  # no basis yet: nothing to compare to
+        _run(defs, instance, "make_basis")
+        # a new shard group arrives and goes through the data stages
+        [new] = register_shards(
+            instance, store, plan_source(str(_shuffled_group(base, store)), source_name="prose",
+                                         max_shards=1)
+        )  # fmt: skip
+        _run(defs, instance, "ingest", new)
+        _run(defs, instance, "shard_pipeline", new)
+        for band in band_partitions.get_partition_keys():
+            _run(defs, instance, "band_pairs", band)
+        _run(defs, instance, "dedup")
+        for key in [*keys, new]:
+            _run(defs, instance, "apply_dedup", key)
+        seen["new"] = new
+        # 1. the sensor drives the admission
+        pools = _tick(instance, store)
+        seen["pool_requests"] = sorted(r.partition_key for r in pools.run_requests)
+        for request in pools.run_requests:
+            _run(defs, instance, request.job_name, request.partition_key)
+        proxies = _tick(instance, store)
+        seen["proxy_requests"] = [(r.job_name, r.partition_key) for r in proxies.run_requests]
+        for i, request in enumerate(proxies.run_requests):  # the first through torchrun
+            _run(
+                defs, instance, "run_proxies", request.partition_key, None if i == 0 else IN_PROCESS
+            )
+        decide = _tick(instance, store)
+        seen["decide_requests"] = [(r.job_name, r.partition_key) for r in decide.run_requests]
+        _run(defs, instance, "decide_admission", new, decide.run_requests[0].run_config)
+        seen["decision"] = storage.read_json(store.uri("data_admission", new, "decision.json"))
+        seen["again"] = _tick(instance, store)  # everything current: nothing to do
+        # 2. the operator overrides it from the Launchpad (the config's review)
+        review = {
+            "admission": {
+                "recipe": "proxy_tiny",
+                "review": {
+                    "decision": "reject",
+                    "reviewer": "ana",
+                    "reason": "shuffled text: never useful",
+                },
+            }
+        }
+        _run(defs, instance, "decide_admission", new, run_configs(review)["decide_admission"])
+        seen["reviewed"] = storage.read_json(store.uri("data_admission", new, "decision.json"))
+        # 3. a mixture search: one backfill, then the sensor fits it
+        search = {"search": SEARCH}
+        _run(defs, instance, "search_mixture", run_config=run_configs(search)["search_mixture"])
+        seen["backfills"] = instance.get_backfills()
+        names = (
+            seen["backfills"][0]
+            .asset_backfill_data.target_subset.get_partitions_subset(AssetKey("proxy_runs"))
+            .get_partition_keys()
+        )
+        for name in names:  # what the daemon's backfill loop would run
+            _run(defs, instance, "run_proxies", name, IN_PROCESS)
+        fit = _tick(instance, store)
+        seen["fit_requests"] = [r.job_name for r in fit.run_requests]
+        (request,) = fit.run_requests
+        _run(defs, instance, "fit_search", run_config=request.run_config)
+        seen["search"] = storage.read_json(store.uri("mixture_search", "search.json"))
+        # 4. the mixture: the rejected group out, the searched weights in
+        mixture = {"mixture": {"weights_from": "searched", "decontam": None}}
+        _run(defs, instance, "mixture", run_config={"ops": run_configs(mixture)["corpus"]["ops"]})
+        seen["mixture"] = instance.get_latest_materialization_event(
+            AssetKey("data_mixture")
+        ).asset_materialization.metadata
+        seen["mixture_identity"] = identity.read(store.uri("data_mixture"))
+        seen["search_identity"] = identity.read(store.uri("mixture_search"))
+    seen.update(root=root, store=store, names=names)
+    return seen
+
+
+def test_the_sensor_waits_for_a_basis(flow: dict) -> None:
+    assert "experiment_basis is not materialized" in flow["idle"].skip_message
+
+
+def test_the_sensor_drives_the_admission(flow: dict) -> None:
+    new = flow["new"]
+    assert new in flow["pool_requests"]
+    jobs = {job for job, _ in flow["proxy_requests"]}
+    assert jobs == {"run_proxies"} and len(flow["proxy_requests"]) == 4  # 2 seeds x with/without
+    assert flow["decide_requests"] == [("decide_admission", new)]
+    assert "no shard group awaiting" in flow["again"].skip_message
+
+
+def test_the_decision_is_recorded_with_its_evidence(flow: dict) -> None:
+    decision = flow["decision"]
+    assert (
+        decision["decision"] in ("admit", "hold", "reject") and decision["decided_by"] == "policy"
+    )
+    evidence = decision["evidence"]
+    assert "mean" in evidence["delta_bpb"] and len(evidence["delta_bpb"]) >= 3  # 2+ sources
+    assert len(evidence["seeds"]) == 2
+    assert decision["noise"]["documents"] > 0 and 0 <= decision["noise"]["risk"] <= 1
+    assert decision["cost"]["cpu_seconds"] > 0 and decision["cost"]["raw_bytes_total"] > 0
+
+
+def test_an_operator_review_overrides_the_policy(flow: dict) -> None:
+    reviewed = flow["reviewed"]
+    assert reviewed["decision"] == "reject" and reviewed["decided_by"] == "ana"
+    assert reviewed["review"]["reason"].startswith("shuffled")
+    assert reviewed["policy_decision"] == flow["decision"]["policy_decision"]
+
+
+def test_a_search_is_one_backfill_then_a_fit(flow: dict) -> None:
+    [backfill] = flow["backfills"]
+    assert len(flow["names"]) == SEARCH["candidates"] and backfill.tags["pretrain/search"]
+    assert flow["fit_requests"] == ["fit_search"]
+    search = flow["search"]
+    assert len(search["candidates"]) == SEARCH["candidates"]
+    assert set(search["heldout_spearman"]) == {"lightgbm", "linear"}
+    weights = search["proposal"]["weights"]
+    assert abs(sum(weights.values()) - 1) < 1e-6 and set(weights) == set(search["sources"])
+
+
+def test_the_mixture_takes_the_decisions(flow: dict) -> None:
+    metadata = flow["mixture"]
+    assert flow["new"] in metadata["groups_left_out"].value
+    assert metadata["weights_from"].value == "searched"
+    inputs = flow["mixture_identity"].inputs
+    assert inputs[flow["store"].uri("mixture_search")] == flow["search_identity"].version
+    assert not any(flow["new"] in uri for uri in inputs)
+
+
+def test_the_cli_reads_experiments_back(flow: dict) -> None:
+    def cli(*args: str) -> str:
+        out = subprocess.run(
+            [sys.executable, "-m", "pretrain_assets.cli", *args], cwd=ROOT, text=True,
+            capture_output=True,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    listing = cli("experiments", "--root", flow["root"], "list", "--kind", "search")
+    assert listing.count("proxy_tiny") == SEARCH["candidates"]
+    compare = cli("experiments", "--root", flow["root"], "compare", "--group", flow["new"])
+    assert "with" in compare and "base" in compare and "prose" in compare
+    plan = cli("plan", "--root", flow["root"], "--gpus", "8", "--days", "1")
+    assert "proxy experiments under" in plan and "% of the campaign" in plan
+    specs = registry.list_specs(flow["root"])
+    assert {s.kind for s in specs} == {"admission", "search"}

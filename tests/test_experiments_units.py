@@ -1,0 +1,302 @@
+"""The data-value engine's pure parts: views, searches, the admission policy, the registry.
+
+.venv/bin/pytest -q tests/test_experiments_units.py
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pretrain.errors import ConfigError, DataError
+from pretrain.experiments import registry
+from pretrain.experiments.ablation import with_overrides
+from pretrain.experiments.admission import (
+    AdmissionEvidence,
+    AdmissionPolicy,
+    AdmissionReview,
+    CleaningCost,
+    NoiseRisk,
+    decide_admission,
+    noise_from_stats,
+)
+from pretrain.experiments.config import DataVariant, ExperimentSpec
+from pretrain.experiments.decisions import (
+    excluded_groups,
+    latest_review,
+    read_decisions,
+    record_review,
+)
+from pretrain.experiments.pools import PoolInfo
+from pretrain.experiments.search import (
+    SearchConfig,
+    SearchSpace,
+    fit_mixtures,
+    propose,
+    sample_mixtures,
+)
+from pretrain.experiments.view import plan_view, write_view
+from pretrain.filters.config import FilterConfig
+from pretrain.packing import PackedSplit, read_packed_index
+from tests.helpers.experiments import synthetic_setup
+
+
+def pool(group: str, source: str, sequences: int) -> PoolInfo:
+    return PoolInfo(
+        group=group, source=source, documents=sequences, excluded_documents=0,
+        sequences=sequences, tokens=sequences * 64, seq_len=64, tokenizer_sha256="x", path="",
+    )  # fmt: skip
+
+
+POOLS = [pool("web-0000", "web", 600), pool("web-0001", "web", 200), pool("news-0000", "news", 200)]
+
+
+# -- views --------------------------------------------------------------------------------------
+def test_natural_weights_follow_the_pool_sizes() -> None:
+    plan = plan_view(POOLS, weights=None, num_sequences=100, max_epochs=4.0)
+    assert plan.rows == {"web-0000/web": 60, "web-0001/web": 20, "news-0000/news": 20}
+    assert plan.shares(POOLS) == {"web": 0.8, "news": 0.2}
+
+
+def test_weights_and_boosts_split_the_budget() -> None:
+    plan = plan_view(
+        POOLS, weights={"web": 0.5, "news": 0.5}, num_sequences=100, max_epochs=4.0,
+        boost={"web-0001": 0.2},
+    )  # fmt: skip
+    assert plan.rows["web-0001/web"] == 20  # the boosted group first, then the rest by weight
+    assert plan.rows["news-0000/news"] == 40 and plan.rows["web-0000/web"] == 40
+    assert plan.num_sequences == 100
+
+
+def test_epoch_caps_and_unknown_sources_are_refused() -> None:
+    with pytest.raises(DataError, match="max_epochs"):
+        plan_view(POOLS, weights={"news": 1.0}, num_sequences=1000, max_epochs=4.0)
+    with pytest.raises(DataError, match="no token pool"):
+        plan_view(POOLS, weights={"code": 1.0}, num_sequences=10, max_epochs=4.0)
+    with pytest.raises(DataError, match="no token pool"):
+        plan_view(POOLS, weights=None, num_sequences=10, max_epochs=4.0, boost={"x-0000": 0.5})
+
+
+def test_a_view_reads_pool_rows_without_copying(tmp_path: Path) -> None:
+    basis, pools = synthetic_setup(tmp_path)
+    chosen = [*pools["alpha-0000"], *pools["beta-0000"]]
+    beta = pools["beta-0000"][0].sequences
+    plan = plan_view(chosen, weights={"beta": 1.0}, num_sequences=beta * 2 + 7, max_epochs=4.0)
+    view = tmp_path / "view"
+    write_view(plan, chosen, str(view))
+    assert sorted(p.name for p in view.iterdir()) == ["_COMMITTED", "index.json"]  # no .bin
+    rows = PackedSplit(read_packed_index(str(view)), "train").all_rows()
+    source = PackedSplit(read_packed_index(pools["beta-0000"][0].path), "train").all_rows()
+    assert len(rows) == beta * 2 + 7
+    # every pool row twice (two epochs), then 7 more, and nothing that is not a pool row
+    counts, pool_rows = Counter(map(tuple, rows.tolist())), set(map(tuple, source.tolist()))
+    assert set(counts) == pool_rows and all(counts[r] >= 2 for r in pool_rows)
+    assert sum(counts[r] - 2 for r in pool_rows) == 7
+
+
+# -- search -------------------------------------------------------------------------------------
+SPACE = SearchSpace(
+    sources=("books", "code", "news", "web"),
+    natural=(0.1, 0.2, 0.2, 0.5),
+    available_tokens=(100, 200, 200, 500),
+    target_tokens=1000,
+    max_epochs=(4.0, 4.0, 4.0, 1.0),
+)
+
+
+def test_candidates_are_mixtures_within_the_caps() -> None:
+    candidates = sample_mixtures(SPACE, count=64, seed=3)
+    weights = np.array([SPACE.vector(c) for c in candidates])
+    assert len(candidates) == 64 and np.allclose(weights.sum(axis=1), 1.0)
+    assert SPACE.within_caps(weights).all()
+    assert (weights[:, 3] <= 0.5 + 1e-6).all()  # web: one epoch of 500 tokens in a 1000 run
+    assert sample_mixtures(SPACE, count=64, seed=3) == candidates  # seeded
+    assert np.ptp(weights, axis=0).min() > 0.2  # they explore
+
+
+def test_a_fit_finds_what_the_proxies_measured() -> None:
+    """A known target (best at books=0.4): held-out rank correlation is high and the proposal
+    lands near the optimum; the linear baseline misses the curvature."""
+    optimum = np.array([0.4, 0.2, 0.2, 0.2])
+    candidates = sample_mixtures(SPACE, count=48, seed=0)
+    weights = np.array([SPACE.vector(c) for c in candidates])
+    rng = np.random.default_rng(0)
+    targets = ((weights - optimum) ** 2).sum(axis=1) + rng.normal(0, 1e-3, len(weights))
+    fit = fit_mixtures(SPACE.sources, weights, targets, seed=0)
+    assert fit.heldout_spearman["lightgbm"] > 0.7
+    assert fit.heldout_spearman["lightgbm"] > fit.heldout_spearman["linear"]
+    proposal = propose(fit, SPACE, seed=0, samples=20_000, top_k=50)
+    assert proposal.predicted < proposal.predicted_natural
+    proposed = SPACE.vector(proposal.weights)
+    assert np.abs(proposed - optimum).sum() < np.abs(np.array(SPACE.natural) - optimum).sum()
+
+
+def test_search_settings_are_checked_and_named() -> None:
+    assert SearchConfig().search_id() == SearchConfig(target="task_likelihood").search_id()
+    assert SearchConfig().search_id() != SearchConfig(seed=1).search_id()
+    with pytest.raises(ConfigError, match=">= 6"):
+        SearchConfig(candidates=3)
+    with pytest.raises(ConfigError, match="target"):
+        SearchConfig(target="accuracy")
+    with pytest.raises(DataError, match="epoch caps"):
+        sample_mixtures(
+            SearchSpace(sources=("a", "b"), natural=(0.5, 0.5), available_tokens=(1, 1),
+                        target_tokens=10**6, max_epochs=(1.0, 1.0)),
+            count=6, max_draws=10_000,
+        )  # fmt: skip
+
+
+# -- admission ----------------------------------------------------------------------------------
+def evidence(delta: float, spread: float, seeds: tuple[int, ...] = (0, 1)) -> AdmissionEvidence:
+    return AdmissionEvidence(
+        group="g", seeds=seeds, delta_bpb={"mean": delta}, spread_bpb={"mean": spread},
+        with_experiments=(), without_experiments=(), proxy_flops=1.0, proxy_seconds=1.0,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("delta", "spread", "expected", "why"),
+    [
+        (-0.05, 0.01, "admit", "lowers"),
+        (0.05, 0.01, "reject", "worse"),
+        (-0.05, 0.08, "hold", "within the seed spread"),
+        (-0.001, 0.0001, "hold", "below min_gain"),
+        (0.001, 0.0001, "hold", "below min_gain"),
+    ],
+)
+def test_policy(delta: float, spread: float, expected: str, why: str) -> None:
+    decision = decide_admission(
+        evidence(delta, spread), noise=None, cost=None, policy=AdmissionPolicy()
+    )
+    assert decision.decision == expected and why in decision.reason
+
+
+def test_a_helpful_but_noisy_group_is_held() -> None:
+    noisy = NoiseRisk(
+        documents=100, rejected_share=0.7, duplicate_share=0.1, toxic_share=0.0, pii_share=0.0
+    )
+    toxic = NoiseRisk(
+        documents=100, rejected_share=0.1, duplicate_share=0.0, toxic_share=0.2, pii_share=0.0
+    )
+    for noise, word in ((noisy, "removed"), (toxic, "toxic")):
+        decision = decide_admission(
+            evidence(-0.05, 0.01), noise=noise, cost=None, policy=AdmissionPolicy()
+        )
+        assert decision.decision == "hold" and word in decision.reason
+    one_seed = decide_admission(
+        evidence(-0.05, math.nan, (0,)), noise=None, cost=None, policy=AdmissionPolicy()
+    )
+    assert one_seed.decision == "hold"
+    with pytest.raises(ConfigError, match="2 seeds"):
+        AdmissionPolicy(min_seeds=1)
+
+
+def test_noise_and_cost_from_the_stage_records(tmp_path: Path) -> None:
+    noise = noise_from_stats(
+        {"documents_in": 200, "kept": 150, "dropped": {"toxic_content": 10, "too_short": 40},
+         "documents_with_pii": 15},
+        {"documents_in": 150, "removed": {"near_duplicate": 30}},
+    )  # fmt: skip
+    assert (noise.rejected_share, noise.toxic_share, noise.duplicate_share) == (0.25, 0.05, 0.2)
+    assert noise.pii_share == 0.1 and math.isclose(noise.risk, 1 - 0.75 * 0.8)
+    cost = CleaningCost(cpu_seconds=10.0, raw_bytes_processed=10**8, raw_bytes_total=4 * 10**8)
+    assert cost.cpu_seconds_full == 40.0 and cost.cpu_seconds_per_gb == 100.0
+
+
+def test_decisions_and_reviews_are_stored(tmp_path: Path) -> None:
+    from pretrain import storage
+
+    root = str(tmp_path / "data_admission")
+    for group, decision in (("a-0000", "admit"), ("b-0000", "hold"), ("c-0000", "reject")):
+        storage.write_json({"group": group, "decision": decision}, f"{root}/{group}/decision.json")
+    decisions = read_decisions(root)
+    assert excluded_groups(decisions, include_held=False) == ["b-0000", "c-0000"]
+    assert excluded_groups(decisions, include_held=True) == ["c-0000"]
+    reviews = str(tmp_path / "reviews")
+    review = AdmissionReview(decision="admit", reviewer="ana", reason="news we need")
+    first = record_review(reviews, "c-0000", review, run_id="r1", at="20260101T000000Z")
+    assert record_review(reviews, "c-0000", review, run_id="r1", at="later") == first  # a retry
+    later = AdmissionReview(decision="reject", reviewer="bo", reason="spam after all")
+    record_review(reviews, "c-0000", later, run_id="r2", at="20260102T000000Z")
+    assert latest_review(reviews, "c-0000")["reviewer"] == "bo"
+    with pytest.raises(ConfigError, match="who and why"):
+        AdmissionReview(decision="admit", reviewer=" ", reason="x")
+
+
+# -- registry, specs, ablation settings ---------------------------------------------------------
+def test_specs_are_named_by_their_settings(tmp_path: Path) -> None:
+    with_, without = registry.admission_specs(
+        "web-0007", recipe="proxy_cpu", seeds=(0, 1), probe_share=0.25
+    )
+    again, _ = registry.admission_specs(
+        "web-0007", recipe="proxy_cpu", seeds=(0, 1), probe_share=0.25
+    )
+    assert [s.name for s in with_] == [s.name for s in again]
+    assert {s.label for s in with_} == {"with"} and {s.label for s in without} == {"base"}
+    assert all(s.group == "" for s in without)  # the base arm is shared by every group
+    root = str(tmp_path)
+    assert registry.register(root, with_[0]) is True
+    assert registry.register(root, with_[0]) is False
+    clash = ExperimentSpec(name=with_[0].name, variant=DataVariant(weights={"web": 1.0}))
+    with pytest.raises(ConfigError, match="other settings"):
+        registry.register(root, clash)
+    assert [s.name for s in registry.list_specs(root)] == [with_[0].name]
+    with pytest.raises(ConfigError, match="partition key"):
+        ExperimentSpec(name="Bad Name", variant=DataVariant())
+    with pytest.raises(ConfigError, match="unknown proxy recipe"):
+        ExperimentSpec(name="ok", variant=DataVariant(), recipe="gpt5")
+
+
+def test_filter_overrides_apply_to_nested_sections() -> None:
+    base = FilterConfig()
+    changed = with_overrides(base, {"toxicity": None, "langid": {"min_score": 0.9}})
+    assert changed.toxicity is None and changed.langid.min_score == 0.9
+    assert changed.gopher_quality == base.gopher_quality
+    with pytest.raises(ConfigError, match="no setting"):
+        with_overrides(base, {"min_qualty": 0.5})
+
+
+def _english(rng: random.Random, sentences: int) -> str:
+    subjects = ["The committee", "A member of the board", "The mayor of the town", "Our team"]
+    verbs = ["said that it will review", "wanted to have", "agreed to fund", "will talk about"]
+    objects = ["the budget of the school", "a plan for the new road", "the report and the data",
+               "the cost of the project"]  # fmt: skip
+    return " ".join(
+        f"{rng.choice(subjects)} {rng.choice(verbs)} {rng.choice(objects)} in {1990 + i}."
+        for i in range(sentences)
+    )
+
+
+def test_an_ablation_arm_refilters_a_group_into_its_own_pool(tmp_path: Path) -> None:
+    """Two arms over the same raw documents: a base filter (without Gopher's repetition rules,
+    which templated text fails) and one whose Gopher word minimum drops the short half. The
+    duplicates the campaign removed stay out of both."""
+    from pretrain import storage
+    from pretrain.data.schema import doc_id, documents_table
+    from pretrain.experiments.ablation import filtered_pool
+
+    basis, _ = synthetic_setup(tmp_path)
+    rng = random.Random(0)
+    texts = [_english(rng, 30) for _ in range(40)] + [_english(rng, 8) for _ in range(40)]
+    docs = [{"id": doc_id(t), "text": t, "source": "web"} for t in texts]
+    raw = str(tmp_path / "raw.parquet")
+    storage.write_table(documents_table(docs), raw)
+    duplicate = frozenset({docs[0]["id"]})
+    base = {"gopher_repetition": None}
+    strict = {**base, "gopher_quality": {"min_doc_words": 150}}
+    arms = {}
+    for name, overrides in (("campaign", base), ("strict", strict)):
+        arms[name] = filtered_pool(
+            raw, with_overrides(FilterConfig(), overrides), tokenizer_uri=f"{basis}/tokenizer",
+            out_dir=str(tmp_path / name), group="web-0009", seq_len=64,
+            duplicate_ids=duplicate,
+        )  # fmt: skip
+    (campaign, campaign_stats), (strict_pools, strict_stats) = arms["campaign"], arms["strict"]
+    assert campaign_stats["kept"] == 80 and strict_stats["kept"] == 40  # each arm's funnel
+    assert campaign[0].documents == 79 and strict_pools[0].documents == 39  # the duplicate out
+    assert strict_pools[0].sequences < campaign[0].sequences
