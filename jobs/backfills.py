@@ -7,7 +7,8 @@ The daemon's backfill loop then runs the partitions (``dagster dev`` or ``make u
 Dagster has no public API to submit an asset backfill from Python (the webserver's GraphQL
 mutation ``launchPartitionBackfill`` calls ``PartitionBackfill.from_asset_partitions`` and
 ``instance.add_backfill``; this builds the same backfill from the partitions alone, without the
-asset graph, so an op or the CLI can call it); the private names are confined here.
+asset graph, so an op or the CLI can call it). The private Dagster names it needs are in
+``jobs/dagster_internals.py`` with the project's other Dagster internals.
 """
 
 from __future__ import annotations
@@ -27,25 +28,8 @@ def launch_asset_backfill(
     title: str,
 ) -> str:
     """Submit one backfill of ``asset_key`` over ``partition_keys``; returns its id."""
-    from dagster._core.definitions.assets.graph.asset_graph_subset import AssetGraphSubset
-    from dagster._core.execution.backfill import PartitionBackfill
-    from dagster._core.utils import make_new_backfill_id
-    from dagster._time import get_current_timestamp
+    from jobs.dagster_internals import submit_asset_backfill
 
-    subset = AssetGraphSubset(
-        partitions_subsets_by_asset_key={
-            asset_key: partitions_def.subset_with_partition_keys(list(partition_keys))
-        }
+    return submit_asset_backfill(
+        instance, asset_key, partitions_def, partition_keys, tags=tags, title=title
     )
-    backfill = PartitionBackfill.from_asset_graph_subset(
-        backfill_id=make_new_backfill_id(),
-        backfill_timestamp=get_current_timestamp(),
-        tags=dict(tags),
-        dynamic_partitions_store=instance,
-        asset_graph_subset=subset,
-        title=title,
-        description=None,
-        run_config=None,
-    )
-    instance.add_backfill(backfill)
-    return backfill.backfill_id

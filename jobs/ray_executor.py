@@ -7,6 +7,8 @@ our 2-core machines for steps that compute for 1-4 s (``bench/ray_step_overhead.
 the orchestrator (the run's process, a Ray driver) calls ``StepPool.run`` on the cluster; the
 pool hands the step to an idle ``StepWorker`` actor that already holds Dagster, our code and
 the instance, and that actor runs the same body as ``dagster api execute_step`` in-process.
+Dagster's step-delegating executor and the other internals this needs come from
+``jobs/dagster_internals.py`` (the one module that imports ``dagster._…``).
 
 What stays as with dagster-ray: the config surface (``ray``: ``address``, ``env_vars``,
 ``runtime_env``, ``num_cpus``, ``num_gpus``, ``memory``, ``resources``; ``retries``,
@@ -31,22 +33,18 @@ from collections.abc import Iterator
 from typing import Any
 
 import dagster as dg
-from dagster._core.definitions.executor_definition import multiple_process_executor_requirements
-from dagster._core.events import DagsterEvent, EngineEventData
-from dagster._core.execution.retries import RetryMode, get_retries_config
-from dagster._core.execution.tags import get_tag_concurrency_limits_config
-from dagster._core.executor.base import Executor
-from dagster._core.executor.init import InitExecutorContext
-from dagster._core.executor.step_delegating import (
+from dagster_ray.configs import RayExecutionConfig
+from dagster_ray.core.executor import RayExecutorConfig
+from dagster_ray.utils import resolve_env_vars_list
+
+from jobs import dagster_internals as internals
+from jobs.dagster_internals import (
     CheckStepHealthResult,
+    RetryMode,
     StepDelegatingExecutor,
     StepHandler,
     StepHandlerContext,
 )
-from dagster._serdes import serialize_value
-from dagster_ray.configs import RayExecutionConfig
-from dagster_ray.core.executor import RayExecutorConfig
-from dagster_ray.utils import resolve_env_vars_list
 
 POOL_CONFIG = {
     "idle_timeout_s": dg.Field(float, default_value=60.0,
@@ -65,12 +63,12 @@ POOL_DEFAULTS = {"idle_timeout_s": 60.0, "poll_interval_s": 0.1, "worker_memory_
     config_schema={
         "ray": RayExecutorConfig.to_config_schema().as_field(),
         "pool": dg.Field(POOL_CONFIG, is_required=False),
-        "retries": get_retries_config(),
-        "tag_concurrency_limits": get_tag_concurrency_limits_config(),
+        "retries": internals.get_retries_config(),
+        "tag_concurrency_limits": internals.get_tag_concurrency_limits_config(),
     },
-    requirements=multiple_process_executor_requirements(),
+    requirements=dg.multiple_process_executor_requirements(),
 )
-def ray_actor_executor(init_context: InitExecutorContext) -> Executor:
+def ray_actor_executor(init_context: dg.InitExecutorContext) -> dg.Executor:
     """Each step on a warm actor of the cluster's step pool (see module docstring)."""
     config = init_context.executor_config
     ray_cfg = RayExecutorConfig(**config["ray"])  # type: ignore[arg-type]
@@ -107,18 +105,19 @@ class ActorStepHandler(StepHandler):
     def name(self) -> str:
         return "RayActorStepHandler"
 
-    def launch_step(self, step_handler_context: StepHandlerContext) -> Iterator[DagsterEvent]:
+    def launch_step(self, step_handler_context: StepHandlerContext) -> Iterator[dg.DagsterEvent]:
         step_key = _step_key(step_handler_context)
         request = self._request(step_handler_context.step_tags[step_key])
         run = step_handler_context.dagster_run
-        yield DagsterEvent.step_worker_starting(
-            step_handler_context.get_step_context(step_key),
+        yield internals.step_worker_starting(
+            step_handler_context,
+            step_key,
             message=f'Executing step "{step_key}" on the Ray step pool '
             f"({request['num_cpus']} CPU, {request['memory'] >> 20} MiB).",
             metadata={"num_cpus": request["num_cpus"], "memory": request["memory"]},
         )
         step_env = {"DAGSTER_RUN_JOB_NAME": run.job_name, "DAGSTER_RUN_STEP_KEY": step_key}
-        args = serialize_value(step_handler_context.execute_step_args)
+        args = internals.step_args_to_json(step_handler_context.execute_step_args)
         call = self._step_pool().run.remote(request, args, step_env)
         self._calls[_attempt(step_handler_context)] = call
 
@@ -138,14 +137,12 @@ class ActorStepHandler(StepHandler):
                 return CheckStepHealthResult.unhealthy(reason=f"{type(exc).__name__}: {exc}")
         return CheckStepHealthResult.healthy()
 
-    def terminate_step(self, step_handler_context: StepHandlerContext) -> Iterator[DagsterEvent]:
+    def terminate_step(self, step_handler_context: StepHandlerContext) -> Iterator[dg.DagsterEvent]:
         import ray
 
         step_key = _step_key(step_handler_context)
-        yield DagsterEvent.engine_event(
-            step_handler_context.get_step_context(step_key),
-            message=f"Stopping the Ray actor running step {step_key}",
-            event_specific_data=EngineEventData(),
+        yield internals.engine_event(
+            step_handler_context, step_key, f"Stopping the Ray actor running step {step_key}"
         )
         call = self._calls.get(_attempt(step_handler_context))
         if call is not None:
@@ -192,6 +189,5 @@ def _step_key(context: StepHandlerContext) -> str:
 
 def _attempt(context: StepHandlerContext) -> str:
     step_key = _step_key(context)
-    known = context.execute_step_args.known_state
-    attempt = known.get_retry_state().get_attempt_count(step_key) if known else 0
+    attempt = internals.step_attempt(context.execute_step_args, step_key)
     return f"{context.execute_step_args.run_id}:{step_key}:{attempt}"

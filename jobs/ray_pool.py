@@ -11,7 +11,8 @@ Two actor classes, both long-lived on the cluster:
   other Ray work, and a code deploy reaches new workers within that time.
 - ``StepWorker``: one step at a time (``max_concurrency=1``), with the step's CPUs and memory
   reserved by Ray for the worker's lifetime. ``execute`` runs the body of Dagster's
-  ``dagster api execute_step`` in this process: the second step it runs finds Dagster, our
+  ``dagster api execute_step`` in this process (through ``jobs/dagster_internals.py``, the one
+  module that touches Dagster's internals): the second step it runs finds Dagster, our
   definitions and the instance already loaded.
 
 A worker that dies (its node lost, the process killed) makes the pool's ``run`` raise
@@ -55,15 +56,14 @@ class StepWorker:
 
     def execute(self, args_json: str, step_env: dict[str, str], worker: dict[str, Any]) -> dict:
         """One step, as ``dagster api execute_step`` would run it; events go to the instance."""
-        from dagster import DagsterInstance, MetadataValue
-        from dagster._cli.api import _execute_step_command_body
-        from dagster._grpc.types import ExecuteStepArgs
-        from dagster._serdes import deserialize_value
+        from dagster import MetadataValue
 
-        args = deserialize_value(args_json, ExecuteStepArgs)
+        from jobs import dagster_internals as internals
+
+        args = internals.step_args_from_json(args_json)
         ref_key = repr(args.instance_ref)  # one instance per DAGSTER_HOME, kept between steps
         if ref_key not in self._instances:
-            self._instances[ref_key] = DagsterInstance.from_ref(args.instance_ref)
+            self._instances[ref_key] = internals.instance_for_step(args)
         instance = self._instances[ref_key]
         run = instance.get_run_by_id(args.run_id)
         if run is None:
@@ -71,17 +71,17 @@ class StepWorker:
         self.steps_run += 1
         step_key = (args.step_keys_to_execute or [None])[0]
         about = {**worker, "pid": os.getpid(), "steps_run": self.steps_run}
-        instance.report_engine_event(
-            f"Step {step_key} on Ray actor {worker['name']} (step {self.steps_run} of this actor).",
+        internals.report_step_engine_event(
+            instance,
             run,
-            _engine_data({k: MetadataValue.text(str(v)) for k, v in about.items()}),
-            step_key=step_key,
+            step_key,
+            f"Step {step_key} on Ray actor {worker['name']} (step {self.steps_run} of this actor).",
+            {k: MetadataValue.text(str(v)) for k, v in about.items()},
         )
         saved = {name: os.environ.get(name) for name in step_env}
         os.environ.update(step_env)
         try:
-            for _ in _execute_step_command_body(args, instance, run):
-                pass
+            internals.run_step_in_process(args, instance, run)
         finally:
             for name, value in saved.items():
                 if value is None:
@@ -89,12 +89,6 @@ class StepWorker:
                 else:
                     os.environ[name] = value
         return about
-
-
-def _engine_data(metadata: dict[str, Any]) -> Any:
-    from dagster._core.events import EngineEventData
-
-    return EngineEventData(metadata=metadata)
 
 
 @dataclass

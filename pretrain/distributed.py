@@ -12,6 +12,7 @@ the object.
 
 from __future__ import annotations
 
+import gc
 import os
 import random
 import signal
@@ -66,7 +67,41 @@ def init_process_group(proc: ProcessInfo) -> None:
         dist.init_process_group(backend=backend, rank=proc.rank, world_size=proc.world_size)
 
 
+# the device mesh FSDP2 shards along (data_parallel_mesh); close_process_group releases it
+_MESHES: list[Any] = []
+
+
+def data_parallel_mesh(proc: ProcessInfo) -> Any:
+    """The one 1-D device mesh over every rank of the default group (what ``fully_shard`` makes
+    when given none), made once per process group so that :func:`close_process_group` can
+    release it."""
+    if not _MESHES:
+        from torch.distributed.device_mesh import init_device_mesh
+
+        _MESHES.append(init_device_mesh(proc.device.type, (proc.world_size,)))
+    return _MESHES[0]
+
+
 def close_process_group() -> None:
+    """Destroy the process group so that it is really gone before the interpreter exits.
+
+    DTensor keeps every device mesh it has seen in module-level caches (sharding propagation,
+    redistribute plans, mesh topology), and a mesh holds its process groups. After a FSDP2
+    run ``destroy_process_group()`` therefore left the gloo group alive, with its three native
+    threads (``gloo_tcp_loop``, two ``pt_gloo_runloop``) still running while ``exit()`` ran the
+    C++ static destructors; a gloo group alive at exit is how a process ends in "terminate
+    called without an active exception" (SIGABRT; pytorch/pytorch#190489), which failed
+    finished runs on rank 1. The finished model and optimizer also still hold the group
+    (FSDP2's per-parameter mesh info) from reference cycles that only the garbage collector
+    frees. So: empty the mesh's group registry, collect those cycles, then destroy: the group
+    is freed and its threads joined here, while the interpreter is whole
+    (``tests/test_train_exit.py`` checks that no gloo thread is left)."""
+    for mesh in _MESHES:
+        registry = getattr(mesh, "_pg_registry", None)  # torch 2.13: name -> ProcessGroup
+        if registry is not None:
+            registry.clear()
+    _MESHES.clear()
+    gc.collect()
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
 

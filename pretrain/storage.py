@@ -54,6 +54,33 @@ def join(base: str, *parts: str) -> str:
     return out
 
 
+def basename(uri: str) -> str:
+    """The last part of a URI: ``s3://b/runs/b00/step-00000040`` -> ``step-00000040``."""
+    return str(uri).rstrip("/").rsplit("/", 1)[-1]
+
+
+def parent(uri: str) -> str:
+    """The folder holding ``uri``: ``s3://b/runs/b00`` -> ``s3://b/runs``; ``runs/b00`` ->
+    ``runs``, ``runs`` -> ``.``. A bucket has no parent (ValueError). Never goes through
+    ``Path``, which would turn ``s3://b`` into ``s3:/b``."""
+    text = str(uri).rstrip("/")
+    if is_s3(text):
+        bucket_key = text[len("s3://") :]
+        if "/" not in bucket_key:
+            raise ValueError(f"{uri} is a bucket: it has no parent folder")
+        return "s3://" + bucket_key.rsplit("/", 1)[0]
+    return str(Path(text).parent)
+
+
+def same_location(a: str, b: str) -> bool:
+    """Whether two URIs name the same place: ``s3://`` URIs compared as text (a trailing ``/``
+    ignored), local paths after resolving (relative paths, ``..``, symbolic links)."""
+    a, b = str(a), str(b)
+    if is_s3(a) or is_s3(b):
+        return a.rstrip("/") == b.rstrip("/")
+    return Path(a).resolve() == Path(b).resolve()
+
+
 def _s3_filesystem() -> pafs.S3FileSystem:
     endpoint = os.environ.get("AWS_ENDPOINT_URL")
     kwargs: dict[str, Any] = {"region": os.environ.get("AWS_DEFAULT_REGION", "us-east-1")}

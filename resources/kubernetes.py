@@ -28,22 +28,20 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from dagster import ConfigurableResource, OpExecutionContext
-from dagster_aws.s3 import S3Resource
+from dagster import OpExecutionContext
 
 from resources.launching import (
     PIPES_EVENT_SINK,
-    PIPES_S3_INTERVAL_S,
     LaunchResult,
     MessageDrain,
     OnMessage,
-    pipes_channels,
+    RemotePipes,
     pipes_session,
     read_log_tail,
 )
 
 
-class KubernetesLauncher(ConfigurableResource):
+class KubernetesLauncher(RemotePipes):
     """Multi-node torchrun as a PyTorchJob; the run volume must be shared (RWX)."""
 
     nodes: int = 2
@@ -57,12 +55,8 @@ class KubernetesLauncher(ConfigurableResource):
     termination_grace_s: int = 300
     poll_interval_s: float = 30.0
     kubectl: str = "kubectl"  # the kubectl binary (its context selects the cluster)
-    # Pipes through S3 instead of the RWX volume (pods get S3 access from their service
-    # account or a Secret, never from the manifest); S3 settings for the op's side
-    pipes_s3_bucket: str | None = None
-    pipes_s3_prefix: str = "pipes"
-    pipes_s3_interval_s: float = PIPES_S3_INTERVAL_S  # see resources/launching.py
-    s3: S3Resource | None = None
+    # Pipes through S3 instead of the RWX volume (RemotePipes: pipes_s3_bucket, s3 for the
+    # op's side); pods get S3 access from their service account or a Secret, never the manifest
 
     def render_manifest(self, *, name: str, config_path: str, pipes_env: dict[str, str]) -> str:
         def replica(count: int, env: dict[str, str], reports: bool) -> dict[str, Any]:
@@ -128,15 +122,7 @@ class KubernetesLauncher(ConfigurableResource):
         Path(run_dir).mkdir(parents=True, exist_ok=True)
         log_path = Path(run_dir) / f"{name}.log"
         drain = MessageDrain(on_message)
-        injector, reader = pipes_channels(
-            run_dir=run_dir,
-            job_name=name,
-            run_id=context.run_id,
-            s3_bucket=self.pipes_s3_bucket,
-            s3_prefix=self.pipes_s3_prefix,
-            s3_interval_s=self.pipes_s3_interval_s,
-            s3=self.s3,
-        )
+        injector, reader = self.channels(context, run_dir=run_dir, job_name=name)
         with pipes_session(context, injector, reader) as session:
             manifest = self.render_manifest(
                 name=name, config_path=config_path, pipes_env=session.get_bootstrap_env_vars()

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from dagster import (
+    ConfigurableResource,
     MetadataValue,
     OpExecutionContext,
     PipesContextInjector,
@@ -194,6 +195,33 @@ def pipes_channels(
         PipesS3ContextInjector(bucket=s3_bucket, client=client, key_prefix=f"{s3_prefix}/{run_id}"),
         _s3_message_reader(bucket=s3_bucket, client=client, interval=s3_interval_s),
     )
+
+
+class RemotePipes(ConfigurableResource):
+    """Pipes settings of a launcher whose job runs on other nodes (Slurm, Kubernetes).
+
+    Without ``pipes_s3_bucket``: the context in the environment, messages in a file of the run
+    folder (a filesystem shared by every node and Dagster). With it: both through S3
+    (dagster-aws), with ``s3``'s endpoint and credentials on the op's side."""
+
+    pipes_s3_bucket: str | None = None
+    pipes_s3_prefix: str = "pipes"
+    pipes_s3_interval_s: float = PIPES_S3_INTERVAL_S  # see PIPES_S3_INTERVAL_S above
+    s3: S3Resource | None = None
+
+    def channels(
+        self, context: OpExecutionContext, *, run_dir: str, job_name: str
+    ) -> tuple[PipesContextInjector, PipesMessageReader]:
+        """This launcher's injector and reader for one job (:func:`pipes_channels`)."""
+        return pipes_channels(
+            run_dir=run_dir,
+            job_name=job_name,
+            run_id=context.run_id,
+            s3_bucket=self.pipes_s3_bucket,
+            s3_prefix=self.pipes_s3_prefix,
+            s3_interval_s=self.pipes_s3_interval_s,
+            s3=self.s3,
+        )
 
 
 def _s3_message_reader(*, bucket: str, client: Any, interval: float) -> PipesMessageReader:

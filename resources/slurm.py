@@ -36,19 +36,17 @@ import subprocess
 import time
 from pathlib import Path
 
-from dagster import ConfigurableResource, OpExecutionContext
-from dagster_aws.s3 import S3Resource
+from dagster import OpExecutionContext
 
 from pretrain import storage
 from resources.launching import (
     CPU_ALLOCATOR_ENV,
     PIPES_EVENT_SINK,
-    PIPES_S3_INTERVAL_S,
     LaunchResult,
     MessageDrain,
     OnMessage,
+    RemotePipes,
     inherited_environment,
-    pipes_channels,
     pipes_session,
     read_log_tail,
     s3_environment,
@@ -68,7 +66,7 @@ TERMINAL_STATES = {
 }
 
 
-class SlurmLauncher(ConfigurableResource):
+class SlurmLauncher(RemotePipes):
     """Multi-node torchrun under Slurm; one task per node, ``nproc_per_node`` workers each."""
 
     nodes: int = 2
@@ -88,12 +86,8 @@ class SlurmLauncher(ConfigurableResource):
     ] = []  # e.g. ["module load cuda/12.4", "source /shared/venv/bin/activate"]
     poll_interval_s: float = 30.0
     term_timeout_s: float = 240.0
-    # Pipes through S3 (no filesystem shared with Dagster): a bucket, and the S3 settings the
-    # job's processes get as AWS_* variables (endpoint, credentials) when set
-    pipes_s3_bucket: str | None = None
-    pipes_s3_prefix: str = "pipes"
-    pipes_s3_interval_s: float = PIPES_S3_INTERVAL_S  # see resources/launching.py
-    s3: S3Resource | None = None
+    # Pipes through S3 (RemotePipes: pipes_s3_bucket, s3): the job's processes get the S3
+    # settings as AWS_* variables (endpoint, credentials) when set
     # an s3:// config: the job log is written on the node, then copied next to the config
     node_log_dir: str = "/tmp"
     log_upload_interval_s: float = 60.0
@@ -190,15 +184,7 @@ class SlurmLauncher(ConfigurableResource):
             self.render_sbatch(job_name=job_name, config_path=config_path, log_dir=str(log_dir))
         )
         drain = MessageDrain(on_message)
-        injector, reader = pipes_channels(
-            run_dir=str(log_dir),
-            job_name=job_name,
-            run_id=context.run_id,
-            s3_bucket=self.pipes_s3_bucket,
-            s3_prefix=self.pipes_s3_prefix,
-            s3_interval_s=self.pipes_s3_interval_s,
-            s3=self.s3,
-        )
+        injector, reader = self.channels(context, run_dir=str(log_dir), job_name=job_name)
         with pipes_session(context, injector, reader) as session:
             env = {
                 **inherited_environment(),

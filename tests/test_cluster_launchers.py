@@ -11,6 +11,7 @@ from pathlib import Path
 import yaml
 
 from resources.kubernetes import KubernetesLauncher
+from resources.launching import PIPES_S3_INTERVAL_S, RemotePipes
 from resources.slurm import SlurmLauncher
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -60,3 +61,19 @@ def test_pytorchjob_manifest_matches_golden() -> None:
     worker_env = {e["name"] for e in worker["template"]["spec"]["containers"][0]["env"]}
     assert "DAGSTER_PIPES_CONTEXT" in master_env and "DAGSTER_PIPES_CONTEXT" not in worker_env
     assert worker["template"]["spec"]["containers"][0]["args"] == []  # only rank 0 reports
+
+
+def test_both_launchers_declare_their_pipes_settings_once() -> None:
+    """The Pipes-over-S3 settings live in ``RemotePipes``; both launchers inherit them, and
+    Dagster's config schema of each shows them with the base's defaults."""
+    pipes_fields = {"pipes_s3_bucket", "pipes_s3_prefix", "pipes_s3_interval_s", "s3"}
+    assert set(RemotePipes.__annotations__) == pipes_fields
+    for launcher in (SlurmLauncher, KubernetesLauncher):
+        assert issubclass(launcher, RemotePipes)
+        assert not pipes_fields & set(launcher.__annotations__), launcher.__name__
+        fields = launcher().get_resource_definition().config_schema.config_type.fields
+        defaults = {
+            name: fields[name].default_value for name in ("pipes_s3_prefix", "pipes_s3_interval_s")
+        }
+        assert defaults == {"pipes_s3_prefix": "pipes", "pipes_s3_interval_s": PIPES_S3_INTERVAL_S}
+        assert "pipes_s3_bucket" in fields  # s3 is a nested resource, not a config field

@@ -40,8 +40,8 @@ from dagster import (
     AssetObservation,
     DagsterInstance,
     DagsterRunStatus,
+    instance_for_test,
 )
-from dagster._core.test_utils import instance_for_test
 
 from pretrain.checkpoint import dcp as ckpt
 from pretrain.recovery.policy import Decision

@@ -18,8 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
-from dagster import AssetKey, OpExecutionContext, job, op
-from dagster._core.test_utils import instance_for_test
+from dagster import AssetKey, OpExecutionContext, instance_for_test, job, op
 
 from jobs.training import train_job
 from resources.kubernetes import KubernetesLauncher

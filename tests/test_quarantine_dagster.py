@@ -18,9 +18,9 @@ from dagster import (
     DagsterRun,
     DagsterRunStatus,
     build_sensor_context,
+    instance_for_test,
     materialize,
 )
-from dagster._core.test_utils import instance_for_test
 
 from jobs.quarantine import decision_id, rollback_decisions, skip_record
 from pretrain import identity, storage

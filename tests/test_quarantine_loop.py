@@ -18,8 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
-from dagster import AssetKey, DagsterInstance, build_sensor_context, materialize
-from dagster._core.test_utils import instance_for_test
+from dagster import AssetKey, DagsterInstance, build_sensor_context, instance_for_test, materialize
 
 from jobs.partitions import quarantine_partitions, shard_partitions
 from pretrain import identity, storage

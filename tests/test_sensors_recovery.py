@@ -19,8 +19,8 @@ from dagster import (
     SensorResult,
     build_run_status_sensor_context,
     build_sensor_context,
+    instance_for_test,
 )
-from dagster._core.test_utils import instance_for_test
 
 from pretrain import storage
 from pretrain.checkpoint.dcp import is_healthy

@@ -24,8 +24,15 @@ from typing import Any
 
 import boto3
 import pytest
-from dagster import AssetKey, DagsterEventType, OpExecutionContext, job, materialize, op
-from dagster._core.test_utils import instance_for_test
+from dagster import (
+    AssetKey,
+    DagsterEventType,
+    OpExecutionContext,
+    instance_for_test,
+    job,
+    materialize,
+    op,
+)
 from dagster_aws.s3 import S3Resource
 
 from jobs.train_config import TrainRunConfig, resolve_train_config

@@ -12,14 +12,15 @@ tests skip where Slurm cannot be installed.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
 import pytest
-from dagster import AssetKey, DagsterEventType, DagsterInstance
-from dagster._core.test_utils import instance_for_test
+from dagster import AssetKey, DagsterEventType, DagsterInstance, instance_for_test
 
 from jobs.training import train_job
 from pretrain.checkpoint import dcp as ckpt
@@ -118,9 +119,12 @@ def test_terminate_scancels_and_leaves_nothing_behind(slurm: SlurmCluster, tmp_p
     with instance_for_test() as instance:
 
         def run() -> None:
-            outcome["result"] = run_train(
-                instance, artifacts, launcher, max_steps=100_000, checkpoint_every=2
-            )
+            try:
+                outcome["result"] = run_train(
+                    instance, artifacts, launcher, max_steps=100_000, checkpoint_every=2
+                )
+            except BaseException as exc:  # shown by the assertion below, not lost in a thread
+                outcome["error"] = "".join(traceback.format_exception(exc))
 
         thread = threading.Thread(target=run, daemon=True)
         thread.start()
@@ -140,6 +144,13 @@ def test_terminate_scancels_and_leaves_nothing_behind(slurm: SlurmCluster, tmp_p
         assert processes_naming(config_file) == set()
         assert not any(alive(pid) for pid in workers)
         thread.join(timeout=60)
+        # when the run did not end, say where the op is (or what it raised), not just KeyError
+        assert not thread.is_alive(), (
+            "the run did not end within 60 s after the job left the queue; the op is at:\n"
+            + "".join(traceback.format_stack(sys._current_frames()[thread.ident]))
+        )
+        assert "error" not in outcome, outcome.get("error")
+        print(f"terminate {stopped_s:.1f} s, run ended {time.monotonic() - started:.1f} s after it")
         result = outcome["result"]
         assert not result.success  # the trainer stopped before max_steps: not a success
         [failure] = [e for e in result.all_events if e.is_step_failure]

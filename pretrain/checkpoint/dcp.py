@@ -340,7 +340,7 @@ def prune_checkpoints(
 
 
 def step_of(ckpt_dir: str | Path) -> int:
-    match = _STEP_RE.match(Path(ckpt_dir).name)
+    match = _STEP_RE.match(storage.basename(str(ckpt_dir)))
     if not match:
         raise CheckpointError(f"{ckpt_dir} is not a step-<N:08d> checkpoint directory")
     return int(match.group(1))

@@ -38,15 +38,6 @@ class CheckpointInfo:
     label: str
 
 
-def _root_key(root: str | Path) -> str:
-    """A run root as one comparable string: ``s3://b/x`` and ``Path("s3://b/x")`` (which
-    reads ``s3:/b/x``) agree; a local root is resolved."""
-    text = str(root).rstrip("/")
-    if text.startswith(("s3://", "s3:/")):
-        return "s3://" + text.split(":/", 1)[1].lstrip("/")
-    return str(Path(text).resolve())
-
-
 def lineage_checkpoints(
     run_root: str | Path, branch: str, resume_path: str | Path | None = None
 ) -> list[CheckpointInfo]:
@@ -54,40 +45,46 @@ def lineage_checkpoints(
     (HEALTHY if marked healthy, else PENDING: not judged yet).
 
     The fork point of a branch is the ``lineage.parent`` recorded in its oldest checkpoint, or
-    ``resume_path`` (what the running job resumed from) while it has none yet."""
+    ``resume_path`` (what the running job resumed from) while it has none yet. Paths stay URI
+    strings (local or ``s3://``) throughout: ``CheckpointInfo.path`` is one."""
+    root = str(run_root)
     found: list[CheckpointInfo] = []
     seen: set[str] = set()
     limit: int | None = None
+    fork = str(resume_path) if resume_path else None  # only the running branch may lack one
     for _ in range(MAX_LINEAGE_DEPTH):
         paths = [
-            p
-            for p in ckpt.list_checkpoints(run_root, branch)
+            str(p)
+            for p in ckpt.list_checkpoints(root, branch)
             if limit is None or ckpt.step_of(p) <= limit
         ]
         found[:0] = [_info(branch, p) for p in paths]
         seen.add(branch)
-        parent = _parent(paths[0]) if paths else (Path(resume_path) if resume_path else None)
-        resume_path = None  # only the running branch may lack checkpoints
-        if parent is None or parent.parent.name == branch:
+        parent = _parent(paths[0]) if paths else fork
+        fork = None
+        if parent is None:
             return found
-        branch, limit = parent.parent.name, ckpt.step_of(parent)
+        parent_branch_dir = storage.parent(parent)  # <root>/<branch>/step-<N> -> <root>/<branch>
+        if storage.basename(parent_branch_dir) == branch:
+            return found
+        branch, limit = storage.basename(parent_branch_dir), ckpt.step_of(parent)
         if branch in seen:
             raise CheckpointError(f"checkpoint lineage loops back to branch {branch!r} at {parent}")
-        if _root_key(parent.parent.parent) != _root_key(run_root):
+        if not storage.same_location(storage.parent(parent_branch_dir), root):
             return found  # forked from another run root: not ours to roll back to
     raise CheckpointError(f"checkpoint lineage of {branch!r} is deeper than {MAX_LINEAGE_DEPTH}")
 
 
-def _parent(path: Path) -> Path | None:
+def _parent(path: str) -> str | None:
     parent = ckpt.read_meta(path).get("lineage", {}).get("parent")
-    return Path(parent) if parent else None
+    return str(parent) if parent else None
 
 
-def _info(branch: str, path: Path) -> CheckpointInfo:
+def _info(branch: str, path: str) -> CheckpointInfo:
     step = ckpt.step_of(path)
     return CheckpointInfo(
         key=ckpt.checkpoint_key(branch, step),
-        path=str(path),
+        path=path,
         step=step,
         label=HEALTHY if ckpt.is_healthy(path) else PENDING,
     )

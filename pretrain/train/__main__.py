@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import sys
 
 from pretrain import storage
@@ -163,30 +162,14 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if closed and in_flight is None:
                 # Every rank waits until rank 0 has closed its files (W&B takes seconds), so
-                # the ranks tear the group down together (see _exit_worker). Not after an
-                # error: a rank may be gone, and the barrier would wait for it.
+                # the ranks tear the group down together. Not after an error: a rank may be
+                # gone, and the barrier would wait for it.
                 barrier(proc)
+            # frees the group and joins its threads before the interpreter exits (a gloo
+            # group still alive at exit aborted rank 1 after finished runs: see there)
             close_process_group()
             stop.restore()
 
 
-def _exit_worker(code: int) -> None:
-    """Exit a torchrun worker after a clean finish without running exit-time destructors.
-
-    Everything is closed by then (checkpoints committed, sinks and W&B closed, the process
-    group destroyed), but a second rank sometimes aborted in a C++ destructor at interpreter
-    exit ("terminate called without an active exception", SIGABRT) after ``finished``, and
-    torchrun then failed the whole finished run. ``os._exit`` skips that teardown."""
-    import logging
-
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
 if __name__ == "__main__":
-    exit_code = main()
-    if exit_code == 0 and "TORCHELASTIC_RUN_ID" in os.environ:
-        _exit_worker(exit_code)
-    sys.exit(exit_code)
+    sys.exit(main())

@@ -28,7 +28,7 @@ import torch
 from torch import nn
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
-from pretrain.distributed import ProcessInfo
+from pretrain.distributed import ProcessInfo, data_parallel_mesh
 from pretrain.model.config import ModelConfig
 from pretrain.model.transformer import Transformer, init_weights
 from pretrain.train.config import ComputeConfig
@@ -50,9 +50,10 @@ def build_model(
     apply_compute_options(model, compute)
     if proc.distributed:
         policy = mixed_precision(proc)
+        mesh = data_parallel_mesh(proc)  # one mesh, released by close_process_group
         for block in model.layers:
-            fully_shard(block, mp_policy=policy)
-        fully_shard(model, mp_policy=policy)
+            fully_shard(block, mesh=mesh, mp_policy=policy)
+        fully_shard(model, mesh=mesh, mp_policy=policy)
     model.to_empty(device=proc.device)
     if not proc.distributed:
         model.tie_weights()

@@ -1,23 +1,28 @@
-"""Named training recipes: functions that turn (packed data, output dir, steps) into a TrainConfig.
+"""Named training recipes: one table row per recipe, one builder that turns a row and (packed
+data, output dir, steps) into a TrainConfig.
 
-    from pretrain.train.recipes import debug_tiny
-    cfg = debug_tiny(packed_dir="artifacts/packed_tokens", out_dir="runs", max_steps=50)
+    from pretrain.train.recipes import get_train_recipe
+    cfg = get_train_recipe("debug_tiny")(packed_dir="artifacts/packed_tokens", out_dir="runs",
+                                         max_steps=50)
 
 The model's vocab size and context come from the packed data's ``index.json``; everything else
-is a documented default for that scale. ``python -m pretrain.train --recipe NAME --packed DIR
---out DIR`` calls these. The global batch of the Llama-scale recipes is given in tokens (the
-reference table: 125M ~0.5M, 1.3B ~1M, 7B and 70B ~4M tokens per step) and turned into whole
-sequences of the packed context (see :func:`sequences_for_tokens`); ``debug_tiny`` uses 16
-sequences whatever the context.
+is a documented default for that scale (:data:`TRAIN_RECIPES`). ``python -m pretrain.train
+--recipe NAME --packed DIR --out DIR`` calls these. The global batch of the Llama-scale recipes
+is given in tokens (the reference table: 125M ~0.5M, 1.3B ~1M, 7B and 70B ~4M tokens per step)
+and turned into whole sequences of the packed context (see :func:`sequences_for_tokens`);
+``debug_tiny`` uses 16 sequences whatever the context.
 
     cfg = recipe_with_overrides("debug_tiny", packed_dir=..., run_root=...,
                                 overrides={"run": {"max_steps": 200}, "optim": {"schedule": "wsd"}})
+
+A new recipe is a new row: a model recipe name (:mod:`pretrain.model.recipes`) and the values
+below; ``tests/test_train_recipes.py`` pins every row's resulting config.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from pretrain.errors import ConfigError
@@ -34,46 +39,69 @@ from pretrain.train.config import (
 )
 
 
-def _recipe(
-    model_name: str,
-    *,
-    packed_dir: str,
-    out_dir: str,
-    max_steps: int,
-    lr: float,
-    micro_batch_size: int,
-    global_batch_sequences: int | None = None,
-    global_batch_tokens: int | None = None,
-    warmup_steps: int,
-    every_steps: int,
-    branch: str,
-    deterministic: bool,
-    wandb_mode: str,
-) -> TrainConfig:
-    index = packed_shape(packed_dir)  # index.json only: no copy of s3:// shards here
-    model = model_recipes.get_recipe(model_name)(
-        vocab_size=index.vocab_size, max_seq_len=index.seq_len
-    )
-    if global_batch_sequences is None:
-        assert global_batch_tokens is not None, "a recipe gives its batch in tokens or sequences"
-        global_batch_sequences = sequences_for_tokens(
-            global_batch_tokens, index.seq_len - 1, micro_batch_size
+@dataclass(frozen=True, kw_only=True)
+class TrainRecipe:
+    """What differs between recipes; call it to build the TrainConfig for packed data.
+
+    The batch is ``global_batch_sequences`` or ``global_batch_tokens`` (exactly one);
+    ``checkpoint_every_steps=None`` checkpoints four times per run (a quarter of
+    ``max_steps``). Warmup is clipped to the run's ``max_steps``."""
+
+    model: str  # a pretrain.model.recipes name
+    max_steps: int  # the default horizon (also the LR schedule's)
+    lr: float
+    micro_batch_size: int
+    warmup_steps: int
+    checkpoint_every_steps: int | None
+    global_batch_sequences: int | None = None
+    global_batch_tokens: int | None = None
+    deterministic: bool = False
+
+    def __post_init__(self) -> None:
+        if (self.global_batch_sequences is None) == (self.global_batch_tokens is None):
+            raise ConfigError(
+                f"training recipe for {self.model!r}: give the global batch either in sequences "
+                "(global_batch_sequences) or in tokens (global_batch_tokens), exactly one"
+            )
+
+    def __call__(
+        self,
+        *,
+        packed_dir: str,
+        out_dir: str,
+        max_steps: int | None = None,
+        branch: str = "b00",
+        wandb_mode: str = "offline",
+    ) -> TrainConfig:
+        max_steps = self.max_steps if max_steps is None else max_steps
+        index = packed_shape(packed_dir)  # index.json only: no copy of s3:// shards here
+        model = model_recipes.get_recipe(self.model)(
+            vocab_size=index.vocab_size, max_seq_len=index.seq_len
         )
-    return TrainConfig(
-        model=model,
-        optim=OptimConfig(
-            lr=lr, warmup_steps=min(warmup_steps, max_steps), schedule_steps=max_steps
-        ),
-        data=DataConfig(
-            packed_dir=packed_dir,
-            micro_batch_size=micro_batch_size,
-            global_batch_sequences=global_batch_sequences,
-        ),
-        checkpoint=CheckpointConfig(run_root=out_dir, every_steps=every_steps, keep_last=3),
-        run=RunConfig(branch=branch, max_steps=max_steps),
-        metrics=MetricsConfig(wandb_mode=wandb_mode),
-        deterministic=deterministic,
-    )
+        sequences = self.global_batch_sequences
+        if sequences is None:
+            tokens = self.global_batch_tokens or 0  # set: checked in __post_init__
+            sequences = sequences_for_tokens(tokens, index.seq_len - 1, self.micro_batch_size)
+        every = self.checkpoint_every_steps
+        if every is None:
+            every = max(1, max_steps // 4)
+        return TrainConfig(
+            model=model,
+            optim=OptimConfig(
+                lr=self.lr,
+                warmup_steps=min(self.warmup_steps, max_steps),
+                schedule_steps=max_steps,
+            ),
+            data=DataConfig(
+                packed_dir=packed_dir,
+                micro_batch_size=self.micro_batch_size,
+                global_batch_sequences=sequences,
+            ),
+            checkpoint=CheckpointConfig(run_root=out_dir, every_steps=every, keep_last=3),
+            run=RunConfig(branch=branch, max_steps=max_steps),
+            metrics=MetricsConfig(wandb_mode=wandb_mode),
+            deterministic=self.deterministic,
+        )
 
 
 def rederive_global_batch(global_batch_sequences: int, micro_batch_size: int) -> int:
@@ -89,137 +117,33 @@ def sequences_for_tokens(num_tokens: int, tokens_per_sequence: int, multiple_of:
     return micro_batches * multiple_of
 
 
-def debug_tiny(
-    *,
-    packed_dir: str,
-    out_dir: str,
-    max_steps: int = 200,
-    branch: str = "b00",
-    wandb_mode: str = "offline",
-) -> TrainConfig:
-    """~1M-parameter model, 16 sequences per step; seconds per 10 steps on 2 CPU cores."""
-    return _recipe(
-        "debug_tiny",
-        packed_dir=packed_dir,
-        out_dir=out_dir,
-        max_steps=max_steps,
-        lr=3e-3,
-        micro_batch_size=8,
-        global_batch_sequences=16,
-        warmup_steps=10,
-        every_steps=max(1, max_steps // 4),
-        branch=branch,
+TRAIN_RECIPES: dict[str, TrainRecipe] = {
+    # ~1M parameters, 16 sequences per step; seconds per 10 steps on 2 CPU cores
+    "debug_tiny": TrainRecipe(
+        model="debug_tiny", max_steps=200, lr=3e-3, micro_batch_size=8,
+        global_batch_sequences=16, warmup_steps=10, checkpoint_every_steps=None,
         deterministic=True,
-        wandb_mode=wandb_mode,
-    )
+    ),
+    "llama_125m": TrainRecipe(
+        model="llama_125m", max_steps=20_000, lr=6e-4, micro_batch_size=16,
+        global_batch_tokens=524_288, warmup_steps=700, checkpoint_every_steps=1000,
+    ),
+    "llama_1b": TrainRecipe(
+        model="llama_1b", max_steps=100_000, lr=2e-4, micro_batch_size=8,
+        global_batch_tokens=1_048_576, warmup_steps=2000, checkpoint_every_steps=1000,
+    ),
+    "llama_7b": TrainRecipe(
+        model="llama_7b", max_steps=250_000, lr=3e-4, micro_batch_size=2,
+        global_batch_tokens=4_194_304, warmup_steps=2000, checkpoint_every_steps=1000,
+    ),
+    "llama_70b": TrainRecipe(
+        model="llama_70b", max_steps=500_000, lr=1.5e-4, micro_batch_size=1,
+        global_batch_tokens=4_194_304, warmup_steps=2000, checkpoint_every_steps=500,
+    ),
+}  # fmt: skip
 
 
-def llama_125m(
-    *,
-    packed_dir: str,
-    out_dir: str,
-    max_steps: int = 20_000,
-    branch: str = "b00",
-    wandb_mode: str = "offline",
-) -> TrainConfig:
-    return _recipe(
-        "llama_125m",
-        packed_dir=packed_dir,
-        out_dir=out_dir,
-        max_steps=max_steps,
-        lr=6e-4,
-        micro_batch_size=16,
-        global_batch_tokens=524_288,
-        warmup_steps=700,
-        every_steps=1000,
-        branch=branch,
-        deterministic=False,
-        wandb_mode=wandb_mode,
-    )
-
-
-def llama_1b(
-    *,
-    packed_dir: str,
-    out_dir: str,
-    max_steps: int = 100_000,
-    branch: str = "b00",
-    wandb_mode: str = "offline",
-) -> TrainConfig:
-    return _recipe(
-        "llama_1b",
-        packed_dir=packed_dir,
-        out_dir=out_dir,
-        max_steps=max_steps,
-        lr=2e-4,
-        micro_batch_size=8,
-        global_batch_tokens=1_048_576,
-        warmup_steps=2000,
-        every_steps=1000,
-        branch=branch,
-        deterministic=False,
-        wandb_mode=wandb_mode,
-    )
-
-
-def llama_7b(
-    *,
-    packed_dir: str,
-    out_dir: str,
-    max_steps: int = 250_000,
-    branch: str = "b00",
-    wandb_mode: str = "offline",
-) -> TrainConfig:
-    return _recipe(
-        "llama_7b",
-        packed_dir=packed_dir,
-        out_dir=out_dir,
-        max_steps=max_steps,
-        lr=3e-4,
-        micro_batch_size=2,
-        global_batch_tokens=4_194_304,
-        warmup_steps=2000,
-        every_steps=1000,
-        branch=branch,
-        deterministic=False,
-        wandb_mode=wandb_mode,
-    )
-
-
-def llama_70b(
-    *,
-    packed_dir: str,
-    out_dir: str,
-    max_steps: int = 500_000,
-    branch: str = "b00",
-    wandb_mode: str = "offline",
-) -> TrainConfig:
-    return _recipe(
-        "llama_70b",
-        packed_dir=packed_dir,
-        out_dir=out_dir,
-        max_steps=max_steps,
-        lr=1.5e-4,
-        micro_batch_size=1,
-        global_batch_tokens=4_194_304,
-        warmup_steps=2000,
-        every_steps=500,
-        branch=branch,
-        deterministic=False,
-        wandb_mode=wandb_mode,
-    )
-
-
-TRAIN_RECIPES: dict[str, Callable[..., TrainConfig]] = {
-    "debug_tiny": debug_tiny,
-    "llama_125m": llama_125m,
-    "llama_1b": llama_1b,
-    "llama_7b": llama_7b,
-    "llama_70b": llama_70b,
-}
-
-
-def get_train_recipe(name: str) -> Callable[..., TrainConfig]:
+def get_train_recipe(name: str) -> TrainRecipe:
     try:
         return TRAIN_RECIPES[name]
     except KeyError:
