@@ -26,7 +26,7 @@ from pretrain.dedup.config import DedupConfig, LineDedupConfig
 from pretrain.errors import ConfigError
 from pretrain.filters.config import FilterConfig
 from pretrain.packing.format import FORMAT
-from pretrain.train.recipes import debug_tiny
+from pretrain.model.recipes import debug_tiny
 
 
 def reached(cls: type, found: dict[type, None] | None = None) -> dict[type, None]:
