@@ -237,6 +237,10 @@ def test_specs_are_named_by_their_settings(tmp_path: Path) -> None:
         "web-0007", recipe="proxy_cpu", seeds=(0, 1), probe_share=0.25
     )
     assert [s.name for s in with_] == [s.name for s in again]
+    on_gpu, _ = registry.admission_specs(
+        "web-0007", recipe="proxy_gpu_20m", seeds=(0, 1), probe_share=0.25
+    )
+    assert not {s.name for s in on_gpu} & {s.name for s in with_}  # another experiment
     assert {s.label for s in with_} == {"with"} and {s.label for s in without} == {"base"}
     assert all(s.group == "" for s in without)  # the base arm is shared by every group
     root = str(tmp_path)

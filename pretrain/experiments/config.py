@@ -1,7 +1,8 @@
 """What an experiment is: a data variant, a proxy recipe and a seed, each a frozen dataclass.
 
     variant = DataVariant(weights={"web": 0.5, "news": 0.3, "books": 0.2})
-    spec = ExperimentSpec(name="mix-0a1b2c3d-s0", variant=variant, recipe="proxy_cpu", seed=0)
+    spec = ExperimentSpec(name=experiment_name("mix", variant, 0, "proxy_cpu"), variant=variant,
+                          recipe="proxy_cpu", seed=0)
     spec.to_json()                    # what proxy_runs[name] reads (experiments/<name>/spec.json)
 
 A **data variant** says which training data a proxy sees, as a view over the campaign's
@@ -190,10 +191,13 @@ class ExperimentSpec:
         return {"variant": self.variant.to_dict(), "recipe": self.recipe, "seed": self.seed}
 
 
-def experiment_name(prefix: str, variant: DataVariant, seed: int) -> str:
-    """``<prefix>-<variant digest>-s<seed>``: the same variant and seed always get the same name,
-    so registering it twice is one partition and it is trained once."""
-    return f"{prefix}-{variant.digest()}-s{seed}"
+def experiment_name(prefix: str, variant: DataVariant, seed: int, recipe: str) -> str:
+    """``<prefix>-<digest>-s<seed>``, the digest of the variant and the recipe's name: the same
+    variant, recipe and seed always get the same name, so registering it twice is one partition
+    and it is trained once; the same variant under another recipe (a GPU proxy after a CPU one,
+    a larger check run) is another experiment, not a clash with the first."""
+    blob = json.dumps({"variant": variant.to_dict(), "recipe": recipe}, sort_keys=True, default=str)
+    return f"{prefix}-{hashlib.sha256(blob.encode()).hexdigest()[:8]}-s{seed}"
 
 
 @dataclass(frozen=True, kw_only=True)
