@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from collections import Counter
@@ -25,7 +26,7 @@ from pretrain.experiments.admission import (
     decide_admission,
     noise_from_stats,
 )
-from pretrain.experiments.config import DataVariant, ExperimentSpec
+from pretrain.experiments.config import PROXY_RECIPES, DataVariant, ExperimentSpec
 from pretrain.experiments.decisions import (
     excluded_groups,
     latest_review,
@@ -254,6 +255,17 @@ def test_specs_are_named_by_their_settings(tmp_path: Path) -> None:
         ExperimentSpec(name="Bad Name", variant=DataVariant())
     with pytest.raises(ConfigError, match="unknown proxy recipe"):
         ExperimentSpec(name="ok", variant=DataVariant(), recipe="gpt5")
+
+
+def test_a_retuned_recipe_is_another_identity(monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = ExperimentSpec(name="mix-x-s0", variant=DataVariant(), recipe="proxy_tiny")
+    before = spec.settings()
+    retuned = dataclasses.replace(
+        PROXY_RECIPES["proxy_tiny"], lr=PROXY_RECIPES["proxy_tiny"].lr / 2
+    )
+    monkeypatch.setitem(PROXY_RECIPES, "proxy_tiny", retuned)
+    assert spec.settings() != before  # proxy_runs' identity: the old result is not reused
+    assert spec.settings()["recipe_settings"]["lr"] == retuned.lr
 
 
 def test_filter_overrides_apply_to_nested_sections() -> None:

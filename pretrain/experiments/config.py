@@ -187,8 +187,12 @@ class ExperimentSpec:
         return cls(**{**data, "variant": DataVariant.from_dict(data["variant"])})
 
     def settings(self) -> dict[str, Any]:
-        """What determines the result: everything but the name and the bookkeeping labels."""
-        return {"variant": self.variant.to_dict(), "recipe": self.recipe, "seed": self.seed}
+        """What determines the result: the variant, the recipe (its name and every setting, so
+        that a retuned recipe makes a new identity and old proxies are not reused) and the seed;
+        not the name or the bookkeeping labels."""
+        recipe = dataclasses.asdict(get_proxy_recipe(self.recipe))
+        return {"variant": self.variant.to_dict(), "recipe": self.recipe,
+                "recipe_settings": recipe, "seed": self.seed}  # fmt: skip
 
 
 def experiment_name(prefix: str, variant: DataVariant, seed: int, recipe: str) -> str:
