@@ -135,6 +135,10 @@ def test_a_fit_finds_what_the_proxies_measured() -> None:
     assert proposal.predicted < proposal.predicted_natural
     proposed = SPACE.vector(proposal.weights)
     assert np.abs(proposed - optimum).sum() < np.abs(np.array(SPACE.natural) - optimum).sum()
+    # a run so large that almost no mixture fits its caps: an error, not an endless draw
+    tight = dataclasses.replace(SPACE, target_tokens=SPACE.target_tokens * 3)
+    with pytest.raises(DataError, match="respect the epoch caps"):
+        propose(fit, tight, seed=0, samples=20_000, top_k=50, max_draws=50_000)
 
 
 def test_search_settings_are_checked_and_named() -> None:
