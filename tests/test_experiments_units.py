@@ -171,7 +171,7 @@ def evidence(delta: float, spread: float, seeds: tuple[int, ...] = (0, 1)) -> Ad
         (0.05, 0.01, "reject", "worse"),
         (-0.05, 0.08, "hold", "within the seed spread"),
         (-0.001, 0.0001, "hold", "below min_gain"),
-        (0.001, 0.0001, "hold", "below min_gain"),
+        (0.001, 0.0001, "hold", "harm is below max_harm"),
     ],
 )
 def test_policy(delta: float, spread: float, expected: str, why: str) -> None:

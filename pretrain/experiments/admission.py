@@ -240,6 +240,8 @@ def decide_admission(
             "reject",
             f"it makes the proxies worse by more than max_harm={policy.max_harm}",
         )
+    elif delta > 0:
+        decision, why = "hold", f"the harm is below max_harm={policy.max_harm}: review it"
     elif delta > -policy.min_gain:
         decision, why = "hold", f"the gain is below min_gain={policy.min_gain}"
     elif noise is not None and noise.risk > policy.max_noise_risk:
