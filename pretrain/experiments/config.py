@@ -49,10 +49,13 @@ class ProxyRecipe:
     device: str = "cpu"
     max_val_sequences: int = 64  # per source
     max_task_examples: int = 200  # per eval task
+    schedule: str = "cosine"  # the LR schedule (OptimConfig.schedule): "cosine" or "wsd"
 
     def __post_init__(self) -> None:
         if self.device not in ("cpu", "cuda"):
             raise ConfigError(f"ProxyRecipe.device={self.device!r}; use 'cpu' or 'cuda'")
+        if self.schedule not in ("cosine", "wsd"):
+            raise ConfigError(f"ProxyRecipe.schedule={self.schedule!r}; use 'cosine' or 'wsd'")
         if self.global_batch_sequences % self.micro_batch_size:
             raise ConfigError(
                 f"ProxyRecipe {self.name}: global_batch_sequences={self.global_batch_sequences} "
