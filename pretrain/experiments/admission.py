@@ -77,7 +77,7 @@ class AdmissionConfig:
     """How a new shard group is tried and decided: the proxy, the seeds, the share of the
     budget the group takes in the "with" arm, the policy, and an operator's override."""
 
-    recipe: str = "proxy_cpu"
+    recipe: str = "proxy_cpu_admit"  # proxy_cpu's spread over seeds hides shuffled words
     seeds: tuple[int, ...] = (0, 1)
     probe_share: float = 0.25  # share of the proxy budget the new group takes when added
     policy: AdmissionPolicy = AdmissionPolicy()

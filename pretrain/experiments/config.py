@@ -65,15 +65,32 @@ class ProxyRecipe:
             raise ConfigError(f"ProxyRecipe {self.name}: sizes, lr and token_budget must be > 0")
 
 
-# CPU: ~2.5M parameters at a 4k vocabulary, 600k tokens: well under a minute on 2 cores.
+# CPU, tuned by bench/data_roi.py (5 real sources, a 1k-token basis vocabulary, one core each):
+# - proxy_cpu (search candidates): 172k parameters, 524k tokens, ~20 CPU-seconds of training;
+#   cosine at this length decayed the LR before the model left the sources' unigram plateau.
+# - proxy_cpu_admit (admission): the same model on 2.1M tokens, ~75 CPU-seconds; at 524k tokens
+#   a proxy's seed-to-seed spread (0.03-0.1 bits/byte) hid the harm of shuffled words, at 2.1M
+#   it was 0.01 and shuffled words cost +0.05-0.07.
+# - proxy_cpu_large: the larger run that checks a search's mixture, 23.6x proxy_cpu's FLOPs
+#   (0.94M parameters, 2.46M tokens), so that 12 search proxies stay under 5% of 11 such runs.
 # GPU: RegMix's 1M-scale proxies are CPU-sized here; 20M and 150M follow DataDecide's ladder.
 PROXY_RECIPES: dict[str, ProxyRecipe] = {
     r.name: r
     for r in (
         ProxyRecipe(
-            name="proxy_cpu", d_model=192, n_layers=4, n_heads=6, n_kv_heads=6,
-            micro_batch_size=16, global_batch_sequences=32, lr=4e-3, warmup_steps=10,
-            token_budget=600_000,
+            name="proxy_cpu", d_model=64, n_layers=2, n_heads=2, n_kv_heads=2,
+            micro_batch_size=16, global_batch_sequences=16, lr=1e-2, warmup_steps=10,
+            token_budget=524_288, schedule="wsd",
+        ),
+        ProxyRecipe(
+            name="proxy_cpu_admit", d_model=64, n_layers=2, n_heads=2, n_kv_heads=2,
+            micro_batch_size=16, global_batch_sequences=16, lr=1e-2, warmup_steps=20,
+            token_budget=2_097_152, schedule="wsd",
+        ),
+        ProxyRecipe(
+            name="proxy_cpu_large", d_model=128, n_layers=4, n_heads=4, n_kv_heads=4,
+            micro_batch_size=16, global_batch_sequences=16, lr=5e-3, warmup_steps=20,
+            token_budget=2_457_600, schedule="wsd",
         ),
         # seconds on one core: for tests and smoke runs, too small to decide real data
         ProxyRecipe(
