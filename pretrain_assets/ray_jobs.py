@@ -109,6 +109,10 @@ def apply_dedup_on_ray() -> JobDefinition:
     return _job("apply_dedup")
 
 
+def run_proxies_on_ray() -> JobDefinition:
+    return _job("run_proxies")
+
+
 def ingest_on_ray_jobs() -> JobDefinition:
     return _ray_job("ingest")
 

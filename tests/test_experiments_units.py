@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from collections import Counter
@@ -25,7 +26,7 @@ from pretrain.experiments.admission import (
     decide_admission,
     noise_from_stats,
 )
-from pretrain.experiments.config import DataVariant, ExperimentSpec
+from pretrain.experiments.config import PROXY_RECIPES, DataVariant, ExperimentSpec
 from pretrain.experiments.decisions import (
     excluded_groups,
     latest_review,
@@ -134,6 +135,10 @@ def test_a_fit_finds_what_the_proxies_measured() -> None:
     assert proposal.predicted < proposal.predicted_natural
     proposed = SPACE.vector(proposal.weights)
     assert np.abs(proposed - optimum).sum() < np.abs(np.array(SPACE.natural) - optimum).sum()
+    # a run so large that almost no mixture fits its caps: an error, not an endless draw
+    tight = dataclasses.replace(SPACE, target_tokens=SPACE.target_tokens * 3)
+    with pytest.raises(DataError, match="respect the epoch caps"):
+        propose(fit, tight, seed=0, samples=20_000, top_k=50, max_draws=50_000)
 
 
 def test_search_settings_are_checked_and_named() -> None:
@@ -166,7 +171,7 @@ def evidence(delta: float, spread: float, seeds: tuple[int, ...] = (0, 1)) -> Ad
         (0.05, 0.01, "reject", "worse"),
         (-0.05, 0.08, "hold", "within the seed spread"),
         (-0.001, 0.0001, "hold", "below min_gain"),
-        (0.001, 0.0001, "hold", "below min_gain"),
+        (0.001, 0.0001, "hold", "harm is below max_harm"),
     ],
 )
 def test_policy(delta: float, spread: float, expected: str, why: str) -> None:
@@ -237,6 +242,10 @@ def test_specs_are_named_by_their_settings(tmp_path: Path) -> None:
         "web-0007", recipe="proxy_cpu", seeds=(0, 1), probe_share=0.25
     )
     assert [s.name for s in with_] == [s.name for s in again]
+    on_gpu, _ = registry.admission_specs(
+        "web-0007", recipe="proxy_gpu_20m", seeds=(0, 1), probe_share=0.25
+    )
+    assert not {s.name for s in on_gpu} & {s.name for s in with_}  # another experiment
     assert {s.label for s in with_} == {"with"} and {s.label for s in without} == {"base"}
     assert all(s.group == "" for s in without)  # the base arm is shared by every group
     root = str(tmp_path)
@@ -250,6 +259,17 @@ def test_specs_are_named_by_their_settings(tmp_path: Path) -> None:
         ExperimentSpec(name="Bad Name", variant=DataVariant())
     with pytest.raises(ConfigError, match="unknown proxy recipe"):
         ExperimentSpec(name="ok", variant=DataVariant(), recipe="gpt5")
+
+
+def test_a_retuned_recipe_is_another_identity(monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = ExperimentSpec(name="mix-x-s0", variant=DataVariant(), recipe="proxy_tiny")
+    before = spec.settings()
+    retuned = dataclasses.replace(
+        PROXY_RECIPES["proxy_tiny"], lr=PROXY_RECIPES["proxy_tiny"].lr / 2
+    )
+    monkeypatch.setitem(PROXY_RECIPES, "proxy_tiny", retuned)
+    assert spec.settings() != before  # proxy_runs' identity: the old result is not reused
+    assert spec.settings()["recipe_settings"]["lr"] == retuned.lr
 
 
 def test_filter_overrides_apply_to_nested_sections() -> None:

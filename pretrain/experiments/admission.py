@@ -81,7 +81,7 @@ class AdmissionConfig:
     """How a new shard group is tried and decided: the proxy, the seeds, the share of the
     budget the group takes in the "with" arm, the policy, and an operator's override."""
 
-    recipe: str = "proxy_cpu"
+    recipe: str = "proxy_cpu_admit"  # proxy_cpu's spread over seeds hides shuffled words
     seeds: tuple[int, ...] = (0, 1)
     probe_share: float = 0.25  # share of the proxy budget the new group takes when added
     policy: AdmissionPolicy = AdmissionPolicy()
@@ -247,6 +247,8 @@ def decide_admission(
             "reject",
             f"it makes the proxies worse by more than max_harm={policy.max_harm}",
         )
+    elif delta > 0:
+        decision, why = "hold", f"the harm is below max_harm={policy.max_harm}: review it"
     elif delta > -policy.min_gain:
         decision, why = "hold", f"the gain is below min_gain={policy.min_gain}"
     elif noise is not None and noise.risk > policy.max_noise_risk:

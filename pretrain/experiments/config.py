@@ -1,7 +1,8 @@
 """What an experiment is: a data variant, a proxy recipe and a seed, each a frozen dataclass.
 
     variant = DataVariant(weights={"web": 0.5, "news": 0.3, "books": 0.2})
-    spec = ExperimentSpec(name="mix-0a1b2c3d-s0", variant=variant, recipe="proxy_cpu", seed=0)
+    spec = ExperimentSpec(name=experiment_name("mix", variant, 0, "proxy_cpu"), variant=variant,
+                          recipe="proxy_cpu", seed=0)
     spec.to_json()                    # what proxy_runs[name] reads (experiments/<name>/spec.json)
 
 A **data variant** says which training data a proxy sees, as a view over the campaign's
@@ -49,11 +50,14 @@ class ProxyRecipe:
     device: str = "cpu"
     max_val_sequences: int = 64  # per source
     max_task_examples: int = 200  # per eval task
+    schedule: str = "cosine"  # the LR schedule (OptimConfig.schedule): "cosine" or "wsd"
 
     def __post_init__(self) -> None:
         check_types(self)
         if self.device not in ("cpu", "cuda"):
             raise ConfigError(f"ProxyRecipe.device={self.device!r}; use 'cpu' or 'cuda'")
+        if self.schedule not in ("cosine", "wsd"):
+            raise ConfigError(f"ProxyRecipe.schedule={self.schedule!r}; use 'cosine' or 'wsd'")
         if self.global_batch_sequences % self.micro_batch_size:
             raise ConfigError(
                 f"ProxyRecipe {self.name}: global_batch_sequences={self.global_batch_sequences} "
@@ -63,15 +67,32 @@ class ProxyRecipe:
             raise ConfigError(f"ProxyRecipe {self.name}: sizes, lr and token_budget must be > 0")
 
 
-# CPU: ~2.5M parameters at a 4k vocabulary, 600k tokens: well under a minute on 2 cores.
+# CPU, tuned by bench/data_roi.py (5 real sources, a 1k-token basis vocabulary, one core each):
+# - proxy_cpu (search candidates): 172k parameters, 524k tokens, ~20 CPU-seconds of training;
+#   cosine at this length decayed the LR before the model left the sources' unigram plateau.
+# - proxy_cpu_admit (admission): the same model on 2.1M tokens, ~75 CPU-seconds; at 524k tokens
+#   a proxy's seed-to-seed spread (0.03-0.1 bits/byte) hid the harm of shuffled words, at 2.1M
+#   it was 0.01 and shuffled words cost +0.05-0.07.
+# - proxy_cpu_large: the larger run that checks a search's mixture, 23.6x proxy_cpu's FLOPs
+#   (0.94M parameters, 2.46M tokens), so that 12 search proxies stay under 5% of 11 such runs.
 # GPU: RegMix's 1M-scale proxies are CPU-sized here; 20M and 150M follow DataDecide's ladder.
 PROXY_RECIPES: dict[str, ProxyRecipe] = {
     r.name: r
     for r in (
         ProxyRecipe(
-            name="proxy_cpu", d_model=192, n_layers=4, n_heads=6, n_kv_heads=6,
-            micro_batch_size=16, global_batch_sequences=32, lr=4e-3, warmup_steps=10,
-            token_budget=600_000,
+            name="proxy_cpu", d_model=64, n_layers=2, n_heads=2, n_kv_heads=2,
+            micro_batch_size=16, global_batch_sequences=16, lr=1e-2, warmup_steps=10,
+            token_budget=524_288, schedule="wsd",
+        ),
+        ProxyRecipe(
+            name="proxy_cpu_admit", d_model=64, n_layers=2, n_heads=2, n_kv_heads=2,
+            micro_batch_size=16, global_batch_sequences=16, lr=1e-2, warmup_steps=20,
+            token_budget=2_097_152, schedule="wsd",
+        ),
+        ProxyRecipe(
+            name="proxy_cpu_large", d_model=128, n_layers=4, n_heads=4, n_kv_heads=4,
+            micro_batch_size=16, global_batch_sequences=16, lr=5e-3, warmup_steps=20,
+            token_budget=2_457_600, schedule="wsd",
         ),
         # seconds on one core: for tests and smoke runs, too small to decide real data
         ProxyRecipe(
@@ -190,14 +211,21 @@ class ExperimentSpec:
         return cls(**{**data, "variant": DataVariant.from_dict(data["variant"])})
 
     def settings(self) -> dict[str, Any]:
-        """What determines the result: everything but the name and the bookkeeping labels."""
-        return {"variant": self.variant.to_dict(), "recipe": self.recipe, "seed": self.seed}
+        """What determines the result: the variant, the recipe (its name and every setting, so
+        that a retuned recipe makes a new identity and old proxies are not reused) and the seed;
+        not the name or the bookkeeping labels."""
+        recipe = dataclasses.asdict(get_proxy_recipe(self.recipe))
+        return {"variant": self.variant.to_dict(), "recipe": self.recipe,
+                "recipe_settings": recipe, "seed": self.seed}  # fmt: skip
 
 
-def experiment_name(prefix: str, variant: DataVariant, seed: int) -> str:
-    """``<prefix>-<variant digest>-s<seed>``: the same variant and seed always get the same name,
-    so registering it twice is one partition and it is trained once."""
-    return f"{prefix}-{variant.digest()}-s{seed}"
+def experiment_name(prefix: str, variant: DataVariant, seed: int, recipe: str) -> str:
+    """``<prefix>-<digest>-s<seed>``, the digest of the variant and the recipe's name: the same
+    variant, recipe and seed always get the same name, so registering it twice is one partition
+    and it is trained once; the same variant under another recipe (a GPU proxy after a CPU one,
+    a larger check run) is another experiment, not a clash with the first."""
+    blob = json.dumps({"variant": variant.to_dict(), "recipe": recipe}, sort_keys=True, default=str)
+    return f"{prefix}-{hashlib.sha256(blob.encode()).hexdigest()[:8]}-s{seed}"
 
 
 @dataclass(frozen=True, kw_only=True)

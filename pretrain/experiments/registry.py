@@ -100,7 +100,7 @@ def admission_specs(
     with_variant = DataVariant(include_groups=(group,), boost={group: probe_share})
     base = DataVariant()
     make = lambda v, label, s: ExperimentSpec(  # noqa: E731
-        name=experiment_name(f"admit-{label}", v, s), variant=v, recipe=recipe, seed=s,
+        name=experiment_name(f"admit-{label}", v, s, recipe), variant=v, recipe=recipe, seed=s,
         kind="admission", group=group if label == "with" else "", label=label,
     )  # fmt: skip
     return [make(with_variant, "with", s) for s in seeds], [make(base, "base", s) for s in seeds]
@@ -111,7 +111,7 @@ def search_specs(
 ) -> list[ExperimentSpec]:
     return [
         ExperimentSpec(
-            name=experiment_name("mix", DataVariant(weights=w), s),
+            name=experiment_name("mix", DataVariant(weights=w), s, recipe),
             variant=DataVariant(weights=w),
             recipe=recipe,
             seed=s,
@@ -134,7 +134,7 @@ def ablation_specs(
         for s in seeds:
             specs.append(
                 ExperimentSpec(
-                    name=experiment_name("filt", variant, s),
+                    name=experiment_name("filt", variant, s, recipe),
                     variant=variant,
                     recipe=recipe,
                     seed=s,

@@ -121,7 +121,10 @@ def proxy_train_config(
     return TrainConfig(
         model=model,
         optim=OptimConfig(
-            lr=recipe.lr, warmup_steps=min(recipe.warmup_steps, steps), schedule_steps=steps
+            lr=recipe.lr,
+            warmup_steps=min(recipe.warmup_steps, steps),
+            schedule_steps=steps,
+            schedule=recipe.schedule,
         ),
         data=DataConfig(
             packed_dir=view_dir,

@@ -237,16 +237,31 @@ class Proposal:
 
 
 def propose(
-    fit: MixtureFit, space: SearchSpace, *, seed: int = 0, samples: int = 100_000, top_k: int = 100
+    fit: MixtureFit,
+    space: SearchSpace,
+    *,
+    seed: int = 0,
+    samples: int = 100_000,
+    top_k: int = 100,
+    max_draws: int = 5_000_000,
 ) -> Proposal:
-    """Mean of the ``top_k`` of ``samples`` sampled mixtures by predicted target (within caps)."""
+    """Mean of the ``top_k`` of ``samples`` sampled mixtures by predicted target (within caps;
+    at most ``max_draws`` draws, so caps that almost no mixture meets end with an error)."""
     rng = np.random.default_rng(seed + 1)
     pool: list[np.ndarray] = []
-    while sum(len(p) for p in pool) < samples:
+    drawn = 0
+    while sum(len(p) for p in pool) < samples and drawn < max_draws:
         raw = _dirichlet(space, rng, 8192, (0.3, 30.0))
         w = raw / np.maximum(raw.sum(axis=1, keepdims=True), 1e-12)
+        drawn += len(w)
         pool.append(w[space.within_caps(w)])
     candidates = np.concatenate(pool)[:samples]
+    if len(candidates) < top_k:
+        raise DataError(
+            f"only {len(candidates)} of {drawn:,} sampled mixtures respect the epoch caps of a "
+            f"{space.target_tokens:,}-token run, fewer than top_k={top_k}; raise the caps or "
+            "lower target_tokens"
+        )
     predicted = fit.predict(candidates)
     best = candidates[np.argsort(predicted)[:top_k]].mean(axis=0)
     best = best / best.sum()

@@ -1,0 +1,385 @@
+"""The corpus of ``bench/data_roi.py``: five real sources from ``../shared/data`` cut into shard
+groups, and six planted groups (three harmful that pass the filters, three helpful).
+
+    corpus = build_corpus(Path("/tmp/roi/corpus"), seed=0)
+    corpus.base            # {"news": ".../news-0000/documents.parquet", ...}  the admitted corpus
+    corpus.planted         # {"news-0001": PlantedGroup(kind="helpful", ...), ...}
+
+Sources (each document's id is ``doc_id`` of its text, as the ingest stage makes it):
+
+- ``news``  Reuters-21578 articles;
+- ``books`` 13 Gutenberg books cut into ~2,500-character chunks at paragraph breaks;
+- ``web``   the Common Crawl (dolma) segment's pages;
+- ``code``  the CPython 3.11 standard library;
+- ``wiki``  206 English Wikipedia pages, wikitext markup stripped, cut like the books.
+
+Each source's documents are ordered by a seeded hash of their id and cut by characters: the
+first ``BASE_CHARS[source]`` make ``<source>-0000`` (the admitted corpus and the experiment
+basis; books dominate it), the next ``HELPFUL_CHARS`` of news, web and wiki make the helpful
+groups ``<source>-0001`` (clean text of sources the validation data measures, which the
+admitted corpus has little of), and what is left of the books feeds the harmful generators,
+each labelled ``books`` (a new crawl of book text that every filter keeps):
+
+- ``shuffled-0000``: held-out book sentences with their words shuffled (the first word
+  capitalised, the final punctuation kept);
+- ``bigram-0000``: sentences sampled from the word-bigram statistics of the admitted corpus's
+  prose (news, books, web, wiki);
+- ``nearcopy-0000``: ``NEARCOPY_DOCS`` held-out book passages (1,500-4,000 characters), each
+  repeated ``NEARCOPY_COPIES`` times with ~4% of its words replaced (a mirror farm: copies of
+  one passage share ~half their 5-word shingles, under dedup's Jaccard 0.8).
+
+Why books: a dev run on a code-heavy corpus (code 46%) found that any English text, shuffled
+or not, lowered mean bits per byte there (it displaced code), and shuffled *news* helped a
+corpus short of news (its vocabulary); garbage drawn from the dominant prose source tests
+word order, not vocabulary. See bench/RESULTS.md.
+
+Nothing here is copied into the repository: the bench reads ``../shared/data`` at run time.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import hashlib
+import io
+import itertools
+import json
+import random
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from pretrain import storage
+from pretrain.data.schema import doc_id, documents_table
+
+SOURCES = ("news", "books", "web", "code", "wiki")
+BASE_CHARS = {"books": 5_000_000, "code": 1_500_000, "wiki": 500_000, "news": 500_000,
+              "web": 500_000}  # fmt: skip
+HELPFUL_SOURCES = ("news", "web", "wiki")
+HELPFUL_CHARS = 800_000
+HARMFUL_CHARS = 800_000
+NEARCOPY_DOCS = 3
+NEARCOPY_COPIES = 130
+CHUNK_CHARS = 2_500
+
+_FILES = {
+    "news": "web/news/reuters21578_apte_nltk_10788docs.jsonl.gz",
+    "books": "books/nltk_gutenberg_selections_2008.jsonl.gz",
+    "web": "web/cc_dolma_CC-MAIN-20190717121559-20190717143559-00140.jsonl.gz",
+    "code": "code/python3.11.7_stdlib_1790files.jsonl.zst",
+    "wiki": "books/enwiki_2016_pages-articles1_shortened_206pages.xml.bz2",
+}
+
+
+@dataclass(frozen=True)
+class PlantedGroup:
+    group: str
+    source: str
+    kind: str  # "helpful" | "harmful"
+    how: str  # one line: what it is
+    path: str  # its documents.parquet
+
+
+@dataclass(frozen=True)
+class Corpus:
+    base: dict[str, str]  # source -> documents.parquet of <source>-0000
+    planted: dict[str, PlantedGroup]
+    chars: dict[str, int]  # group -> characters
+
+
+def _jsonl(path: Path) -> list[dict]:
+    if path.suffix == ".zst":
+        import zstandard
+
+        with path.open("rb") as raw:
+            text = io.TextIOWrapper(zstandard.ZstdDecompressor().stream_reader(raw), "utf-8")
+            return [json.loads(line) for line in text if line.strip()]
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _chunks(text: str, size: int = CHUNK_CHARS) -> list[str]:
+    """``text`` cut at blank lines into pieces of about ``size`` characters."""
+    out, current = [], []
+    length = 0
+    for para in re.split(r"\n\s*\n", text):
+        para = para.strip()
+        if not para:
+            continue
+        current.append(para)
+        length += len(para)
+        if length >= size:
+            out.append("\n\n".join(current))
+            current, length = [], 0
+    if current:
+        out.append("\n\n".join(current))
+    return out
+
+
+_WIKI_DROP = [
+    re.compile(r"<!--.*?-->", re.S),
+    re.compile(r"<ref[^>]*/>"),
+    re.compile(r"<ref[^>]*>.*?</ref>", re.S),
+    re.compile(r"\{\|.*?\|\}", re.S),  # tables
+    re.compile(r"\[\[(?:File|Image|Category):[^\[\]]*(?:\[\[[^\]]*\]\][^\[\]]*)*\]\]"),
+    re.compile(r"<[^>]+>"),
+]
+
+
+def clean_wikitext(text: str) -> str:
+    for pattern in _WIKI_DROP[:4]:
+        text = pattern.sub("", text)
+    while True:  # templates nest: remove innermost first
+        stripped = re.sub(r"\{\{[^{}]*\}\}", "", text)
+        if stripped == text:
+            break
+        text = stripped
+    for pattern in _WIKI_DROP[4:]:
+        text = pattern.sub("", text)
+    text = re.sub(r"\[\[[^\]|]*\|([^\]]*)\]\]", r"\1", text)
+    text = re.sub(r"\[\[([^\]]*)\]\]", r"\1", text)
+    text = re.sub(r"\[https?://\S+ ([^\]]*)\]", r"\1", text)
+    text = re.sub(r"\[https?://\S+\]", "", text)
+    text = re.sub(r"'{2,}", "", text)
+    text = re.sub(r"^=+\s*(.*?)\s*=+\s*$", r"\1", text, flags=re.M)
+    text = re.sub(r"^[*#:;]+\s*", "", text, flags=re.M)
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
+def _wiki_pages(path: Path) -> list[tuple[str, str]]:
+    import xml.etree.ElementTree as ET
+
+    ns = "{http://www.mediawiki.org/xml/export-0.10/}"
+    pages = []
+    with bz2.open(path, "rb") as f:
+        for _, elem in ET.iterparse(f):
+            if elem.tag != ns + "page":
+                continue
+            title = elem.findtext(ns + "title") or ""
+            text = elem.findtext(f"{ns}revision/{ns}text") or ""
+            if elem.findtext(ns + "ns") == "0" and not text.lstrip().upper().startswith(
+                "#REDIRECT"
+            ):
+                pages.append((title, clean_wikitext(text)))
+            elem.clear()
+    return pages
+
+
+def load_source(data: Path, source: str) -> list[dict]:
+    """Every document of ``source`` as ``{"id", "text", "source", "url"}`` rows."""
+    path = data / _FILES[source]
+    if source == "wiki":
+        pieces = [(f"wiki/{t}#{i}", c) for t, page in _wiki_pages(path)
+                  for i, c in enumerate(_chunks(page))]  # fmt: skip
+    elif source == "books":
+        pieces = [
+            (f"{r['id']}#{i}", c) for r in _jsonl(path) for i, c in enumerate(_chunks(r["text"]))
+        ]
+    elif source == "code":
+        pieces = [(r["path"], r["text"]) for r in _jsonl(path)]
+    else:
+        pieces = [(str(r["id"]), r["text"]) for r in _jsonl(path)]
+    rows = []
+    for url, text in pieces:
+        text = text.strip()
+        if len(text) >= 200:
+            rows.append(
+                {"id": doc_id(text, source, url), "text": text, "source": source, "url": url}
+            )
+    return rows
+
+
+def _order(rows: list[dict], seed: int) -> list[dict]:
+    key = lambda r: hashlib.sha256(f"{seed}:{r['id']}".encode()).hexdigest()  # noqa: E731
+    return sorted(rows, key=key)
+
+
+def _take(rows: list[dict], chars: int) -> tuple[list[dict], list[dict]]:
+    total = 0
+    for i, row in enumerate(rows):
+        if total >= chars:
+            return rows[:i], rows[i:]
+        total += len(row["text"])
+    return rows, []
+
+
+_SENTENCE = re.compile(r"[^.!?]+[.!?]")
+
+
+def shuffled_sentences(rows: list[dict], chars: int, rng: random.Random) -> list[str]:
+    """Documents of real sentences with their words shuffled."""
+    docs = []
+    total = 0
+    for row in rows:
+        out = []
+        for sentence in _SENTENCE.findall(row["text"].replace("\n", " ")):
+            words, end = sentence[:-1].split(), sentence[-1]
+            if len(words) < 4:
+                continue
+            rng.shuffle(words)
+            out.append(" ".join([words[0].capitalize(), *words[1:]]) + end)
+        if out:
+            docs.append(" ".join(out))
+            total += len(docs[-1])
+        if total >= chars:
+            break
+    return docs
+
+
+def bigram_documents(texts: list[str], chars: int, rng: random.Random) -> list[str]:
+    """Documents sampled from the word-bigram statistics of ``texts`` (``<s>`` starts and a
+    word ending in . ! or ? ends a sentence)."""
+    follow: dict[str, Counter[str]] = defaultdict(Counter)
+    for text in texts:
+        for sentence in _SENTENCE.findall(text.replace("\n", " ")):
+            words = sentence.split()
+            for a, b in zip(["<s>", *words], words, strict=False):
+                follow[a][b] += 1
+    table = {w: (list(c), list(itertools.accumulate(c.values()))) for w, c in follow.items()}
+    docs, total = [], 0
+    while total < chars:
+        sentences = []
+        for _ in range(rng.randint(8, 30)):
+            word, words = "<s>", []
+            while len(words) < 60:
+                choices, cumulative = table.get(word, table["<s>"])
+                word = rng.choices(choices, cum_weights=cumulative)[0]
+                words.append(word)
+                if word[-1] in ".!?":
+                    break
+            sentences.append(" ".join(words))
+        docs.append(" ".join(sentences))
+        total += len(docs[-1])
+    return docs
+
+
+def near_copies(rows: list[dict], rng: random.Random) -> list[str]:
+    """``NEARCOPY_COPIES`` copies of each of ``NEARCOPY_DOCS`` documents of 1,500-4,000
+    characters, ~4% of words replaced by other words of the same document."""
+    docs = []
+    picked = [r for r in rows if 1_500 <= len(r["text"]) <= 4_000][:NEARCOPY_DOCS]
+    for row in picked:
+        words = row["text"].split(" ")
+        for _ in range(NEARCOPY_COPIES):
+            copy = list(words)
+            for i in rng.sample(range(len(copy)), k=max(1, len(copy) // 25)):
+                copy[i] = rng.choice(words)
+            docs.append(" ".join(copy))
+    return docs
+
+
+def _write(rows: list[dict], out: Path) -> str:
+    path = out / "documents.parquet"
+    storage.write_table(documents_table(rows), str(path))
+    return str(path)
+
+
+def _rows(texts: list[str], source: str, group: str) -> list[dict]:
+    return [{"id": doc_id(t, source, f"{group}/{i}"), "text": t, "source": source,
+             "url": f"{group}/{i}"} for i, t in enumerate(texts)]  # fmt: skip
+
+
+def build_corpus(data: Path, out: Path, *, seed: int = 0) -> Corpus:
+    """Write every group's ``documents.parquet`` under ``out/<group>/`` (see module doc)."""
+    rng = random.Random(seed)
+    base, planted, rest = {}, {}, {}
+    groups: dict[str, list[dict]] = {}
+    for source in SOURCES:
+        ordered = _order(load_source(data, source), seed)
+        groups[f"{source}-0000"], ordered = _take(ordered, BASE_CHARS[source])
+        if source in HELPFUL_SOURCES:
+            groups[f"{source}-0001"], ordered = _take(ordered, HELPFUL_CHARS)
+        rest[source] = ordered
+    prose = [r["text"] for s in ("news", "books", "web", "wiki") for r in groups[f"{s}-0000"]]
+    harmful = {
+        "shuffled-0000": ("books", "held-out book sentences, words shuffled",
+                          shuffled_sentences(rest["books"], HARMFUL_CHARS, rng)),
+        "bigram-0000": ("books", "sampled from the admitted prose's word bigrams",
+                        bigram_documents(prose, HARMFUL_CHARS, rng)),
+        "nearcopy-0000": ("books", f"{NEARCOPY_DOCS} held-out book passages x "
+                          f"{NEARCOPY_COPIES} near-copies (~4% words replaced)",
+                          near_copies(rest["books"][::-1], rng)),
+    }  # fmt: skip
+    for group, (source, _, texts) in harmful.items():
+        groups[group] = _rows(texts, source, group)
+    chars = {g: sum(len(r["text"]) for r in rows) for g, rows in groups.items()}
+    for group, rows in groups.items():
+        path = _write(rows, out / group)
+        source = rows[0]["source"]
+        if group.endswith("-0000") and group.split("-")[0] in SOURCES:
+            base[source] = path
+        elif group in harmful:
+            planted[group] = PlantedGroup(group=group, source=source, kind="harmful",
+                                          how=harmful[group][1], path=path)  # fmt: skip
+        else:
+            planted[group] = PlantedGroup(
+                group=group, source=source, kind="helpful",
+                how=f"{chars[group]:,} more characters of clean {source}", path=path,
+            )  # fmt: skip
+    return Corpus(base=base, planted=planted, chars=chars)
+
+
+def fingerprint() -> str:
+    """The source of everything that decides the corpus (a changed cut or generator: rebuild)."""
+    import inspect
+
+    parts = [load_source, build_corpus, shuffled_sentences, bigram_documents, near_copies,
+             clean_wikitext, _chunks, _take, _order, _rows, _wiki_pages]  # fmt: skip
+    constants = (SOURCES, BASE_CHARS, HELPFUL_SOURCES, HELPFUL_CHARS, HARMFUL_CHARS,
+                 NEARCOPY_DOCS, NEARCOPY_COPIES, CHUNK_CHARS)  # fmt: skip
+    return repr(constants) + "".join(inspect.getsource(f) for f in parts)
+
+
+def _shingles(text: str, n: int = 5) -> set[tuple[str, ...]]:
+    words = text.lower().split()
+    return {tuple(words[i : i + n]) for i in range(max(0, len(words) - n + 1))}
+
+
+def sibling_jaccard(path: str, pairs: int = 50, seed: int = 0) -> float:
+    """Mean 5-word-shingle Jaccard of ``pairs`` random pairs of documents of one group with the
+    same origin (``url`` without its copy number): what MinHash dedup (threshold 0.8) sees."""
+    table = storage.read_table(path, columns=["text"])
+    texts = table["text"].to_pylist()
+    rng = random.Random(seed)
+    per = NEARCOPY_COPIES
+    values = []
+    for _ in range(pairs):
+        origin = rng.randrange(len(texts) // per)
+        a, b = rng.sample(range(origin * per, origin * per + per), 2)
+        sa, sb = _shingles(texts[a]), _shingles(texts[b])
+        values.append(len(sa & sb) / max(1, len(sa | sb)))
+    return sum(values) / len(values)
+
+
+def filter_check(documents: Path, out: Path) -> dict:
+    """The real filter stage (``FilterConfig()``) on one group: kept share, drop reasons, its
+    noise risk (no dedup here: duplicate share 0) and its cleaning cost (CPU seconds)."""
+    import dataclasses
+    import time
+
+    from pretrain.experiments.admission import CleaningCost, noise_from_stats
+    from pretrain.filters.config import FilterConfig
+    from pretrain.filters.pipeline import filter_shard
+
+    cached = out / "check.json"
+    if cached.exists():
+        saved = json.loads(cached.read_text())
+    else:
+        cpu = time.process_time()
+        stats = dataclasses.asdict(filter_shard(str(documents), str(out), FilterConfig()))
+        saved = {"stats": stats, "cpu_s": time.process_time() - cpu,
+                 "bytes": documents.stat().st_size}  # fmt: skip
+        storage.write_json(saved, str(cached))
+    stats = saved["stats"]
+    kept = int(stats["kept"])
+    return {
+        "kept_share": kept / max(1, int(stats["documents_in"])),
+        "dropped": dict(stats["dropped"]),
+        "noise": noise_from_stats(stats, {"removed": {}, "documents_in": kept}),
+        "cost": CleaningCost(
+            cpu_seconds=saved["cpu_s"],
+            raw_bytes_processed=saved["bytes"],
+            raw_bytes_total=saved["bytes"],
+        ),  # fmt: skip
+    }

@@ -1,0 +1,177 @@
+"""The mixture-search part of ``bench/data_roi.py``: RegMix on proxies, then the searched,
+natural and uniform mixtures (and a few search candidates) in larger runs at equal tokens.
+
+    out = search_part(setup, run, quick=False, proxy="proxy_cpu", large="proxy_cpu_large",
+                      candidates=16, extra=3, search_seed=0, large_seeds=(0, 1, 2))
+
+The larger runs are the same trainer on views of the same pools with another recipe; every run
+is scored on the same validation set. The searched mixture wins when its mean over seeds beats
+each baseline's by more than the larger of the two seed standard deviations (the paired
+per-seed differences are reported too). Rank agreement: Spearman between the proxy-scale and
+the larger-scale target of every mixture trained at both (means over the seeds each has).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+
+TARGET = "mean_bpb"
+
+
+def _stats(values: Sequence[float]) -> dict:
+    return {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1
+            else 0.0, "n": len(values), "values": list(values)}  # fmt: skip
+
+
+def _vs(searched: dict, baseline: dict) -> dict:
+    """Searched against a baseline: margin (positive: searched is lower), the seed spread it
+    must exceed, and the paired per-seed differences."""
+    margin = baseline["mean"] - searched["mean"]
+    spread = max(searched["sd"], baseline["sd"])
+    paired = [b - s for s, b in zip(searched["values"], baseline["values"], strict=False)]
+    return {"margin": margin, "spread": spread, "wins": margin > spread,
+            "paired": _stats(paired) if paired else None}  # fmt: skip
+
+
+def search_part(
+    setup, run: Callable, *, quick: bool, proxy: str, large: str, candidates: int,
+    extra: int, search_seed: int, large_seeds: Sequence[int],
+) -> dict:  # fmt: skip
+    from scipy.stats import spearmanr
+
+    from pretrain.experiments import registry
+    from pretrain.experiments.config import (
+        DataVariant,
+        ExperimentSpec,
+        experiment_name,
+        get_proxy_recipe,
+    )
+    from pretrain.experiments.search import (
+        SearchConfig,
+        SearchSpace,
+        sample_mixtures,
+        search_report,
+    )
+
+    groups = setup.base_groups
+    pools = setup.pools_of(groups)
+    seq_len = pools[0].seq_len
+    big = get_proxy_recipe(large)
+    large_tokens = (
+        big.token_budget
+        // (big.global_batch_sequences * seq_len)
+        * (big.global_batch_sequences * seq_len)
+    )
+    count = 6 if quick else candidates
+    large_seeds = tuple(large_seeds[:2]) if quick else tuple(large_seeds)
+    extra = min(extra, count)
+    config = SearchConfig(candidates=count, seeds=(0,), recipe=proxy, target=TARGET,
+                          target_tokens=large_tokens, seed=search_seed)  # fmt: skip
+    space = SearchSpace.from_pools(pools, target_tokens=large_tokens, default_max_epochs=4.0)
+    drawn = sample_mixtures(space, count=count, seed=search_seed)
+    specs = registry.search_specs(config.search_id(), drawn, recipe=proxy, seeds=(0,))
+    print(f"\nsearch: {count} candidates over {list(space.sources)}, proxy {proxy}, target "
+          f"{TARGET}, larger runs {large} ({large_tokens:,} tokens)", flush=True)  # fmt: skip
+    search_runs = [run(setup, s, groups) for s in specs]
+    targets = [r["result"].target(TARGET) for r in search_runs]
+    report = search_report(space, config, drawn, targets)
+    searched = report["proposal"]["weights"]
+    uniform = {s: 1.0 / len(space.sources) for s in space.sources}
+    mixtures: dict[str, dict | None] = {"natural": None, "uniform": uniform, "searched": searched}
+    mixtures.update({f"c{i:03d}": drawn[i] for i in range(extra)})
+    seeds = {name: tuple(large_seeds) if name in ("natural", "uniform", "searched")
+             else tuple(large_seeds[:1]) for name in mixtures}  # fmt: skip
+    proxy_runs: dict[str, list] = {f"c{i:03d}": [search_runs[i]] for i in range(extra)}
+    large_runs: dict[str, list] = {}
+    extra_proxies = []
+    for name, weights in mixtures.items():
+        variant = DataVariant(weights=weights)
+        if name in ("natural", "uniform", "searched"):
+            proxy_runs[name] = []
+            for s in seeds[name]:
+                spec = ExperimentSpec(name=experiment_name("mix", variant, s, proxy),
+                                      variant=variant, recipe=proxy, seed=s, label=name)  # fmt: skip
+                proxy_runs[name].append(run(setup, spec, groups))
+            extra_proxies += proxy_runs[name]
+        large_runs[name] = []
+        for s in seeds[name]:
+            spec = ExperimentSpec(name=experiment_name("scale", variant, s, large),
+                                  variant=variant, recipe=large, seed=s, label=name)  # fmt: skip
+            large_runs[name].append(run(setup, spec, groups))
+    rows = {}
+    for name in mixtures:
+        weights = mixtures[name] if mixtures[name] is not None else dict(report["natural"])
+        rows[name] = {
+            "weights": {k: round(v, 4) for k, v in weights.items()},
+            "proxy": _stats([r["result"].target(TARGET) for r in proxy_runs[name]]),
+            "large": _stats([r["result"].target(TARGET) for r in large_runs[name]]),
+            "large_bpb": {
+                s: statistics.fmean(r["result"].bits_per_byte[s] for r in large_runs[name])
+                for s in space.sources
+            },  # fmt: skip
+        }
+    names = list(mixtures)
+    rho = spearmanr([rows[n]["proxy"]["mean"] for n in names],
+                    [rows[n]["large"]["mean"] for n in names]).statistic  # fmt: skip
+    rho_seed0 = spearmanr([rows[n]["proxy"]["values"][0] for n in names],
+                          [rows[n]["large"]["values"][0] for n in names]).statistic  # fmt: skip
+    search_flops = sum(r["result"].cost["flops"] for r in search_runs)
+    check_flops = sum(r["result"].cost["flops"] for r in extra_proxies)
+    large_all = [r for runs in large_runs.values() for r in runs]
+    large_flops = sum(r["result"].cost["flops"] for r in large_all)
+    one_large = large_all[0]["result"].cost["flops"]
+    one_proxy = search_runs[0]["result"].cost["flops"]
+    cost = {
+        "proxy_flops": one_proxy, "large_flops": one_large,
+        "large_over_proxy": one_large / one_proxy,
+        "search_proxies": len(search_runs), "search_flops": search_flops,
+        "large_runs": len(large_all), "large_flops_total": large_flops,
+        "share_of_large_runs": search_flops / large_flops,
+        "share_with_check_proxies": (search_flops + check_flops) / large_flops,
+        "share_of_one_large_run": search_flops / one_large,
+        "search_cpu_s": sum(r["cpu_s"] for r in search_runs),
+        "large_cpu_s": sum(r["cpu_s"] for r in large_all),
+        "proxy_cpu_s_mean": statistics.fmean(r["cpu_s"] for r in search_runs),
+        "proxy_wall_s_mean": statistics.fmean(r["result"].cost["wall_s"] for r in search_runs),
+        "large_cpu_s_mean": statistics.fmean(r["cpu_s"] for r in large_all),
+    }  # fmt: skip
+    out = {
+        "target": TARGET, "sources": list(space.sources), "large_tokens": large_tokens,
+        "heldout_spearman": report["heldout_spearman"], "proposal": report["proposal"],
+        "best_candidate": report["best_candidate"], "mixtures": rows,
+        "searched_vs_natural": _vs(rows["searched"]["large"], rows["natural"]["large"]),
+        "searched_vs_uniform": _vs(rows["searched"]["large"], rows["uniform"]["large"]),
+        "rank_spearman": rho, "rank_spearman_seed0": rho_seed0, "rank_mixtures": names,
+        "cost": cost,
+        "_runs": [r for r in search_runs + extra_proxies + large_all if not r["reused"]],
+    }  # fmt: skip
+    _print(out)
+    return out
+
+
+def _print(out: dict) -> None:
+    sources = out["sources"]
+    print(f"\nregression held-out Spearman: {out['heldout_spearman']}")
+    print(f"{'mixture':9s} " + " ".join(f"{s:>6s}" for s in sources)
+          + f" {'proxy ' + TARGET:>20s} {'larger ' + TARGET:>20s}")  # fmt: skip
+    for name, row in out["mixtures"].items():
+        p, g = row["proxy"], row["large"]
+        print(f"{name:9s} " + " ".join(f"{row['weights'][s]:6.3f}" for s in sources)
+              + f" {p['mean']:9.4f} ±{p['sd']:.4f} n{p['n']} {g['mean']:9.4f} ±{g['sd']:.4f} "
+              f"n{g['n']}")  # fmt: skip
+    for base in ("natural", "uniform"):
+        vs = out[f"searched_vs_{base}"]
+        print(f"searched vs {base}: margin {vs['margin']:+.4f} bits/byte, seed spread "
+              f"{vs['spread']:.4f} -> {'wins' if vs['wins'] else 'does NOT win'}")  # fmt: skip
+    c = out["cost"]
+    print(
+        f"rank agreement proxy vs larger (Spearman, {len(out['rank_mixtures'])} mixtures): "
+        f"{out['rank_spearman']:.2f} (seed 0 only: {out['rank_spearman_seed0']:.2f})"
+    )
+    print(
+        f"FLOPs: one larger run = {c['large_over_proxy']:.1f} proxies; search proxies = "
+        f"{c['share_of_large_runs']:.1%} of the {c['large_runs']} larger runs "
+        f"({c['share_with_check_proxies']:.1%} with the rank-check proxies), "
+        f"{c['share_of_one_large_run']:.0%} of one larger run (RegMix's 2% is per final run)"
+    )

@@ -1,0 +1,322 @@
+"""Data ROI (issue 25, "Measured"): do proxy experiments decide data correctly, and cheaply?
+
+    .venv/bin/python bench/data_roi.py                       # all parts; hours on a loaded 2-core box
+    .venv/bin/python bench/data_roi.py --part admission      # or search, overhead
+    .venv/bin/python bench/data_roi.py --quick               # smoke run: small budgets, minutes
+    nohup .venv/bin/python bench/data_roi.py > /tmp/data_roi.log 2>&1 &
+
+The corpus (``bench/_roi_corpus.py``, read from ``../shared/data``; the bench skips cleanly
+without it): five sources (news, books, web, code, wiki), their ``-0000`` groups the admitted
+corpus, and six planted groups. Everything goes through the library, as the assets would call
+it: :func:`~pretrain.experiments.basis.build_basis` (proxy tokenizer + validation set from the
+admitted groups), :func:`~pretrain.experiments.pools.build_pool` per group,
+:func:`~pretrain.experiments.run.run_experiment` (in-process training) per experiment.
+
+1. **admission** -- each planted group with and without (``admission_specs``, seeds
+   ``ADMISSION_SEEDS``), decided by :func:`decide_admission` with the default
+   :class:`AdmissionPolicy`, its noise risk from the real filter stage (``filter_shard`` with
+   ``FilterConfig()``: the kept share shows the harmful groups pass it), recipe
+   ``proxy_cpu_admit`` (``AdmissionConfig``'s default). Baseline: the expected
+   decision (harmful: reject, helpful: admit); each change must exceed its seed spread.
+2. **search** -- RegMix over the admitted corpus (``SEARCH_CANDIDATES`` proxies, one seed),
+   then the searched, natural and uniform mixtures (and ``RANK_EXTRA`` search candidates) in
+   larger runs (recipe ``proxy_cpu_large``) at equal tokens, seeds ``LARGE_SEEDS``; rank
+   agreement proxy vs larger run (Spearman over the mixtures trained at both); the proxies'
+   FLOPs as a share of the larger runs'.
+3. **overhead** -- per proxy, what a run costs beyond its training steps: in process (from
+   every proxy this bench ran: ``wall_s`` - the steps' own time), and through Dagster
+   (``bench/_roi_dagster.py``: ``proxy_runs`` materialized in process and on the Ray executor).
+
+Deterministic given the seeds below (the corpus cut, the basis, the view offsets, the search's
+Dirichlet draws, the proxies' init and data order). Work files are kept in ``--work`` and reused
+by a rerun with the same settings (``--fresh`` starts over). Ends with one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+SHARED = Path(os.environ.get("PRETRAIN_SHARED_DATA") or ROOT.parent / "shared" / "data")
+
+CORPUS_SEED = 0
+BASIS_SEED = 0
+VOCAB = 1024  # the proxy tokenizer (BasisConfig.vocab_size)
+ADMISSION_SEEDS = (10, 11, 12)  # the dev runs that chose the recipe used 0, 1, 2
+PROBE_SHARE = 0.25
+SEARCH_SEED = 0
+SEARCH_CANDIDATES = 12
+RANK_EXTRA = 2  # search candidates also trained at the larger scale (rank agreement)
+LARGE_SEEDS = (0, 1, 2)
+PROXY, LARGE = "proxy_cpu", "proxy_cpu_large"
+ADMIT = "proxy_cpu_admit"  # AdmissionConfig().recipe
+_ENV = {"MALLOC_MMAP_THRESHOLD_": "4294967296", "MALLOC_TRIM_THRESHOLD_": "17179869184",
+        "MALLOC_TOP_PAD_": "1073741824"}  # fmt: skip
+
+
+@dataclasses.dataclass
+class Setup:
+    work: Path
+    corpus: object  # _roi_corpus.Corpus
+    pools: dict  # group -> [PoolInfo] (one per source; one source per group here)
+    basis_stats: dict
+    seconds: dict
+
+    @property
+    def base_groups(self) -> list[str]:
+        return sorted(f"{s}-0000" for s in self.corpus.base)
+
+    def pools_of(self, groups: list[str]) -> list:
+        return [pool for g in groups for pool in self.pools[g]]
+
+
+def build_setup(work: Path) -> Setup:
+    """Corpus, basis and one pool per group (reused from ``work`` when already made)."""
+    from _roi_corpus import Corpus, PlantedGroup, build_corpus
+
+    from pretrain import storage
+    from pretrain.experiments.basis import BasisConfig, build_basis, validation_ids
+    from pretrain.experiments.pools import build_pool, read_pool
+
+    marker = work / "setup.json"
+    import _roi_corpus
+
+    corpus_code = _roi_corpus.fingerprint().encode()
+    fingerprint = hashlib.sha256(corpus_code + f"{VOCAB}:{CORPUS_SEED}:{BASIS_SEED}".encode())
+    if (
+        marker.exists()
+        and json.loads(marker.read_text()).get("fingerprint") != fingerprint.hexdigest()
+    ):
+        shutil.rmtree(work)  # another corpus or basis: its pools and runs are stale
+    if marker.exists():
+        saved = json.loads(marker.read_text())
+        corpus = Corpus(base=saved["base"], chars=saved["chars"],
+                        planted={g: PlantedGroup(**p) for g, p in saved["planted"].items()})  # fmt: skip
+        pools = {g: read_pool(str(work / "pools" / g)) for g in saved["chars"]}
+        return Setup(work, corpus, pools, saved["basis"], saved["seconds"])
+    seconds = {}
+    started = time.perf_counter()
+    corpus = build_corpus(SHARED, work / "corpus", seed=CORPUS_SEED)
+    seconds["corpus"] = time.perf_counter() - started
+    started = time.perf_counter()
+    config = BasisConfig(vocab_size=VOCAB, val_fraction=0.15, seed=BASIS_SEED)
+    basis = build_basis(sorted(corpus.base.values()), str(work / "basis"), config,
+                        shard_groups=sorted(f"{s}-0000" for s in corpus.base))  # fmt: skip
+    seconds["basis"] = time.perf_counter() - started
+    started = time.perf_counter()
+    held = validation_ids(str(work / "basis"))
+    pools = {}
+    for group in sorted(corpus.chars):
+        documents = str(work / "corpus" / group / "documents.parquet")
+        pools[group] = build_pool([documents], str(work / "basis" / "tokenizer"),
+                                  str(work / "pools" / group), group=group,
+                                  seq_len=config.seq_len, exclude_ids=held)  # fmt: skip
+    seconds["pools"] = time.perf_counter() - started
+    saved = {"base": corpus.base, "chars": corpus.chars, "basis": basis.as_metadata(),
+             "planted": {g: dataclasses.asdict(p) for g, p in corpus.planted.items()},
+             "seconds": seconds, "fingerprint": fingerprint.hexdigest()}  # fmt: skip
+    storage.write_json(saved, str(marker))
+    return Setup(work, corpus, pools, saved["basis"], seconds)
+
+
+def quick_recipes() -> tuple[str, str, str]:
+    """``--quick``: the recipes with 1/8 or 1/16 of their token budget, registered under
+    ``*_quick`` names for this process only (a smoke run checks the plumbing, not the data)."""
+    from pretrain.experiments.config import PROXY_RECIPES
+
+    names = []
+    for name, cut in ((PROXY, 8), (LARGE, 16), (ADMIT, 16)):
+        recipe = PROXY_RECIPES[name]
+        quick = dataclasses.replace(recipe, name=f"{name}_quick",
+                                    token_budget=recipe.token_budget // cut)  # fmt: skip
+        PROXY_RECIPES[quick.name] = quick
+        names.append(quick.name)
+    return names[0], names[1], names[2]
+
+
+def _steps_s(out: Path) -> float:
+    metrics = out / "run" / "proxy" / "metrics.jsonl"
+    rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+    return sum(float(r.get("step_time_s") or 0.0) for r in rows)
+
+
+def run(setup: Setup, spec, groups: list[str]) -> dict:
+    """One experiment (reused when ``work/runs/<name>`` holds it with the same recipe):
+    its result and what it cost (wall, CPU, the steps' own time, the load average)."""
+    from pretrain.experiments.config import get_proxy_recipe
+    from pretrain.experiments.run import read_result, run_experiment
+
+    out = setup.work / "runs" / spec.name
+    recipe = dataclasses.asdict(get_proxy_recipe(spec.recipe))
+    side = out / "bench.json"
+    if side.exists() and json.loads(side.read_text())["recipe"] == recipe:
+        result = read_result(str(out))
+        if result is not None and result.spec == spec.to_dict():
+            return {**json.loads(side.read_text()), "result": result, "reused": True}
+    shutil.rmtree(out, ignore_errors=True)
+    load = os.getloadavg()[0]
+    cpu = time.process_time()
+    result = run_experiment(
+        spec, setup.pools_of(groups), val_packed_dir=str(setup.work / "basis" / "validation"),
+        tokenizer_uri=str(setup.work / "basis" / "tokenizer"), out_dir=str(out),
+    )  # fmt: skip
+    cost = {"recipe": recipe, "cpu_s": time.process_time() - cpu, "steps_s": _steps_s(out),
+            "load_before": load, "load_after": os.getloadavg()[0]}  # fmt: skip
+    side.write_text(json.dumps(cost))
+    print(f"  {spec.name:34s} {spec.recipe:16s} mean_bpb={result.mean_bits_per_byte:.4f} "
+          f"wall={result.cost['wall_s']:.1f}s cpu={cost['cpu_s']:.1f}s "
+          f"load={load:.1f}", flush=True)  # fmt: skip
+    return {**cost, "result": result, "reused": False}
+
+
+def saved_runs(setup: Setup) -> list[dict]:
+    """Every experiment of ``work/runs`` with its bench costs (reused ones included)."""
+    from pretrain.experiments.run import read_result
+
+    found = []
+    for side in sorted((setup.work / "runs").glob("*/bench.json")):
+        result = read_result(str(side.parent))
+        if result is not None:
+            found.append({**json.loads(side.read_text()), "result": result, "reused": True})
+    return found
+
+
+def _mean_sd(values: list[float]) -> tuple[float, float]:
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def admission_part(setup: Setup, seeds: tuple[int, ...], groups: list[str]) -> dict:
+    from _roi_corpus import filter_check
+
+    from pretrain.experiments import registry
+    from pretrain.experiments.admission import (
+        AdmissionPolicy,
+        admission_evidence,
+        decide_admission,
+    )
+
+    policy = AdmissionPolicy()
+    recipe = ADMIT
+    rows, runs = [], []
+    for group in groups:
+        planted = setup.corpus.planted[group]
+        check = filter_check(Path(planted.path), setup.work / "filtered" / group)
+        with_specs, base_specs = registry.admission_specs(
+            group, recipe=recipe, seeds=seeds, probe_share=PROBE_SHARE
+        )
+        base = [run(setup, s, setup.base_groups) for s in base_specs]
+        with_ = [run(setup, s, sorted([*setup.base_groups, group])) for s in with_specs]
+        runs += [r for r in base + with_ if not r["reused"]]
+        evidence = admission_evidence(group=group, with_runs=[r["result"] for r in with_],
+                                      without_runs=[r["result"] for r in base])  # fmt: skip
+        decision = decide_admission(evidence, noise=check["noise"], cost=check["cost"],
+                                    policy=policy)  # fmt: skip
+        expected = "reject" if planted.kind == "harmful" else "admit"
+        delta, spread = evidence.delta_bpb["mean"], evidence.spread_bpb["mean"]
+        rows.append({
+            "group": group, "kind": planted.kind, "how": planted.how, "source": planted.source,
+            "expected": expected, "decision": decision.decision, "reason": decision.reason,
+            "correct": decision.decision == expected, "delta_mean_bpb": delta,
+            "spread_mean_bpb": spread, "exceeds_spread": abs(delta) > spread,
+            "delta_bpb": evidence.delta_bpb, "kept_share": check["kept_share"],
+            "dropped": check["dropped"], "filter_cpu_s": check["cost"].cpu_seconds,
+            "proxy_flops": evidence.proxy_flops,
+            "proxy_wall_s": sum(r["result"].cost["wall_s"] for r in with_),
+            "proxy_cpu_s": sum(r["cpu_s"] for r in with_),
+        })  # fmt: skip
+    base_cost = {"wall_s": sum(r["result"].cost["wall_s"] for r in base),
+                 "cpu_s": sum(r["cpu_s"] for r in base),
+                 "flops": sum(r["result"].cost["flops"] for r in base)}  # fmt: skip
+    print("\nadmission (policy: AdmissionPolicy() defaults; baseline: the planted truth)")
+    print(f"{'group':15s} {'kind':8s} {'kept':>6s} {'expected':>8s} {'decision':>8s} "
+          f"{'delta':>8s} {'spread':>7s} {'|d|/sd':>6s} {'cpu_s':>6s}")  # fmt: skip
+    for r in rows:
+        ratio = abs(r["delta_mean_bpb"]) / max(r["spread_mean_bpb"], 1e-12)
+        print(f"{r['group']:15s} {r['kind']:8s} {r['kept_share']:6.1%} {r['expected']:>8s} "
+              f"{r['decision']:>8s} {r['delta_mean_bpb']:+8.4f} {r['spread_mean_bpb']:7.4f} "
+              f"{ratio:6.1f} {r['proxy_cpu_s']:6.0f}")  # fmt: skip
+    print(f"shared 'without' arm: {len(seeds)} proxies, {base_cost['cpu_s']:.0f} CPU s, "
+          f"{base_cost['flops']:.3g} FLOPs")  # fmt: skip
+    return {"policy": dataclasses.asdict(policy), "seeds": list(seeds),
+            "probe_share": PROBE_SHARE, "groups": rows, "without_arm": base_cost,
+            "all_correct": all(r["correct"] for r in rows),
+            "all_exceed_spread": all(r["exceeds_spread"] for r in rows), "_runs": runs}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--part", choices=["admission", "search", "overhead", "all"],
+                        default="all")  # fmt: skip
+    parser.add_argument("--quick", action="store_true", help="smoke run: small budgets")
+    parser.add_argument("--work", default="/tmp/data_roi", help="work folder (kept, reused)")
+    parser.add_argument("--fresh", action="store_true", help="delete --work first")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per proxy")
+    parser.add_argument("--ray", action="store_true", help="overhead: also on the Ray executor")
+    args = parser.parse_args()
+    env = {**_ENV, "OMP_NUM_THREADS": str(args.threads)}
+    if any(os.environ.get(k) != v for k, v in env.items()):  # glibc reads these at start
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **env})
+    if not SHARED.is_dir():
+        print(f"skipped: {SHARED} is absent (the bench reads its corpus there)")
+        print(json.dumps({"bench": "data_roi", "skipped": f"{SHARED} absent"}))
+        return
+    import torch
+    from _roi_search import search_part
+
+    torch.set_num_threads(args.threads)
+    work = Path(args.work) / ("quick" if args.quick else "full")
+    if args.fresh:
+        shutil.rmtree(work, ignore_errors=True)
+    global PROXY, LARGE, ADMIT
+    if args.quick:
+        PROXY, LARGE, ADMIT = quick_recipes()
+    started, load = time.perf_counter(), os.getloadavg()
+    setup = build_setup(work)
+    print(
+        f"setup: {len(setup.pools)} pools, "
+        + ", ".join(
+            f"{g} {sum(p.tokens for p in ps):,} tokens" for g, ps in sorted(setup.pools.items())
+        )
+        + f"; {json.dumps({k: round(v, 1) for k, v in setup.seconds.items()})}",
+        flush=True,
+    )
+    out: dict = {"bench": "data_roi", "quick": args.quick, "threads": args.threads,
+                 "seeds": {"corpus": CORPUS_SEED, "basis": BASIS_SEED,
+                           "admission": list(ADMISSION_SEEDS), "search": SEARCH_SEED,
+                           "large": list(LARGE_SEEDS)}}  # fmt: skip
+    if args.part in ("admission", "all"):
+        groups = sorted(setup.corpus.planted)
+        seeds = ADMISSION_SEEDS[:2] if args.quick else ADMISSION_SEEDS
+        out["admission"] = admission_part(setup, seeds, groups)
+        out["admission"].pop("_runs")
+    if args.part in ("search", "all"):
+        out["search"] = search_part(setup, run, quick=args.quick, proxy=PROXY, large=LARGE,
+                                    candidates=SEARCH_CANDIDATES, extra=RANK_EXTRA,
+                                    search_seed=SEARCH_SEED, large_seeds=LARGE_SEEDS)  # fmt: skip
+        out["search"].pop("_runs")
+    if args.part in ("overhead", "all"):
+        from _roi_dagster import dagster_overhead, in_process_overhead
+
+        runs = saved_runs(setup)  # every proxy of the work folder, this invocation's or not
+        out["overhead"] = {"in_process": in_process_overhead(runs, proxy=PROXY)}
+        basis = {"vocab_size": VOCAB, "val_fraction": 0.15, "seed": BASIS_SEED}
+        out["overhead"].update(dagster_overhead(setup, proxy=PROXY, ray=args.ray, basis=basis))
+    out["wall_s"] = round(time.perf_counter() - started, 1)
+    out["load_average"] = {"start": [round(x, 2) for x in load],
+                           "end": [round(x, 2) for x in os.getloadavg()]}  # fmt: skip
+    print(json.dumps(out, default=str))
+
+
+if __name__ == "__main__":
+    main()
