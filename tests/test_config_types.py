@@ -25,8 +25,8 @@ from pretrain import storage
 from pretrain.dedup.config import DedupConfig, LineDedupConfig
 from pretrain.errors import ConfigError
 from pretrain.filters.config import FilterConfig
-from pretrain.packing.format import FORMAT
 from pretrain.model.recipes import debug_tiny
+from pretrain.packing.format import FORMAT
 
 
 def reached(cls: type, found: dict[type, None] | None = None) -> dict[type, None]:

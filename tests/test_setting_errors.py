@@ -34,18 +34,9 @@ from pretrain.train.recipes import recipe_with_overrides
 from pretrain_assets.definitions import build_definitions
 from pretrain_assets.shards import plan_sources, register_shards
 from resources.storage import ArtifactStore
+from tests.helpers.corpora import PLAIN_SENTENCES
 
-SENTENCES = [
-    "The river rose after three days of rain and the old bridge was closed to traffic.",
-    "Farmers in the valley moved their cattle to higher fields before the water arrived.",
-    "A new library opened near the station, with a reading room that faces the park.",
-    "The council approved a plan to plant two hundred trees along the main avenue.",
-    "Local students built a small weather station on the roof of their school.",
-    "The bakery on the corner now opens at six, an hour earlier than last year.",
-    "Engineers inspected the tunnel and found cracks that will need repairs this summer.",
-    "Volunteers cleaned the beach on Saturday and collected forty bags of rubbish.",
-    "The museum will show maps of the coast drawn by sailors two centuries ago.",
-]
+SENTENCES = PLAIN_SENTENCES[:9]
 
 
 def story(i: int) -> str:

@@ -211,32 +211,6 @@ def _sub_within(
     return "".join(pieces)
 
 
-def _sub_within(
-    pattern: re.Pattern[str],
-    replace: Callable[[re.Match[str]], str],
-    text: str,
-    windows: list[tuple[int, int]],
-) -> str:
-    """``pattern.sub(replace, text)`` for a pattern that only matches inside ``windows``.
-
-    ``finditer`` with ``pos``/``endpos`` sees the text before ``pos`` (lookbehinds) and the
-    3 characters after a window cover every lookahead. Returns ``text`` itself when no match
-    changed.
-    """
-    pieces: list[str] = []
-    last, changed = 0, False
-    for start, end in windows:
-        for match in pattern.finditer(text, max(start, last), end):
-            replacement = replace(match)
-            changed = changed or replacement != match.group(0)
-            pieces += (text[last : match.start()], replacement)
-            last = match.end()
-    if not changed:
-        return text
-    pieces.append(text[last:])
-    return "".join(pieces)
-
-
 # kind -> (passes of (pattern, worth scanning this text? or _WINDOWED), verdict on a match)
 _DETECTORS: dict[
     str,

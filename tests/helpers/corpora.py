@@ -56,3 +56,24 @@ FRENCH = (
     "passer les voitures.\nLe soir, tout le monde rentre à la maison avec un panier plein. "
     "Le dimanche, le marché reste fermé et la ville se repose."
 )
+
+
+# Plain, varied English sentences: text that every filter keeps (tests take a prefix).
+PLAIN_SENTENCES = [
+    "The river rose after three days of rain and the old bridge was closed to traffic.",
+    "Farmers in the valley moved their cattle to higher fields before the water arrived.",
+    "A new library opened near the station, with a reading room that faces the park.",
+    "The council approved a plan to plant two hundred trees along the main avenue.",
+    "Local students built a small weather station on the roof of their school.",
+    "The bakery on the corner now opens at six, an hour earlier than last year.",
+    "Engineers inspected the tunnel and found cracks that will need repairs this summer.",
+    "Volunteers cleaned the beach on Saturday and collected forty bags of rubbish.",
+    "The museum will show maps of the coast drawn by sailors two centuries ago.",
+    "A storm knocked out power to several villages, and crews worked through the night.",
+    "The orchestra announced a free concert in the square at the end of the month.",
+    "Prices at the market fell as the harvest of apples and pears came in early.",
+    "The ferry service will add a late crossing on Fridays during the holiday season.",
+    "Researchers counted more birds at the lake this spring than in any recent year.",
+    "The town's oldest shop, a hardware store, celebrated its hundredth anniversary.",
+    "Children painted a mural on the wall of the sports hall with help from artists.",
+]
