@@ -73,8 +73,8 @@ class ProxyRecipe:
 # - proxy_cpu_admit (admission): the same model on 2.1M tokens, ~75 CPU-seconds; at 524k tokens
 #   a proxy's seed-to-seed spread (0.03-0.1 bits/byte) hid the harm of shuffled words, at 2.1M
 #   it was 0.01 and shuffled words cost +0.05-0.07.
-# - proxy_cpu_large: the larger run that checks a search's mixture, 23.6x proxy_cpu's FLOPs
-#   (0.94M parameters, 2.46M tokens), so that 12 search proxies stay under 5% of 11 such runs.
+# - proxy_cpu_large: the larger run that checks a search's mixture, 18.9x proxy_cpu's FLOPs
+#   (0.94M parameters, 1.97M tokens), so that 10 search proxies stay under 5% of 11 such runs.
 # GPU: RegMix's 1M-scale proxies are CPU-sized here; 20M and 150M follow DataDecide's ladder.
 PROXY_RECIPES: dict[str, ProxyRecipe] = {
     r.name: r
@@ -92,7 +92,7 @@ PROXY_RECIPES: dict[str, ProxyRecipe] = {
         ProxyRecipe(
             name="proxy_cpu_large", d_model=128, n_layers=4, n_heads=4, n_kv_heads=4,
             micro_batch_size=16, global_batch_sequences=16, lr=5e-3, warmup_steps=20,
-            token_budget=2_457_600, schedule="wsd",
+            token_budget=1_966_080, schedule="wsd",
         ),
         # seconds on one core: for tests and smoke runs, too small to decide real data
         ProxyRecipe(
