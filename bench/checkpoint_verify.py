@@ -89,11 +89,11 @@ def best(fn: Callable[[int], Any], repeats: int) -> tuple[float, Any]:
 
 def measure_verify(name: str, model_cfg: Any, root: Path, repeats: int) -> dict[str, Any]:
     from pretrain.checkpoint import integrity
+    from pretrain.checkpoint.checkpointer import save_checkpoint
     from pretrain.checkpoint.dcp import (
         checkpoint_problems,
         load_consolidated_model,
         read_commit_record,
-        save_checkpoint,
     )
     from pretrain.distributed import ProcessInfo
 
@@ -131,7 +131,8 @@ def measure_verify(name: str, model_cfg: Any, root: Path, repeats: int) -> dict[
 
 
 def measure_s3(model_cfg: Any, root: Path, repeats: int) -> dict[str, Any]:
-    from pretrain.checkpoint.dcp import load_consolidated_model, save_checkpoint
+    from pretrain.checkpoint.checkpointer import save_checkpoint
+    from pretrain.checkpoint.dcp import load_consolidated_model
     from pretrain.distributed import ProcessInfo
     from tests.s3_server import moto_s3
 

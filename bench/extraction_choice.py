@@ -21,7 +21,7 @@ from pathlib import Path
 import zstandard
 
 from pretrain.data.encoding import decode_bytes
-from pretrain.data.readers import html_to_text
+from pretrain.data.extract import html_to_text
 from pretrain.filters.c4_fineweb import C4Filter, FineWebFilter
 from pretrain.filters.gopher import GopherQuality, GopherRepetition
 from pretrain.filters.langid import predict
