@@ -106,6 +106,7 @@ def admission_requests(
                     job_name="decide_admission",
                     partition_key=group,
                     run_key=f"admission:{group}:{_version(names, store)}",
+                    run_config=admission_run_config(config),
                 )  # fmt: skip
             )
     return requests, partitions
@@ -125,6 +126,7 @@ def review_requests(store: ArtifactStore, config: AdmissionConfig) -> list[RunRe
                     job_name="decide_admission",
                     partition_key=group,
                     run_key=f"review:{group}:{review['at']}",
+                    run_config=admission_run_config(config),
                 )  # fmt: skip
             )
     return requests

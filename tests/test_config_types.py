@@ -25,8 +25,8 @@ from pretrain import storage
 from pretrain.dedup.config import DedupConfig, LineDedupConfig
 from pretrain.errors import ConfigError
 from pretrain.filters.config import FilterConfig
-from pretrain.model.recipes import debug_tiny
 from pretrain.packing.format import FORMAT
+from pretrain.train.recipes import recipe_with_overrides
 
 
 def reached(cls: type, found: dict[type, None] | None = None) -> dict[type, None]:
@@ -52,7 +52,10 @@ def _train_config(tmp_path: Path) -> Any:
     index = {"format": FORMAT, "seq_len": 65, "vocab_size": 512}
     (packed / "index.json").write_text(json.dumps(index))
     storage.commit_marker(str(packed))
-    return debug_tiny(packed_dir=str(packed), out_dir=str(tmp_path / "runs"), max_steps=8)
+    return recipe_with_overrides(
+        "debug_tiny", packed_dir=str(packed), run_root=str(tmp_path / "runs"),
+        overrides={"run": {"max_steps": 8}},
+    )  # fmt: skip
 
 
 def wrong_value(hint: Any) -> Any | None:

@@ -130,6 +130,7 @@ def flow(tmp_path_factory: pytest.TempPathFactory) -> dict:
             )
         decide = _tick(instance, store)
         seen["decide_requests"] = [(r.job_name, r.partition_key) for r in decide.run_requests]
+        seen["decide_config"] = decide.run_requests[0].run_config
         _run(defs, instance, "decide_admission", new, decide.run_requests[0].run_config)
         seen["decision"] = storage.read_json(store.uri("data_admission", new, "decision.json"))
         seen["again"] = _tick(instance, store)  # everything current: nothing to do
@@ -184,6 +185,9 @@ def test_the_sensor_drives_the_admission(flow: dict) -> None:
     jobs = {job for job, _ in flow["proxy_requests"]}
     assert jobs == {"run_proxies"} and len(flow["proxy_requests"]) == 4  # 2 seeds x with/without
     assert flow["decide_requests"] == [("decide_admission", new)]
+    # the decision reads the experiments the sensor ran: with the sensor's recipe, not the default
+    [op] = flow["decide_config"]["ops"].values()
+    assert op["config"]["recipe"] == ADMISSION.recipe
     assert "no shard group awaiting" in flow["again"].skip_message
 
 
