@@ -170,7 +170,11 @@ def cluster_band_pairs(
     started = time.monotonic()
     inputs = ClusterInputs.open(signature_uris, output_dir_uri, config)
     token = plan_token(inputs, config)
-    exact, near, contained, missing, stale = [], [], [], [], []
+    exact: list[np.ndarray] = []
+    near: list[np.ndarray] = []
+    contained: list[np.ndarray] = []
+    missing: list[str] = []
+    stale: list[str] = []
     candidates = partitions = peak = 0
     for key in band_partition_keys(config):
         uri = pairs_uri(pairs_dir_uri, key)
