@@ -1,7 +1,7 @@
 # pretrain: two commands on a fresh machine.
 #   make demo   create .venv, install pinned deps, materialize the whole asset graph
-#   make test   same install, then ruff + pytest (everything; installs the Ray extra)
-#   make test-fast  ruff + the unit tier (-m "not slow": no torchrun, no servers, no whole
+#   make test   same install, then ruff + mypy + pytest (everything; installs the Ray extra)
+#   make test-fast  ruff + mypy + the unit tier (-m "not slow": no torchrun, no servers, no whole
 #                   pipelines), no extra needed; 2m43s of CPU (README "Two commands")
 #   make ui     the Dagster web UI on http://127.0.0.1:3000
 SHELL := /bin/bash
@@ -40,6 +40,7 @@ demo: install home
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy  # the type checker, configured in pyproject.toml [tool.mypy]
 
 test: lint home $(RAY_STAMP)
 	$(VENV)/bin/pytest -q -rs

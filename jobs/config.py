@@ -36,7 +36,7 @@ Excluded = tuple[str, ...]
 
 def _config_type(hint: Any, optional: bool, where: str, exclude: Excluded = ()) -> Any:
     """The Dagster-config type for a dataclass field's type hint (``exclude``: nested fields)."""
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):  # a nested section
         return config_class(hint, optional=optional, exclude=exclude)
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (types.UnionType, typing.Union):
@@ -44,6 +44,8 @@ def _config_type(hint: Any, optional: bool, where: str, exclude: Excluded = ()) 
         if len(inner) != 1:
             raise TypeError(f"{where}: only X | None unions map to Dagster config, got {hint}")
         return _config_type(inner[0], optional, where, exclude) | None
+    # the three ignores below: list[...] / dict[...] subscripted with a type computed at run
+    # time (the Config class being generated), which a static checker cannot see
     if origin is tuple:
         items = {a for a in args if a is not Ellipsis}
         if items == {int, float}:  # a fixed (int, float) pair, e.g. (n-gram size, fraction)
@@ -131,7 +133,7 @@ def _library_value(hint: Any, value: Any) -> Any:
         return None
     if isinstance(value, Config):
         value = value.model_dump()
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):  # a nested section
         return build(hint, value)
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (types.UnionType, typing.Union):

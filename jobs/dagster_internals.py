@@ -247,7 +247,8 @@ def submit_asset_backfill(
 ) -> str:
     """One backfill of ``asset_key`` over ``partition_keys`` added to ``instance`` (the
     daemon's backfill loop runs it); returns its id."""
-    subset = AssetGraphSubset(
+    # mypy reads the __hash__ that AssetGraphSubset (a NamedTuple) assigns as a required field
+    subset = AssetGraphSubset(  # type: ignore[call-arg]
         partitions_subsets_by_asset_key={
             asset_key: partitions_def.subset_with_partition_keys(list(partition_keys))
         }

@@ -6,6 +6,8 @@ Launch it from the Launchpad with the search's settings (the same ``SearchConfig
 candidate has run. ``pretrain experiments search`` does the same from a terminal.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from dagster import OpExecutionContext, job, op
 
 from jobs.config import to_library
@@ -14,7 +16,10 @@ from jobs.stages import STAGES
 from pretrain.experiments.search import SearchConfig
 from resources.storage import ArtifactStore
 
-SearchLaunchConfig = STAGES["search"].config_class
+if TYPE_CHECKING:  # classes generated from library dataclasses (jobs.config): Any to mypy
+    SearchLaunchConfig = Any
+else:
+    SearchLaunchConfig = STAGES["search"].config_class
 
 
 @op

@@ -20,7 +20,11 @@ import numpy as np
 from dagster import AssetKey, AssetRecordsFilter, DagsterInstance
 
 from jobs.backfills import launch_asset_backfill
-from jobs.partitions import experiment_partitions, shard_partitions
+from jobs.partitions import (
+    EXPERIMENT_PARTITIONS_NAME,
+    SHARD_PARTITIONS_NAME,
+    experiment_partitions,
+)
 from pretrain import identity, storage
 from pretrain.charts import figure_png, png_markdown, pyplot
 from pretrain.errors import DataError
@@ -55,7 +59,7 @@ CLEANING_STAGES = ("raw_shards", "filtered_shards", "minhash_signatures", "dedup
 
 def corpus_groups(instance: DagsterInstance, store: ArtifactStore) -> list[str]:
     """Shard groups whose deduplicated documents exist (completed, with an identity)."""
-    shards = instance.get_dynamic_partitions(shard_partitions.name)
+    shards = instance.get_dynamic_partitions(SHARD_PARTITIONS_NAME)
     return sorted(s for s in shards if identity.read(store.uri("deduped_shards", s)) is not None)
 
 
@@ -186,10 +190,13 @@ def _cpu_seconds(instance: DagsterInstance, group: str) -> float | None:
         records = instance.fetch_materializations(
             AssetRecordsFilter(asset_key=AssetKey(stage), asset_partitions=[group]), limit=1
         ).records
-        value = records[0].asset_materialization.metadata.get("cpu_seconds") if records else None
+        materialization = records[0].asset_materialization if records else None
+        value = materialization.metadata.get("cpu_seconds") if materialization else None
         if value is None:
             return None
-        total += float(value.value)
+        seconds = value.value
+        assert isinstance(seconds, int | float), f"{stage} cpu_seconds={seconds!r}"  # ours: float
+        total += float(seconds)
     return total
 
 
@@ -262,10 +269,10 @@ def register_experiments(
     for spec in specs:
         registry.register(store.root, spec)
     names = [s.name for s in specs]
-    known = set(instance.get_dynamic_partitions(experiment_partitions.name))
+    known = set(instance.get_dynamic_partitions(EXPERIMENT_PARTITIONS_NAME))
     new = [n for n in dict.fromkeys(names) if n not in known]
     if new:
-        instance.add_dynamic_partitions(experiment_partitions.name, new)
+        instance.add_dynamic_partitions(EXPERIMENT_PARTITIONS_NAME, new)
     return names
 
 

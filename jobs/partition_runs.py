@@ -33,7 +33,10 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dagster import DagsterEvent
 
 Outcome = dict[str, Any]
 DONE = '{"batch_done"'
@@ -120,17 +123,21 @@ def _run(factory: str, partition: str | None) -> Outcome:
     tags = {"dagster/partition": partition} if partition else {}
     with DagsterInstance.get() as instance, execute_job(job, instance, tags=tags) as result:
         events = result.all_events
-        failures = [
-            (e.step_failure_data.user_failure_data.description
-             if e.step_failure_data.user_failure_data else e.step_failure_data.error.message)
-            for e in events if e.is_step_failure
-        ]  # fmt: skip
+        failures = [_failure_text(e) for e in events if e.is_step_failure]
         return {
             "success": result.success,
             "retries": sum(1 for e in events if e.is_step_up_for_retry),
             "failures": failures,
             "run_id": result.run_id,
         }
+
+
+def _failure_text(event: DagsterEvent) -> str | None:
+    """A step failure's user description, else its error's message (Dagster always sets one)."""
+    data = event.step_failure_data
+    if data.user_failure_data:
+        return data.user_failure_data.description
+    return data.error.message if data.error else None
 
 
 def _fork_run(factory: str, partition: str | None, out: Path) -> int:

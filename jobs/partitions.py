@@ -17,13 +17,18 @@ from dagster import DynamicPartitionsDefinition, StaticPartitionsDefinition
 from pretrain.dedup.config import DedupConfig
 from pretrain.dedup.pairs import band_partition_keys, check_partition_layout
 
-shard_partitions = DynamicPartitionsDefinition(name="shards")
+# the names as str for the instance calls (a DynamicPartitionsDefinition's .name is optional)
+SHARD_PARTITIONS_NAME = "shards"
+shard_partitions = DynamicPartitionsDefinition(name=SHARD_PARTITIONS_NAME)
 band_partitions = StaticPartitionsDefinition(band_partition_keys(DedupConfig()))
-checkpoint_partitions = DynamicPartitionsDefinition(name="checkpoints")
+CHECKPOINT_PARTITIONS_NAME = "checkpoints"
+checkpoint_partitions = DynamicPartitionsDefinition(name=CHECKPOINT_PARTITIONS_NAME)
 # one partition per rollback decision that skipped data: ``b00-s000000041-to-b01``
-quarantine_partitions = DynamicPartitionsDefinition(name="quarantine_decisions")
+QUARANTINE_PARTITIONS_NAME = "quarantine_decisions"
+quarantine_partitions = DynamicPartitionsDefinition(name=QUARANTINE_PARTITIONS_NAME)
 # one partition per proxy experiment (its registered name): ``mix-0a1b2c3d-s0``
-experiment_partitions = DynamicPartitionsDefinition(name="experiments")
+EXPERIMENT_PARTITIONS_NAME = "experiments"
+experiment_partitions = DynamicPartitionsDefinition(name=EXPERIMENT_PARTITIONS_NAME)
 
 
 def check_band_layout(config: DedupConfig) -> DedupConfig:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import dagster as dg
@@ -70,20 +70,22 @@ POOL_DEFAULTS = {"idle_timeout_s": 60.0, "poll_interval_s": 0.1, "worker_memory_
 )
 def ray_actor_executor(init_context: dg.InitExecutorContext) -> dg.Executor:
     """Each step on a warm actor of the cluster's step pool (see module docstring)."""
-    config = init_context.executor_config
-    ray_cfg = RayExecutorConfig(**config["ray"])  # type: ignore[arg-type]
-    pool_cfg = {**POOL_DEFAULTS, **config.get("pool", {})}  # type: ignore[dict-item]
+    config: Mapping[str, Any] = init_context.executor_config  # validated against config_schema
+    ray_cfg = RayExecutorConfig(**config["ray"])
+    pool_cfg: dict[str, Any] = {**POOL_DEFAULTS, **config.get("pool", {})}
     handler = ActorStepHandler(
         ray_cfg,
         idle_timeout_s=pool_cfg["idle_timeout_s"],
         worker_memory=pool_cfg["worker_memory_mb"] << 20,
     )
+    retries = RetryMode.from_config(config["retries"])
+    assert retries is not None  # the schema's retries selector always holds one mode
     return StepDelegatingExecutor(
         handler,
-        retries=RetryMode.from_config(config["retries"]),  # type: ignore[arg-type]
+        retries=retries,
         sleep_seconds=pool_cfg["poll_interval_s"],
         check_step_health_interval_seconds=1,  # a ray.wait(timeout=0) per running step
-        tag_concurrency_limits=config.get("tag_concurrency_limits"),  # type: ignore[arg-type]
+        tag_concurrency_limits=config.get("tag_concurrency_limits"),
         should_verify_step=True,
     )
 
@@ -148,7 +150,7 @@ class ActorStepHandler(StepHandler):
         if call is not None:
             ray.cancel(call)
 
-    def _request(self, tags: dict[str, str]) -> dict[str, Any]:
+    def _request(self, tags: Mapping[str, str]) -> dict[str, Any]:
         """What the step's worker must have: CPUs, memory, and an exact-match rest."""
         user = RayExecutionConfig.from_tags(tags)
         runtime_env = dict(user.runtime_env or self.config.runtime_env or {})

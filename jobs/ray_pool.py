@@ -69,7 +69,7 @@ class StepWorker:
         if run is None:
             raise RuntimeError(f"run {args.run_id} not found in the worker's Dagster instance")
         self.steps_run += 1
-        step_key = (args.step_keys_to_execute or [None])[0]
+        step_key = args.step_keys_to_execute[0] if args.step_keys_to_execute else None
         about = {**worker, "pid": os.getpid(), "steps_run": self.steps_run}
         internals.report_step_engine_event(
             instance,
@@ -185,7 +185,8 @@ class StepPool:
             options["num_gpus"] = request["num_gpus"]
         if request.get("resources"):
             options["resources"] = request["resources"]
-        worker = _Worker(name, StepWorker.options(**options).remote(), shape)
+        # @ray.remote makes the class an ActorClass; untyped ray leaves mypy the plain class
+        worker = _Worker(name, StepWorker.options(**options).remote(), shape)  # type: ignore[attr-defined]
         self.workers[name] = worker
         return worker
 
@@ -249,7 +250,7 @@ def stop_step_pool(address: str) -> bool:
 
 def step_pool(idle_timeout_s: float = 60.0) -> Any:
     """The cluster's pool actor, started on the head node by the first caller."""
-    return StepPool.options(
+    return StepPool.options(  # type: ignore[attr-defined]  # an ActorClass, as StepWorker
         name=POOL_NAME, namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
         resources={HEAD_NODE: 0.001}, max_concurrency=1000,
     ).remote(idle_timeout_s)  # fmt: skip

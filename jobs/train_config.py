@@ -12,7 +12,7 @@ resumed run's config from it. Import-light: no assets, no sensors.
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import pydantic
 from dagster import Config, DagsterRun
@@ -28,22 +28,26 @@ TRAIN_OP = "train_model"
 
 # Every TrainConfig field, optional: a recipe's value stands unless the operator sets one.
 # The artifact locations come from the ArtifactStore, not from the Launchpad.
-TrainOverrides = STAGES["train"].config_class
-TrainRunConfig = pydantic.create_model(
-    "TrainRunConfig",
-    __base__=TrainOverrides,
-    recipe=(
-        str,
-        pydantic.Field(DEFAULT_RECIPE, description=f"one of {sorted(TRAIN_RECIPES)}"),
-    ),
-)
+if TYPE_CHECKING:  # classes generated from library dataclasses (jobs.config): Any to mypy
+    TrainOverrides = Any
+    TrainRunConfig = Any
+else:
+    TrainOverrides = STAGES["train"].config_class
+    TrainRunConfig = pydantic.create_model(
+        "TrainRunConfig",
+        __base__=TrainOverrides,
+        recipe=(
+            str,
+            pydantic.Field(DEFAULT_RECIPE, description=f"one of {sorted(TRAIN_RECIPES)}"),
+        ),
+    )
 TrainRunConfig.__doc__ = (
     "What an operator sets at launch: a recipe, and any TrainConfig field to override in it "
     "(sections run / optim / data / checkpoint / metrics / compute / model)."
 )
 
 
-def resolve_train_config(config: Config, store: ArtifactStore) -> TrainConfig:
+def resolve_train_config(config: TrainRunConfig, store: ArtifactStore) -> TrainConfig:
     """Operator settings + artifact locations → the trainer's full, validated config."""
     return recipe_with_overrides(
         config.recipe,
@@ -76,5 +80,6 @@ class Launched(NamedTuple):
 
 def launch_config(run: DagsterRun) -> Config:
     """The run's ``train_model`` op config, typed (the job's :class:`TrainRunConfig`)."""
-    ops = (run.run_config or {}).get("ops", {})
+    # Dagster types run_config's values as object; "ops" is the op-name → op-config mapping
+    ops = cast(dict[str, Any], (run.run_config or {}).get("ops", {}))
     return TrainRunConfig(**ops.get(TRAIN_OP, {}).get("config", {}))

@@ -30,7 +30,7 @@ from dagster import (
 )
 
 from jobs.campaign import campaign_runs, loss_curve_md
-from jobs.partitions import checkpoint_partitions
+from jobs.partitions import CHECKPOINT_PARTITIONS_NAME
 from jobs.train_config import TrainRunConfig, resolve_train_config
 from pretrain import storage
 from resources.launching import Launcher
@@ -67,7 +67,9 @@ def log_loss_curve(context: OpExecutionContext, run_root: str, checkpoint_key: s
     """The campaign's loss curve, with every recovery decision so far, on the newest checkpoint
     (an observation: the chart never changes the checkpoint's data version)."""
     try:
-        chain = campaign_runs(context.instance, context.instance.get_run_by_id(context.run_id))
+        run = context.instance.get_run_by_id(context.run_id)
+        assert run is not None  # this op's own run
+        chain = campaign_runs(context.instance, run)
         chart = loss_curve_md(chain, WandbMetricsReader(run_root=run_root))
     except Exception as exc:  # a chart must never decide a training run's outcome
         context.log.warning(f"no loss curve: {exc!r}")
@@ -105,7 +107,7 @@ def train_model(
     def on_message(event: dict[str, Any]) -> None:
         if event.get("event") == "checkpoint":
             # add the partition first: Dagster does not check that a partition exists
-            context.instance.add_dynamic_partitions(checkpoint_partitions.name, [event["key"]])
+            context.instance.add_dynamic_partitions(CHECKPOINT_PARTITIONS_NAME, [event["key"]])
             context.log_event(checkpoint_materialization(event, context.run_id))
             summary["checkpoints"].append(event["key"])
         elif event.get("event") == "checkpoint_damaged":  # resume fell back past it

@@ -16,8 +16,9 @@ import gc
 import os
 import random
 import signal
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -191,7 +192,8 @@ class StopFlag:
 
     def __init__(self) -> None:
         self.signal_name: str | None = None
-        self._previous: dict[int, object] = {}
+        # what signal.signal returned: None for a handler not installed from Python
+        self._previous: dict[int, Callable[[int, FrameType | None], Any] | int | None] = {}
 
     @property
     def requested(self) -> bool:
@@ -207,7 +209,7 @@ class StopFlag:
 
     def restore(self) -> None:
         for sig, handler in self._previous.items():
-            signal.signal(sig, handler)  # type: ignore[arg-type]
+            signal.signal(sig, handler)
         self._previous.clear()
 
     def _handle(self, signum: int, frame: object) -> None:

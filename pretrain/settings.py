@@ -32,6 +32,7 @@ import json
 import re
 import types
 import typing
+from collections.abc import Iterator
 from typing import Any, Literal
 
 from pretrain.errors import ConfigError
@@ -87,7 +88,9 @@ def parse_value(hint: Any, text: str, where: str) -> Any:
         raise ConfigError(f"{where} takes JSON ({inner}), got {text!r}: {exc}") from None
 
 
-def _leaves(cls: type, exclude: tuple[str, ...], path: tuple[str, ...] = ()):
+def _leaves(
+    cls: type, exclude: tuple[str, ...], path: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], Any, str]]:
     hints = typing.get_type_hints(cls)
     docs = field_docs(cls)
     for field in dataclasses.fields(cls):
@@ -95,7 +98,7 @@ def _leaves(cls: type, exclude: tuple[str, ...], path: tuple[str, ...] = ()):
         if dotted in exclude or not field.init:
             continue
         inner, optional = _optional_inner(hints[field.name])
-        if dataclasses.is_dataclass(inner):
+        if isinstance(inner, type) and dataclasses.is_dataclass(inner):  # hints are classes
             if optional:
                 yield (*path, field.name), None, "null switches this rule family off"
             yield from _leaves(inner, exclude, (*path, field.name))
@@ -188,7 +191,7 @@ def check_types(config: Any) -> None:
 
     Call it first in a config dataclass's ``__post_init__`` (before range checks, which would
     otherwise fail with a bare ``TypeError`` on ``"3" < 1``)."""
-    cls = type(config)
+    cls: type = type(config)
     for name, hint in _hints(cls).items():
         value = getattr(config, name)
         fixed = _checked(hint, value, f"{cls.__name__}.{name}")

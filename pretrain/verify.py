@@ -174,7 +174,8 @@ def train_decontaminated(train_uri: str, decontam: Any, *, examples: int = 5) ->
             {"eval_files": len(present), "missing_eval_files": missing, "contaminated": 0},
         )
     ngrams = EvalNgrams.load(dataclasses.replace(decontam, eval_files=tuple(present)))
-    rows, hits, by_set, found = 0, set(), {name: 0 for name in ngrams.sets}, []
+    rows, hits, by_set = 0, set(), {name: 0 for name in ngrams.sets}
+    found: list[str] = []
     fs, path = storage.filesystem(train_uri)
     with fs.open_input_file(path) as f:
         parquet = pq.ParquetFile(f)

@@ -49,9 +49,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         gpu=args.gpu, num_gpus=args.gpus, days=args.days, dollars_per_gpu_hour=args.price,
         mfu=args.mfu,
     )  # fmt: skip
-    plan = plan_from_budget(budget)
-    print(plan.markdown())
-    _experiments_share(args.root, plan.chinchilla.flops)
+    scaling = plan_from_budget(budget)
+    print(scaling.markdown())
+    _experiments_share(args.root, scaling.chinchilla.flops)
     return 0
 
 

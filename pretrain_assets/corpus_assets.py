@@ -1,6 +1,7 @@
 """Corpus assets: ``data_mixture`` → ``tokenizer`` → ``packed_tokens``."""
 
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from dagster import (
     AllPartitionMapping,
@@ -12,7 +13,7 @@ from dagster import (
 )
 
 from jobs.config import to_library
-from jobs.partitions import shard_partitions
+from jobs.partitions import SHARD_PARTITIONS_NAME
 from jobs.stages import STAGES
 from pretrain import storage, verify
 from pretrain.experiments.decisions import excluded_groups, read_decisions
@@ -25,7 +26,10 @@ from pretrain_assets.dedup_assets import deduped_shards
 from pretrain_assets.metadata import begin_output, check_result, finish_output, stage_metadata
 from resources.storage import ArtifactStore
 
-MixtureRunConfig = STAGES["mixture"].config_class
+if TYPE_CHECKING:  # classes generated from library dataclasses (jobs.config): Any to mypy
+    MixtureRunConfig = Any
+else:
+    MixtureRunConfig = STAGES["mixture"].config_class
 
 
 @asset(
@@ -57,7 +61,7 @@ def data_mixture(
     decisions = read_decisions(store.uri("data_admission"))
     left_out = excluded_groups(decisions, include_held=library_config.include_held_groups)
     shards = [
-        s for s in context.instance.get_dynamic_partitions(shard_partitions.name)
+        s for s in context.instance.get_dynamic_partitions(SHARD_PARTITIONS_NAME)
         if s not in left_out
     ]  # fmt: skip
     document_uris = [store.uri("deduped_shards", s, "documents.parquet") for s in shards]
@@ -105,7 +109,10 @@ def data_mixture(
     )
 
 
-TokenizerRunConfig = STAGES["tokenizer"].config_class
+if TYPE_CHECKING:  # classes generated from library dataclasses (jobs.config): Any to mypy
+    TokenizerRunConfig = Any
+else:
+    TokenizerRunConfig = STAGES["tokenizer"].config_class
 
 
 @asset(
@@ -132,7 +139,10 @@ def tokenizer(
     )
 
 
-PackingRunConfig = STAGES["packing"].config_class
+if TYPE_CHECKING:  # classes generated from library dataclasses (jobs.config): Any to mypy
+    PackingRunConfig = Any
+else:
+    PackingRunConfig = STAGES["packing"].config_class
 
 
 @asset(

@@ -8,6 +8,7 @@ filtered so far.
 """
 
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from dagster import (
     AssetCheckSpec,
@@ -43,7 +44,10 @@ from pretrain_assets.metadata import (
 from pretrain_assets.step_resources import STEP_RESOURCES, STEP_RETRY, bad_input_not_retried
 from resources.storage import ArtifactStore
 
-RawShardsConfig = STAGES["raw"].config_class
+if TYPE_CHECKING:  # classes generated from library dataclasses (jobs.config): Any to mypy
+    RawShardsConfig = Any
+else:
+    RawShardsConfig = STAGES["raw"].config_class
 
 
 @asset(
@@ -84,7 +88,10 @@ def raw_shards(
     )
 
 
-FilterRunConfig = STAGES["filter"].config_class
+if TYPE_CHECKING:  # classes generated from library dataclasses (jobs.config): Any to mypy
+    FilterRunConfig = Any
+else:
+    FilterRunConfig = STAGES["filter"].config_class
 
 
 def filter_code_version(toxicity_model: str = TOXICITY_MODEL_VERSION) -> str:
@@ -116,11 +123,12 @@ def filtered_shards(
     out = store.uri("filtered_shards", shard)
     model_uri = store.uri("quality_classifier") if config.use_quality_classifier else None
     library_config = to_library(config, FilterConfig, quality_model_uri=model_uri)
-    toxicity_uri = store.uri("toxicity_classifier")
-    if library_config.toxicity is None or identity.read(toxicity_uri) is None:
+    classifier_uri = store.uri("toxicity_classifier")
+    toxicity_uri: str | None = classifier_uri
+    if library_config.toxicity is None or identity.read(classifier_uri) is None:
         toxicity_uri = None  # rule family off (null), or never materialized: goes on without
     else:
-        toxicity = replace(library_config.toxicity, classifier_uri=toxicity_uri)
+        toxicity = replace(library_config.toxicity, classifier_uri=classifier_uri)
         library_config = replace(library_config, toxicity=toxicity)
     inputs = [store.uri("raw_shards", shard), *(u for u in (model_uri, toxicity_uri) if u)]
     ident = begin_output(context, store, out, library_config, inputs)

@@ -5,6 +5,8 @@
 process, multiprocess, or a Ray cluster); ``dedup_clusters`` only joins the verified pairs.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from dagster import (
     AllPartitionMapping,
     AssetCheckSpec,
@@ -15,7 +17,12 @@ from dagster import (
 )
 
 from jobs.config import to_library
-from jobs.partitions import band_partitions, check_band_layout, shard_partitions
+from jobs.partitions import (
+    SHARD_PARTITIONS_NAME,
+    band_partitions,
+    check_band_layout,
+    shard_partitions,
+)
 from jobs.stages import STAGES
 from pretrain import storage, verify
 from pretrain.checks import count_rows
@@ -35,7 +42,10 @@ from pretrain_assets.step_resources import STEP_RESOURCES, STEP_RETRY, bad_input
 from resources.storage import ArtifactStore
 
 # one launch config for both stages: signatures and clusters must run with the same values
-DedupRunConfig = STAGES["dedup"].config_class
+if TYPE_CHECKING:  # classes generated from library dataclasses (jobs.config): Any to mypy
+    DedupRunConfig = Any
+else:
+    DedupRunConfig = STAGES["dedup"].config_class
 
 
 @asset(
@@ -87,7 +97,7 @@ def dedup_pairs(
     out_dir = store.uri("dedup_pairs", key)
     out = storage.join(out_dir, "pairs.parquet")
     library_config = check_band_layout(to_library(config, DedupConfig))
-    shards = context.instance.get_dynamic_partitions(shard_partitions.name)
+    shards = context.instance.get_dynamic_partitions(SHARD_PARTITIONS_NAME)
     inputs = [store.uri("minhash_signatures", s) for s in shards]
     signatures = [storage.join(uri, "signatures.parquet") for uri in inputs]
     ident = begin_output(context, store, out_dir, library_config, inputs)
@@ -114,7 +124,7 @@ def dedup_clusters(
     context: AssetExecutionContext, config: DedupRunConfig, store: ArtifactStore
 ) -> MaterializeResult:
     """Union of every band partition's pairs, survivors (incremental), boilerplate lines."""
-    shards = context.instance.get_dynamic_partitions(shard_partitions.name)
+    shards = context.instance.get_dynamic_partitions(SHARD_PARTITIONS_NAME)
     signature_uris = [store.uri("minhash_signatures", s, "signatures.parquet") for s in shards]
     out = store.uri("dedup_clusters")
     library_config = check_band_layout(to_library(config, DedupConfig))

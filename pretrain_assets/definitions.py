@@ -13,7 +13,7 @@ import json
 import os
 from pathlib import Path
 
-from dagster import Definitions, ExecutorDefinition
+from dagster import AssetsDefinition, AssetSpec, Definitions, ExecutorDefinition
 from dagster_aws.s3 import S3Resource
 
 from jobs.asset_jobs import ASSET_JOBS
@@ -61,7 +61,7 @@ from sensors.recovery.quarantine import quarantine_sensor
 from sensors.shard_discovery import shard_discovery_sensor
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
-ASSETS = [
+ASSETS: list[AssetsDefinition | AssetSpec] = [
     raw_shards,
     quality_classifier,
     toxicity_classifier,

@@ -13,6 +13,7 @@ the same inputs has the same identity, so it is not trained twice.
 """
 
 import datetime
+from typing import TYPE_CHECKING, Any
 
 from dagster import (
     AllPartitionMapping,
@@ -52,10 +53,23 @@ from pretrain_assets.metadata import begin_output, finish_output, stage_metadata
 from resources.launching import Launcher
 from resources.storage import ArtifactStore
 
-BasisRunConfig = STAGES["basis"].config_class
-ProxyRunConfig = STAGES["proxy"].config_class
-SearchRunConfig = STAGES["search"].config_class
-AdmissionRunConfig = STAGES["admission"].config_class
+if TYPE_CHECKING:  # classes generated from library dataclasses (jobs.config): Any to mypy
+    BasisRunConfig = Any
+    ProxyRunConfig = Any
+    SearchRunConfig = Any
+    AdmissionRunConfig = Any
+else:
+    BasisRunConfig = STAGES["basis"].config_class
+    ProxyRunConfig = STAGES["proxy"].config_class
+    SearchRunConfig = STAGES["search"].config_class
+    AdmissionRunConfig = STAGES["admission"].config_class
+
+
+def _version(uri: str) -> str:
+    """The version of the completed output at ``uri`` (corpus_groups lists only those)."""
+    ident = identity.read(uri)
+    assert ident is not None, f"{uri} has no identity"
+    return ident.version
 
 
 @asset(
@@ -73,7 +87,7 @@ def experiment_basis(
     out = store.uri("experiment_basis")
     # a fixed yardstick: the groups' versions name it, but their later changes (incremental
     # dedup, new groups) never make it stale; it changes only when it is made again
-    made_from = {g: identity.read(store.uri("deduped_shards", g)).version for g in groups}
+    made_from = {g: _version(store.uri("deduped_shards", g)) for g in groups}
     ident = begin_output(context, store, out, {"config": library_config, "groups": made_from}, [])
     documents = [store.uri("deduped_shards", g, "documents.parquet") for g in groups]
     stats = build_basis(documents, out, library_config, shard_groups=groups)

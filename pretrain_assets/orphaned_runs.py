@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 from pathlib import Path
 
 from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
@@ -41,9 +42,9 @@ def fail_orphaned_runs(instance: DagsterInstance, *, by: str) -> list[str]:
         records = instance.get_records_for_run(
             run.run_id, of_type=DagsterEventType.RUN_START, limit=1
         ).records
-        if not records or records[0].event_log_entry.dagster_event is None:
+        entry = records[0].event_log_entry if records else None
+        if entry is None or entry.dagster_event is None:
             continue
-        entry = records[0].event_log_entry
         pid = entry.dagster_event.pid
         if pid is None or _alive_since(pid, entry.timestamp):
             continue
@@ -58,7 +59,7 @@ def fail_orphaned_runs(instance: DagsterInstance, *, by: str) -> list[str]:
     return failed
 
 
-def _ran_here(instance: DagsterInstance, tags: dict[str, str]) -> bool:
+def _ran_here(instance: DagsterInstance, tags: Mapping[str, str]) -> bool:
     if HOST_TAG in tags:
         return tags[HOST_TAG] == socket.gethostname()
     storage = type(instance.run_storage).__name__

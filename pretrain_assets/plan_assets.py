@@ -1,6 +1,7 @@
 """``scaling_plan``: the campaign's compute plan (N, D, FLOPs, GPU-hours, cost, recipe)."""
 
 import dataclasses
+from typing import TYPE_CHECKING, Any
 
 from dagster import (
     AssetCheckResult,
@@ -17,7 +18,10 @@ from pretrain.scaling import PlanConfig, plan_for_model, plan_from_budget
 from pretrain_assets.metadata import begin_output, config_hash, finish_output, to_metadata
 from resources.storage import ArtifactStore
 
-ScalingPlanConfig = STAGES["plan"].config_class
+if TYPE_CHECKING:  # classes generated from library dataclasses (jobs.config): Any to mypy
+    ScalingPlanConfig = Any
+else:
+    ScalingPlanConfig = STAGES["plan"].config_class
 
 
 @asset(

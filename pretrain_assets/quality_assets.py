@@ -8,6 +8,8 @@ writes its score into ``quality_score``. Without reference text (your own data, 
 filter falls back to the heuristic ``quality_score``.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from dagster import AssetCheckSpec, AssetExecutionContext, MaterializeResult, asset
 
 from jobs.config import to_library
@@ -19,7 +21,10 @@ from pretrain_assets.data_assets import raw_shards
 from pretrain_assets.metadata import begin_output, check_result, finish_output, stage_metadata
 from resources.storage import ArtifactStore
 
-QualityClassifierRunConfig = STAGES["quality"].config_class
+if TYPE_CHECKING:  # classes generated from library dataclasses (jobs.config): Any to mypy
+    QualityClassifierRunConfig = Any
+else:
+    QualityClassifierRunConfig = STAGES["quality"].config_class
 
 
 @asset(

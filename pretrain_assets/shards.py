@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dagster import DagsterInstance
 
-from jobs.partitions import shard_partitions
+from jobs.partitions import SHARD_PARTITIONS_NAME
 from pretrain import storage
 from pretrain.data.harvest import discover_embedded
 from pretrain.data.raw import RawFile, ShardManifest, list_source_files, plan_shards
@@ -76,10 +76,10 @@ def register_shards(
     if len(set(keys)) != len(keys):  # one manifest would overwrite the other: files lost
         twice = sorted({k for k in keys if keys.count(k) > 1})
         raise ConfigError(f"shard keys {twice} planned twice: give each source its own name")
-    existing = set(instance.get_dynamic_partitions(shard_partitions.name))
+    existing = set(instance.get_dynamic_partitions(SHARD_PARTITIONS_NAME))
     for manifest in manifests:
         storage.write_bytes(manifest.to_json().encode(), store.manifest_uri(manifest.key))
     new_keys = [m.key for m in manifests if m.key not in existing]
     if new_keys:
-        instance.add_dynamic_partitions(shard_partitions.name, new_keys)
+        instance.add_dynamic_partitions(SHARD_PARTITIONS_NAME, new_keys)
     return [m.key for m in manifests]

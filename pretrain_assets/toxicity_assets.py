@@ -11,6 +11,8 @@ without it. Runs in the ``quality`` job::
     pretrain data --source DIR --toxicity.labelled_uris labels.jsonl
 """
 
+from typing import TYPE_CHECKING, Any
+
 from dagster import AssetCheckSpec, AssetExecutionContext, MaterializeResult, asset
 
 from jobs.config import to_library
@@ -24,7 +26,10 @@ from pretrain.filters.toxicity_classifier import (
 from pretrain_assets.metadata import begin_output, check_result, finish_output, stage_metadata
 from resources.storage import ArtifactStore
 
-ToxicityClassifierRunConfig = STAGES["toxicity"].config_class
+if TYPE_CHECKING:  # classes generated from library dataclasses (jobs.config): Any to mypy
+    ToxicityClassifierRunConfig = Any
+else:
+    ToxicityClassifierRunConfig = STAGES["toxicity"].config_class
 
 
 @asset(

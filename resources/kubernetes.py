@@ -24,6 +24,7 @@ import json
 import os
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +59,7 @@ class KubernetesLauncher(RemotePipes):
     # Pipes through S3 instead of the RWX volume (RemotePipes: pipes_s3_bucket, s3 for the
     # op's side); pods get S3 access from their service account or a Secret, never the manifest
 
-    def render_manifest(self, *, name: str, config_path: str, pipes_env: dict[str, str]) -> str:
+    def render_manifest(self, *, name: str, config_path: str, pipes_env: Mapping[str, str]) -> str:
         def replica(count: int, env: dict[str, str], reports: bool) -> dict[str, Any]:
             container = {
                 "name": "pytorch",

@@ -108,9 +108,8 @@ def stop_process_tree(
 
     ``proc`` is our child's ``Popen`` or the PID of any process (e.g. a torchrun whose launcher
     was another process)."""
-    if isinstance(proc, int):
-        proc = _Foreign(proc)  # type: ignore[assignment]
-    tracked = {proc.pid} | descendants(proc.pid)
+    child = _Foreign(proc) if isinstance(proc, int) else proc
+    tracked = {child.pid} | descendants(child.pid)
     for sig, timeout in ((signal.SIGTERM, term_timeout_s), (signal.SIGKILL, kill_timeout_s)):
         living = {pid for pid in tracked if alive(pid)}
         if not living:
@@ -118,18 +117,18 @@ def stop_process_tree(
         _signal_tree(living, sig)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            proc.poll()  # reap our direct child
-            if alive(proc.pid):
-                tracked |= descendants(proc.pid)  # workers may still be starting
+            child.poll()  # reap our direct child
+            if alive(child.pid):
+                tracked |= descendants(child.pid)  # workers may still be starting
             if not any(alive(pid) for pid in tracked):
                 break
             time.sleep(0.2)
     try:  # our own child: waitpid is the authority on whether it has ended
-        proc.wait(timeout=kill_timeout_s)
+        child.wait(timeout=kill_timeout_s)
     except subprocess.TimeoutExpired:
         pass
     survivors = sorted(pid for pid in tracked if alive(pid))
-    if proc.returncode is None:
-        survivors.append(proc.pid)
+    if child.returncode is None:
+        survivors.append(child.pid)
     if survivors:
         raise RuntimeError(f"processes {survivors} survived SIGKILL; the GPUs may still be held")

@@ -28,7 +28,7 @@ from dagster import (
     schedule,
 )
 
-from jobs.partitions import shard_partitions
+from jobs.partitions import SHARD_PARTITIONS_NAME
 from sensors.data_versions import (
     CODE_VERSION_TAG,
     DATA_VERSION_TAG,
@@ -104,7 +104,7 @@ def _run_key(key: str, chain: tuple[str, ...], tags: dict[str, dict[str, Tags]])
 )
 def shard_backfill_schedule(context: ScheduleEvaluationContext):
     instance = context.instance
-    keys = instance.get_dynamic_partitions(shard_partitions.name)
+    keys = instance.get_dynamic_partitions(SHARD_PARTITIONS_NAME)
     if not keys:
         return SkipReason("no shard partitions registered yet")
     latest = {a: instance.get_latest_materialization_event(AssetKey(a)) for a in GLOBAL_INPUTS}

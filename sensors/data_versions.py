@@ -14,6 +14,7 @@ shows it fresh::
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 
 from dagster import AssetKey, DagsterInstance, EventLogEntry, EventLogRecord
 
@@ -40,7 +41,7 @@ def latest_tags(instance: DagsterInstance, asset: str, page: int = 5000) -> dict
         for record in result.records:
             event = record.event_log_entry.dagster_event
             partition = event.partition if event else None
-            if partition is not None and partition not in found:
+            if event is not None and partition is not None and partition not in found:
                 found[partition] = dict(event.step_materialization_data.materialization.tags or {})
         if not result.has_more:
             return found
@@ -87,7 +88,7 @@ def current_inputs(
 
 
 def not_current(
-    records: list[EventLogRecord],
+    records: Sequence[EventLogRecord],
     outputs: dict[str, Tags],
     code_version: str | None,
     input_asset: str,

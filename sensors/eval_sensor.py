@@ -50,7 +50,9 @@ def eval_sensor(context: SensorEvaluationContext, store: ArtifactStore):
     if not records:
         return SkipReason("no new checkpoint materializations")
     reports = latest_tags(instance, REPORTS.to_user_string())
-    code_version = context.repository_def.asset_graph.get(REPORTS).code_version
+    repository = context.repository_def
+    assert repository is not None  # a sensor evaluated in its code location has one
+    code_version = repository.asset_graph.get(REPORTS).code_version
     tokenizer = data_version(instance.get_latest_materialization_event(AssetKey("tokenizer")))
     stale, current = not_current(
         records, reports, code_version, "checkpoints", {"tokenizer": tokenizer}

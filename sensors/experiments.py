@@ -36,7 +36,7 @@ from jobs.asset_jobs import (
     proxy_runs_job,
 )
 from jobs.experiments import corpus_groups, launched_searches, not_run
-from jobs.partitions import experiment_partitions
+from jobs.partitions import EXPERIMENT_PARTITIONS_NAME, experiment_partitions
 from jobs.stages import run_configs
 from pretrain import identity, storage
 from pretrain.errors import DataError
@@ -73,7 +73,8 @@ def admission_requests(
     decisions = read_decisions(store.uri("data_admission"))
     groups = corpus_groups(context.instance, store)
     admitted = registry.admitted_groups(groups, basis["shard_groups"], decisions)
-    requests, partitions = [], []
+    requests: list[RunRequest] = []
+    partitions: list[str] = []
     pending = [g for g in groups if g not in basis["shard_groups"] and g not in decisions]
     for group in [*admitted, *pending]:  # every pool the experiments read, current
         deduped = identity.read(store.uri("deduped_shards", group))
@@ -170,7 +171,7 @@ def experiment_sensor_for(config: AdmissionConfig) -> SensorDefinition:
         requests += review_requests(store, config) + search_requests(store)
         if not requests:
             return SkipReason("no shard group awaiting a decision, no review, no search to fit")
-        known = set(context.instance.get_dynamic_partitions(experiment_partitions.name))
+        known = set(context.instance.get_dynamic_partitions(EXPERIMENT_PARTITIONS_NAME))
         new = [n for n in dict.fromkeys(partitions) if n not in known]
         return SensorResult(
             run_requests=requests,

@@ -25,7 +25,8 @@ from resources.storage import ArtifactStore
 
 def registered_files(store: ArtifactStore) -> tuple[set[str], list[str]]:
     """File URIs held by existing manifests, and the existing shard keys."""
-    uris, keys = set(), []
+    uris: set[str] = set()
+    keys: list[str] = []
     for manifest_uri in storage.list_files(store.uri("manifests"), (".json",)):
         manifest = ShardManifest.from_json(storage.read_bytes(manifest_uri).decode())
         keys.append(manifest.key)

@@ -39,6 +39,7 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch import nn
 from torch.distributed.checkpoint.state_dict import get_state_dict
+from torch.distributed.checkpoint.state_dict_saver import AsyncSaveResponse
 
 import pretrain
 from pretrain import identity, storage
@@ -149,12 +150,16 @@ class Checkpointer:
         )
         with _single_process_quiet():
             if self.async_save:
-                flight.future = dcp.async_save(
+                saving = dcp.async_save(
                     state,
                     checkpoint_id=str(tmp),
                     process_group=self._group,
                     no_dist=not proc.distributed,
                 )
+                # a response object only with a zero-overhead stager, which we do not pass
+                if isinstance(saving, AsyncSaveResponse):
+                    saving = saving.upload_completion
+                flight.future = saving
             else:
                 dcp.save(state, checkpoint_id=str(tmp), no_dist=not proc.distributed)
         self._in_flight = flight
@@ -240,8 +245,9 @@ def save_checkpoint(
     optimizer: torch.optim.Optimizer,
     step: int,
     meta: dict[str, Any],
-) -> Path:
-    """Collective, synchronous save; returns the committed ``step-<N>`` directory.
+) -> Path | str:
+    """Collective, synchronous save; returns the committed ``step-<N>`` directory (its URI
+    string when the checkpoint root is ``s3://``).
 
     The trainer uses :class:`Checkpointer` (async option, commit
     callbacks); this is the one-call form of it."""

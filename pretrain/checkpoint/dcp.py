@@ -320,11 +320,11 @@ def weights_fingerprint(model: nn.Module, *, distributed: bool = False) -> dict[
 
 def prune_checkpoints(
     run_root: str | Path, branch: str, keep_last: int, protected: tuple[int, ...] = ()
-) -> list[Path]:
+) -> list[Path | str]:
     """Delete committed checkpoints older than the newest ``keep_last``, sparing ``protected``
     steps and checkpoints labelled healthy. Each is renamed out of the ``step-*`` namespace
     first, so it vanishes atomically."""
-    removed = []
+    removed: list[Path | str] = []
     for path in list_checkpoints(run_root, branch)[:-keep_last]:
         if step_of(path) in protected or is_healthy(path):
             continue
@@ -407,7 +407,7 @@ def load_checkpoint(
             f"{model_cfg.to_dict()}; resume with the checkpoint's model config"
         )
     model_sd, optim_sd = get_state_dict(model, optimizer)
-    state = {"model": model_sd, "optim": optim_sd}
+    state: dict[str, Any] = {"model": model_sd, "optim": optim_sd}
     with _single_process_quiet():  # nothing unpickled beyond plain data and tensors
         load_state(state, str(path), no_dist=not proc.distributed)
     set_state_dict(

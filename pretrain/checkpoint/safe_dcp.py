@@ -96,9 +96,10 @@ class SafeFileSystemReader(FileSystemReader):
                     "one of the checkpoint's own __<rank>_<n>.distcp files; refusing to read it "
                     "(the folder was tampered with or written by an unknown tool)"
                 )
-        if getattr(metadata, "storage_meta", None) is None:
-            metadata.storage_meta = StorageMeta()
-        metadata.storage_meta.load_id = self.load_id
+        storage_meta = getattr(metadata, "storage_meta", None)
+        if storage_meta is None:
+            storage_meta = metadata.storage_meta = StorageMeta()
+        storage_meta.load_id = self.load_id
         return metadata
 
 

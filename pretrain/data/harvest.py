@@ -144,6 +144,8 @@ def _dist_paths(dists: list[importlib.metadata.Distribution]) -> Iterable[tuple[
 def _metadata_files(dists: list[importlib.metadata.Distribution]) -> list[RawFile]:
     out = []
     for dist in dists:
+        # _distributions() kept only distributions with this folder; typeshed declares the
+        # private attribute on PathDistribution alone
         meta_dir = Path(dist._path).resolve()  # type: ignore[attr-defined]
         for name in ("METADATA", "PKG-INFO"):
             path = meta_dir / name

@@ -41,7 +41,7 @@ from __future__ import annotations
 import functools
 import json
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from email.parser import BytesHeaderParser
 from typing import Any
 
@@ -97,14 +97,15 @@ def _unicode_problem(record: dict[str, Any]) -> str | None:
 def iter_records(raw: RawFile, extract: ExtractConfig | None = None) -> Iterator[dict[str, Any]]:
     """Yield good records and reject records from ``raw`` in file order (HTML in WARC
     responses goes through ``extract``, default ``ExtractConfig()``)."""
-    reader = {
+    readers: dict[str, Callable[[RawFile], Iterator[dict[str, Any]]]] = {
         "jsonl": _iter_jsonl,
         "parquet": _iter_parquet,
         "warc": functools.partial(_iter_warc, extract=extract),
         "text": _iter_text,
         "metadata": _iter_metadata,
         "unsupported": _iter_unsupported,
-    }[raw.kind]
+    }
+    reader = readers[raw.kind]
     if not storage.exists(raw.uri):
         # A manifest naming a missing file is a broken plan, not bad input: stop loudly.
         raise DataError(f"{raw.uri} does not exist: re-plan the shard manifests")
@@ -247,11 +248,12 @@ def _iter_parquet(raw: RawFile) -> Iterator[dict[str, Any]]:
                     detail = f"'text' column is {text_type}"
                     yield {**reject(raw, url, "text_not_string", detail), **origin}
                 continue
-            if texts[i] is None:
+            encoded = texts[i]
+            if encoded is None:
                 yield {**reject(raw, url, "missing_text", "null text"), **origin}
                 continue
             try:
-                text = texts[i].decode("utf-8")
+                text = encoded.decode("utf-8")
             except UnicodeDecodeError as exc:
                 detail = f"invalid UTF-8 at byte {exc.start}"
                 yield {**reject(raw, url, "undecodable", detail), **origin}

@@ -24,7 +24,7 @@ drops its partial record, reports the loss and keeps reading. A stream cut short
 from __future__ import annotations
 
 import zlib
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from pretrain import storage
 
@@ -325,11 +325,11 @@ def open_stream(uri: str, max_line_bytes: int = MAX_LINE_BYTES) -> LineStream:
     elif head[:3] == b"BZh":
         import bz2
 
-        source = _Plain(b"", bz2.BZ2File(_Readable(_Plain(head, raw))))
+        source = _Plain(b"", bz2.BZ2File(_Readable.over(_Plain(head, raw))))
     elif head == b"\xfd7zXZ\x00":
         import lzma
 
-        source = _Plain(b"", lzma.LZMAFile(_Readable(_Plain(head, raw))))
+        source = _Plain(b"", lzma.LZMAFile(_Readable.over(_Plain(head, raw))))
     else:
         source = _Plain(head, raw)
     return LineStream(source, max_line_bytes)
@@ -340,6 +340,11 @@ class _Readable:
 
     def __init__(self, source: Any) -> None:
         self._source = source
+
+    @classmethod
+    def over(cls, source: Any) -> IO[bytes]:
+        """``source`` as the file object bz2/lzma take: they only read and close it."""
+        return cast(IO[bytes], cls(source))
 
     def read(self, n: int = -1) -> bytes:
         return self._source.read(CHUNK_BYTES if n is None or n < 0 else n)

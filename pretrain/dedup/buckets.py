@@ -71,7 +71,8 @@ def candidate_pairs(
     bands, _ = config.band_rows
     parts = hash_partitions(sum(s.num_rows for s in shards), config)
     key_bands = [EXACT_BAND] + ([URL_BAND] if config.url_dedup else [])
-    exact, lsh = [], []
+    exact: list[np.ndarray] = []
+    lsh: list[np.ndarray] = []
     peak = 0
     for band in [*key_bands, *range(bands)]:
         for part in range(parts):

@@ -281,7 +281,9 @@ def peak_rss_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
-def _per_shard(shards: list[ShardInput], nodes: np.ndarray):
+def _per_shard(
+    shards: list[ShardInput], nodes: np.ndarray
+) -> Iterator[tuple[ShardInput, np.ndarray, np.ndarray]]:
     """Yield ``(shard, positions in nodes, rows in shard)`` for sorted ``nodes``."""
     for shard in shards:
         lo, hi = np.searchsorted(nodes, [shard.offset, shard.offset + shard.num_rows])
@@ -296,12 +298,12 @@ def _node_info(shards: list[ShardInput], nodes: np.ndarray) -> pl.DataFrame:
             frame = pl.from_arrow(table)
             assert isinstance(frame, pl.DataFrame)
             frames.append(frame.with_columns(shard=pl.lit(shard.uri), row=pl.Series(wanted)))
-    schema = {"id": pl.String, "source": pl.String, "quality_score": pl.Float32,
-              "exact_hash": pl.UInt64, "url_hash": pl.UInt64, "shard": pl.String,
-              "row": pl.Int64}  # fmt: skip
+    schema = pl.Schema({"id": pl.String, "source": pl.String, "quality_score": pl.Float32,
+                        "exact_hash": pl.UInt64, "url_hash": pl.UInt64, "shard": pl.String,
+                        "row": pl.Int64})  # fmt: skip
     if not frames:
         return pl.DataFrame(schema=schema).with_columns(node=pl.Series([], dtype=pl.Int64))
-    return pl.concat(frames).cast(schema).with_columns(node=pl.Series(nodes))  # type: ignore[arg-type]
+    return pl.concat(frames).cast(schema).with_columns(node=pl.Series(nodes))
 
 
 def verify_pairs(
@@ -473,7 +475,7 @@ def _assign_survivors(info: pl.DataFrame, plan: Plan, *, incremental: bool) -> p
         ranked.with_columns(reason=reason, cluster_id=pl.lit(0, pl.Int64))
         .filter(~pl.col("anchor") | (pl.col("reason") == "survivor"))
         .select(list(ROW_SCHEMA))
-        .cast(ROW_SCHEMA)  # type: ignore[arg-type]
+        .cast(ROW_SCHEMA)
     )
 
 

@@ -30,15 +30,17 @@ from pretrain import storage
 from pretrain.dedup.buckets import ShardInput
 from pretrain.dedup.config import DedupConfig
 
-ROW_SCHEMA = {
-    "id": pl.String,
-    "cluster_id": pl.Int64,
-    "survivor_id": pl.String,
-    "reason": pl.String,
-    "source": pl.String,
-    "shard": pl.String,
-    "row": pl.Int64,
-}
+ROW_SCHEMA = pl.Schema(
+    {
+        "id": pl.String,
+        "cluster_id": pl.Int64,
+        "survivor_id": pl.String,
+        "reason": pl.String,
+        "source": pl.String,
+        "shard": pl.String,
+        "row": pl.Int64,
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,7 @@ def load_prior(output_dir_uri: str, config: DedupConfig) -> Prior | None:
     same_params = state.get("params") == config.decision_params()
     return Prior(
         fingerprints=dict(state["shards"]) if same_params else {},
-        rows=rows.cast(ROW_SCHEMA),  # type: ignore[arg-type]
+        rows=rows.cast(ROW_SCHEMA),
         shards=frozenset(state["shards"]),
     )
 
@@ -129,8 +131,8 @@ def plan_incremental(
 
 def survivor_changes(prior: Prior | None, rows: pl.DataFrame) -> pl.DataFrame:
     """Documents of earlier shards whose survivor (null = kept) differs from before."""
-    schema = {"id": pl.String, "shard": pl.String, "old_survivor_id": pl.String,
-              "new_survivor_id": pl.String}  # fmt: skip
+    schema = pl.Schema({"id": pl.String, "shard": pl.String, "old_survivor_id": pl.String,
+                        "new_survivor_id": pl.String})  # fmt: skip
     if prior is None:
         return pl.DataFrame(schema=schema)
 
@@ -154,4 +156,4 @@ def survivor_changes(prior: Prior | None, rows: pl.DataFrame) -> pl.DataFrame:
     changed = both.filter(
         pl.col("old_survivor_id").fill_null("") != pl.col("new_survivor_id").fill_null("")
     )
-    return changed.select(list(schema)).cast(schema).sort("shard", "id")  # type: ignore[arg-type]
+    return changed.select(list(schema)).cast(schema).sort("shard", "id")

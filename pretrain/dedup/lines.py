@@ -42,7 +42,9 @@ def _separator(config: LineDedupConfig) -> str:
     return "\n" if config.unit == "line" else "\n\n"
 
 
-def _units(texts: pa.Array | pa.ChunkedArray, sources: pa.Array, config: LineDedupConfig):
+def _units(
+    texts: pa.Array | pa.ChunkedArray, sources: pa.Array, config: LineDedupConfig
+) -> pl.DataFrame:
     """Exploded ``(doc, unit, h, eligible)`` frame for every text not in ``skip_sources``."""
     text = pl.Series("text", texts).cast(pl.String).fill_null("")
     if config.unit == "paragraph":
@@ -128,7 +130,9 @@ def boilerplate_hashes(
             fs, path = storage.filesystem(uri)
             table = pq.read_table(path, filesystem=fs, filters=hash_range_filter(part, parts))
             keep = ~np.isin(table.column("row").to_numpy(), removed)
-            frames.append(pl.from_arrow(table.filter(pa.array(keep))).select("h"))
+            frame = pl.from_arrow(table.filter(pa.array(keep)))
+            assert isinstance(frame, pl.DataFrame)  # a Table always converts to a DataFrame
+            frames.append(frame.select("h"))
         counts = pl.concat(frames).group_by("h").len("docs")
         found_parts.append(counts.filter(pl.col("docs") >= config.min_documents))
     result = pl.concat(found_parts).sort("h").cast({"h": pl.UInt64, "docs": pl.UInt32})

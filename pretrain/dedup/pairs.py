@@ -30,6 +30,7 @@ import hashlib
 import json
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -58,7 +59,7 @@ def band_partition_keys(config: DedupConfig) -> list[str]:
     return [f"{name}-s{s:03d}" for name in names for s in range(config.hash_slices)]
 
 
-def check_partition_layout(config: DedupConfig, partition_keys: list[str]) -> None:
+def check_partition_layout(config: DedupConfig, partition_keys: Sequence[str]) -> None:
     """Refuse ``config`` when its band partitions are not ``partition_keys`` (the static
     partitions an orchestrator built from the default config): a run with other ``bands`` or
     ``hash_slices`` would find partitions missing, or leave bands unverified."""
@@ -170,7 +171,11 @@ def cluster_band_pairs(
     started = time.monotonic()
     inputs = ClusterInputs.open(signature_uris, output_dir_uri, config)
     token = plan_token(inputs, config)
-    exact, near, contained, missing, stale = [], [], [], [], []
+    exact: list[np.ndarray] = []
+    near: list[np.ndarray] = []
+    contained: list[np.ndarray] = []
+    missing: list[str] = []
+    stale: list[str] = []
     candidates = partitions = peak = 0
     for key in band_partition_keys(config):
         uri = pairs_uri(pairs_dir_uri, key)

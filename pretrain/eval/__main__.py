@@ -18,6 +18,7 @@ import json
 import sys
 
 from pretrain.eval.evaluate import EvalConfig, evaluate_checkpoint
+from pretrain.eval.generate import GenerationConfig
 from pretrain.eval.tasks import default_tasks
 
 
@@ -40,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         batch_size=args.batch_size,
         device=args.device,
         tasks=tasks,
-        **({"generation": None} if args.no_generations else {}),
+        generation=None if args.no_generations else GenerationConfig(),
     )
     stats = evaluate_checkpoint(
         args.checkpoint, args.packed, args.out, config, tokenizer_uri=args.tokenizer

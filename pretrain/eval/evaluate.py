@@ -111,7 +111,9 @@ def _score(
     return count, num_tokens, loss_sum, num_bytes if byte_lengths is not None else None
 
 
-def _tasks(model: Any, tok: Any, cfg: EvalConfig, device: Any, eos_id: int, pad_id: int):
+def _tasks(
+    model: Any, tok: Any, cfg: EvalConfig, device: Any, eos_id: int, pad_id: int
+) -> dict[str, dict[str, Any]]:
     """{task name: result dict}; absent files are reported skipped with their path."""
     from pretrain.eval.scoring import score_task
 

@@ -123,7 +123,10 @@ def score_requests(
             batch = order[start : start + batch_size]
             width = len(seqs[batch[0]]) - 1
             inputs = torch.full((len(batch), width), pad_id, dtype=torch.long)
-            rows, cols, targets, owner = [], [], [], []
+            rows: list[int] = []
+            cols: list[int] = []
+            targets: list[int] = []
+            owner: list[int] = []
             for row, i in enumerate(batch):
                 seq = seqs[i]
                 inputs[row, : len(seq) - 1] = torch.tensor(seq[:-1])
@@ -166,7 +169,8 @@ def score_task(
     pad_id: int = 0,
 ) -> TaskResult:
     """Accuracy and length-normalized accuracy of ``model`` on ``examples``."""
-    requests, spans = [], []
+    requests: list[Request] = []
+    spans: list[tuple[int, int]] = []
     for ex in examples:
         spans.append((len(requests), len(ex.choices)))
         requests += [encode_request(tok, ex.context, c, prefix_id=prefix_id) for c in ex.choices]

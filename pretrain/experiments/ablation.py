@@ -44,7 +44,11 @@ def with_overrides(config: Any, overrides: Mapping[str, Any]) -> Any:
         if isinstance(value, Mapping) and dataclasses.is_dataclass(current):
             changes[key] = with_overrides(current, value)
         elif isinstance(value, Mapping) and current is None:
-            inner = [a for a in typing.get_args(hints[key]) if dataclasses.is_dataclass(a)]
+            inner = [
+                a
+                for a in typing.get_args(hints[key])
+                if isinstance(a, type) and dataclasses.is_dataclass(a)
+            ]
             if not inner:
                 raise ConfigError(f"{key}: {value!r} given for a setting that is not a section")
             changes[key] = with_overrides(inner[0](), value)

@@ -12,6 +12,7 @@ Every field is reachable from the Dagster launchpad (``jobs/stages.py``) and as 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 from pretrain.errors import ConfigError
 from pretrain.filters.c4_fineweb import C4Config, FineWebConfig
@@ -101,14 +102,14 @@ class FilterConfig:
             )
 
     @classmethod
-    def for_code_sources(cls, code_sources: tuple[str, ...], **kwargs: object) -> FilterConfig:
+    def for_code_sources(cls, code_sources: tuple[str, ...], **kwargs: Any) -> FilterConfig:
         """Default components, all treating ``code_sources`` as code."""
         return cls(
             normalize=NormalizeConfig(code_sources=code_sources),
             langid=LangIdConfig(code_sources=code_sources),
             heuristics=HeuristicConfig(code_sources=code_sources),
             code_sources=code_sources,
-            **kwargs,  # type: ignore[arg-type]
+            **kwargs,
         )
 
     def as_dict(self) -> dict:
@@ -134,14 +135,14 @@ def apply_profile(config: FilterConfig, p: SourceProfile) -> FilterConfig:
         heuristics = replace(heuristics, min_chars=p.min_chars)
     if p.max_chars is not None:
         heuristics = replace(heuristics, max_chars=p.max_chars)
-    changes: dict[str, object] = {"langid": langid, "heuristics": heuristics, "profiles": {}}
+    changes: dict[str, Any] = {"langid": langid, "heuristics": heuristics, "profiles": {}}
     for family in FAMILIES:
         if not getattr(p, family):
             changes[family] = None
     if p.c4 and config.c4 is not None and p.c4_min_sentences is not None:
         changes["c4"] = replace(config.c4, min_sentences=p.c4_min_sentences)
     if p.gopher_quality and config.gopher_quality is not None:
-        gopher = {
+        gopher: dict[str, Any] = {
             "min_doc_words": p.gopher_min_doc_words,
             "min_alpha_words_ratio": p.gopher_min_alpha_words_ratio,
         }
@@ -155,7 +156,7 @@ def apply_profile(config: FilterConfig, p: SourceProfile) -> FilterConfig:
     for name in ("long_documents", "chunk_chars", "max_removed_fraction"):
         if getattr(p, name) is not None:
             changes[name] = getattr(p, name)
-    return long_documents_pass(replace(config, **changes))  # type: ignore[arg-type]
+    return long_documents_pass(replace(config, **changes))
 
 
 def long_documents_pass(config: FilterConfig) -> FilterConfig:

@@ -296,7 +296,10 @@ def mask_pii(
         passes, verdict = _DETECTORS[kind]
 
         def replace(
-            match: re.Match[str], kind: str = kind, placeholder: str = placeholder, verdict=verdict
+            match: re.Match[str],
+            kind: str = kind,
+            placeholder: str = placeholder,
+            verdict: Callable[[str], str] = verdict,
         ) -> str:
             decided = verdict(match.group(0))
             if decided == PASS:

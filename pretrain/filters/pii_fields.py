@@ -315,10 +315,10 @@ def _add_metadata(work: ColumnMasker, row: dict, config: PiiConfig) -> Callable[
     spliced: list[tuple[int, int, str, bool]] = []  # (start, end, new JSON, is a key)
     urls: list[Callable[[], None]] = []
     hinted = _HINT.search(text) is not None
-    for match in _HINTED_NUMBER.finditer(text) if hinted else ():  # under a hinting key only
-        if _HINT.search(match.group(1)):
-            put = _splicer(spliced, match.start(2), match.end(2), False)
-            work.add("metadata", _as_phone(match.group(2), config), FULL, put)
+    for number in _HINTED_NUMBER.finditer(text) if hinted else ():  # under a hinting key only
+        if _HINT.search(number.group(1)):
+            put = _splicer(spliced, number.start(2), number.end(2), False)
+            work.add("metadata", _as_phone(number.group(2), config), FULL, put)
     pos = 0
     while (match := _NEXT_STRING.match(text, pos)) is not None:
         pos = match.end()
@@ -341,7 +341,8 @@ def _add_metadata(work: ColumnMasker, row: dict, config: PiiConfig) -> Callable[
             done()
         if not spliced:
             return
-        pieces, last = [], 0
+        pieces: list[str] = []
+        last = 0
         for start, end, new, _ in sorted(spliced):
             pieces += (text[last:start], new)
             last = end

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import asdict
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -81,6 +82,9 @@ from pretrain.filters.unwrap import mark_paragraphs, split_at_paragraphs
 from pretrain.filters.urls import UrlFilter
 from pretrain.text import weighted_length
 
+if TYPE_CHECKING:
+    from pretrain.quality.classifier import QualityModel  # imported lazily where it is used
+
 STAGE = "filter"
 __all__ = ["FilterStats", "filter_shard"]
 _PRE_REASONS = ("empty", "too_long", "binary_content", "too_short")
@@ -90,7 +94,9 @@ EXCESSIVE_LINE_REMOVAL = "excessive_line_removal"
 class _SourceRules:
     """The configured blocks for one source's profile."""
 
-    def __init__(self, config: FilterConfig, url: UrlFilter | None, model: object) -> None:
+    def __init__(
+        self, config: FilterConfig, url: UrlFilter | None, model: QualityModel | None
+    ) -> None:
         self.config = config
         self.url = url if config.urls is not None else None
         self.lid = LanguageFilter(config.langid)
@@ -109,7 +115,7 @@ class _SourceRules:
         self.model = model if config.quality_model_uri and model is not None else None
         self.threshold = config.min_quality_score
         if self.model is not None and config.keep_top_fraction is not None:
-            self.threshold = self.model.threshold_for_top_fraction(config.keep_top_fraction)  # type: ignore[attr-defined]
+            self.threshold = self.model.threshold_for_top_fraction(config.keep_top_fraction)
 
 
 class _Rules:
@@ -118,7 +124,7 @@ class _Rules:
     def __init__(self, config: FilterConfig) -> None:
         self.config = config
         self.url = UrlFilter(config.urls) if config.urls else None
-        self.model = None
+        self.model: QualityModel | None = None
         self.quality_skipped: str | None = None
         if config.quality_model_uri:
             from pretrain.quality.classifier import QualityModel, skipped_reason
@@ -154,7 +160,7 @@ def filter_shard(input_uri: str, output_dir_uri: str, config: FilterConfig) -> F
     pii: Counter[str] = Counter()
     pii_columns: Counter[str] = Counter()  # "kept.url.email", "rejected.text.phone", ...
     chars_removed: Counter[str] = Counter()
-    totals = Counter()
+    totals: Counter[str] = Counter()
     offset = 0
     docs_uri = storage.join(output_dir_uri, "documents.parquet")
     rejects_uri = storage.join(output_dir_uri, "rejects.parquet")

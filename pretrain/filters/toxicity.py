@@ -126,6 +126,7 @@ class ToxicityConfig:
             raise ConfigError(f"own_model={self.own_model!r}: choose one of {OWN_MODEL_MODES}")
         if isinstance(self.model_languages, str):
             raise ConfigError(f"model_languages={self.model_languages!r}: use a tuple ('en',)")
+        names: tuple[str, ...]
         names = ("sentence_threshold", "max_toxic_share", "identity_threshold", "shipped_threshold")
         names += ("shipped_identity_threshold", "reported_threshold", "classifier_threshold")
         for name in names:
@@ -216,13 +217,18 @@ class ToxicityFilter(Filter):
         lists = load_word_lists(config.word_lists_uri)
         everywhere = lists.pop("*", frozenset())
         # language -> word-list lookup (None: the ``*`` list, for any other language)
-        self._lists = {
+        self._lists: dict[str | None, Terms | regex.Pattern[str] | None] = {
             lang: self._lookup(words | everywhere, is_unsegmented(lang))
             for lang, words in lists.items()
         }
         self._lists[None] = self._lookup(everywhere, False)
-        self._groups = {lang: Terms(terms) for lang, terms in IDENTITY_TERMS.items()}
-        self._reporting = {lang: Terms(terms) for lang, terms in REPORTING_TERMS.items()}
+        # looked up with the document's language, which may be None
+        self._groups: dict[str | None, Terms] = {
+            lang: Terms(terms) for lang, terms in IDENTITY_TERMS.items()
+        }
+        self._reporting: dict[str | None, Terms] = {
+            lang: Terms(terms) for lang, terms in REPORTING_TERMS.items()
+        }
         if config.model is not None:
             _profanity_check_model()  # fail at construction, not in the middle of a shard
         self.classifier = None  # None also when the folder says training was skipped
@@ -281,7 +287,9 @@ class ToxicityFilter(Filter):
         return lookup.search(sentence) is not None
 
     @staticmethod
-    def _context(sentences: list[str], rows: list[int], terms: Terms | None, tokens: list[str]):
+    def _context(
+        sentences: list[str], rows: list[int], terms: Terms | None, tokens: list[str]
+    ) -> list[bool]:
         """Per row, whether its sentence holds one of ``terms`` (a doc-wide check first)."""
         if terms is None or not terms.named_in_tokens(tokens):
             return [False] * len(rows)
@@ -315,8 +323,8 @@ class ToxicityFilter(Filter):
                 continue
             sentences = split_sentences(text)
             split.append(sentences)
-            if found:
-                flags.append([self._listed_in(s, lookup) for s in sentences])  # type: ignore[arg-type]
+            if found and lookup is not None:  # found implies a lookup
+                flags.append([self._listed_in(s, lookup) for s in sentences])
             else:
                 flags.append([False] * len(sentences))
             if not use_models:
@@ -334,12 +342,12 @@ class ToxicityFilter(Filter):
             texts.extend(sentences[j] for j in open_rows)
         word_flagged = [sum(f) for f in flags]
         self._flag_with_models(rows, texts, flags)
-        scores = []
+        scores: list[float | None] = []
         for doc, sentences, doc_flags, found, n_words, is_scored in zip(
             docs, split, flags, hits, word_flagged, scored, strict=True
         ):
             flagged, counted = self._tally(sentences, doc_flags, doc.get("language"))
-            score = flagged / counted if counted else 0.0
+            score: float | None = flagged / counted if counted else 0.0
             if not is_scored and not found:
                 score = None  # no model covers this language and no listed word: unscored
             doc["toxicity_score"] = score
@@ -365,7 +373,9 @@ class ToxicityFilter(Filter):
                 if p >= limit:
                     flags[i][j] = True
 
-    def _tally(self, sentences: list[str], flags: list[bool], language: str | None):
+    def _tally(
+        self, sentences: list[str], flags: list[bool], language: str | None
+    ) -> tuple[int, int]:
         """(flagged, counted) distinct sentences: a line repeated on a page (a forum's "Reply
         With Quote", a quoted post) counts once; short lines count only when flagged."""
         minimum = 0 if is_unsegmented(language) else self.config.min_sentence_words

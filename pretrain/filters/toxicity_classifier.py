@@ -32,7 +32,7 @@ import json
 import random
 import re
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from pretrain import storage
 from pretrain.data.readers import RawFile, is_reject, iter_records, kind_for
@@ -84,6 +84,15 @@ class ToxicityClassifierStats:
 
     def as_metadata(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+class _Counts(TypedDict):
+    """The record counts of :class:`ToxicityClassifierStats`."""
+
+    toxic: int
+    clean: int
+    unlabelled: int
+    unreadable: int
 
 
 def to_line(text: str) -> str:
@@ -141,8 +150,12 @@ def train_toxicity_classifier(
     """
     examples, unlabelled, unreadable = read_labelled(config)
     toxic = sum(label for label, _ in examples)
-    counts = {"toxic": toxic, "clean": len(examples) - toxic}
-    counts |= {"unlabelled": unlabelled, "unreadable": unreadable}
+    counts: _Counts = {
+        "toxic": toxic,
+        "clean": len(examples) - toxic,
+        "unlabelled": unlabelled,
+        "unreadable": unreadable,
+    }
     if min(counts["toxic"], counts["clean"]) < MIN_PER_CLASS:
         reason = (
             "no labelled_uris given"
@@ -185,7 +198,7 @@ def _balanced(rows: list[tuple[bool, str]], seed: int) -> list[tuple[bool, str]]
 
 
 def _skip(
-    reason: str, output_dir_uri: str, config: ToxicityClassifierConfig, counts: dict[str, int]
+    reason: str, output_dir_uri: str, config: ToxicityClassifierConfig, counts: _Counts
 ) -> ToxicityClassifierStats:
     message = (
         f"toxicity classifier not trained: {reason}; the filter uses the shipped model and the "

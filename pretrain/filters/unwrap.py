@@ -123,7 +123,12 @@ def paragraphs(text: str, config: UnwrapConfig | None) -> list[Paragraph]:
         if not current:
             blank_before, pending_blank = pending_blank, False
         current.append(line)
-        if width is None or _ends_paragraph(line, config.paragraph_end_share * width):  # type: ignore[union-attr]
+        # a width implies a config; the check tells the type checker so
+        if (
+            width is None
+            or config is None
+            or _ends_paragraph(line, config.paragraph_end_share * width)
+        ):
             found.append(Paragraph(tuple(current), blank_before))
             current = []
     if current:

@@ -32,6 +32,8 @@ from pretrain.mixture.sampling import split_source, walk_stream
 _COLUMNS = [n for n in DOCUMENT_SCHEMA.names if n not in ("num_chars", "chars_removed")]
 ROW_GROUP_BYTES = 4 * 2**20  # text bytes per Parquet row group of train/val.parquet
 ROW_GROUP_ROWS = 8192  # and at most this many documents
+# per source, per curriculum stage: the (document id, epoch) pairs taken
+Picks = dict[str, list[list[tuple[str, int]]]]
 
 
 def _read_documents(document_uris: list[str]) -> dict[str, list]:
@@ -95,7 +97,10 @@ def _stage_targets(
 
 
 def _decontaminate(
-    cols: dict[str, list], train_pool: dict[str, list[str]], config: MixtureConfig, row_of
+    cols: dict[str, list],
+    train_pool: dict[str, list[str]],
+    config: MixtureConfig,
+    row_of: dict[str, int],
 ) -> tuple[dict, list[dict]]:
     """Remove contaminated ids from ``train_pool`` in place; return (report, dropped rows)."""
     if config.decontam is None:
@@ -190,7 +195,7 @@ def build_mixture(
     }
     warnings: list[str] = [decontam["warning"]] if decontam.get("warning") else []
     too_small: list[str] = []
-    picks: dict[str, list[list[tuple[str, int]]]] = {}
+    picks: Picks = {}
     needed: dict[str, float] = {}
     for source in sorted(by_source):
         cap, wanted = config.epoch_cap(source), sum(t[source] for t in targets)
@@ -232,7 +237,15 @@ def build_mixture(
     return stats
 
 
-def _write(cols, row_of, picks, all_val, config, out: str, dropped: list[dict]) -> None:
+def _write(
+    cols: dict[str, list],
+    row_of: dict[str, int],
+    picks: Picks,
+    all_val: set[str],
+    config: MixtureConfig,
+    out: str,
+    dropped: list[dict],
+) -> None:
     rows = sorted(
         (
             (stage, hash_score(config.seed, f"{epoch}:{doc}"), epoch, doc)
@@ -287,7 +300,17 @@ def write_documents(
     storage.write_bytes(buf.getvalue(), uri)
 
 
-def _stats(cols, row_of, chars, config, shares, picks, val_ids, train_pool, needed) -> MixtureStats:
+def _stats(
+    cols: dict[str, list],
+    row_of: dict[str, int],
+    chars: dict[str, int],
+    config: MixtureConfig,
+    shares: list[dict[str, float]],
+    picks: Picks,
+    val_ids: dict[str, set[str]],
+    train_pool: dict[str, list[str]],
+    needed: dict[str, float],
+) -> MixtureStats:
     stages = config.stage_list()
     stage_chars = [
         {s: sum(chars[i] for i, _ in picks[s][k]) for s in picks} for k in range(len(stages))
@@ -298,7 +321,7 @@ def _stats(cols, row_of, chars, config, shares, picks, val_ids, train_pool, need
         s: sum(st.fraction * sh[s] for st, sh in zip(stages, shares, strict=True)) for s in picks
     }
 
-    def mean_quality(ids) -> float | None:
+    def mean_quality(ids: list[str]) -> float | None:
         q = [cols["quality_score"][row_of[i]] for i in ids]
         q = [v for v in q if v is not None]
         return round(sum(q) / len(q), 4) if q else None

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from typing import Any
 
 from pretrain.decontam import DecontamConfig
 from pretrain.errors import ConfigError
@@ -178,7 +179,7 @@ class MixtureConfig:
         return self.stages or (CurriculumStage(name="main", fraction=1.0),)
 
 
-def llama2_like_mixture(token_budget: int | None = None, **overrides) -> MixtureConfig:
+def llama2_like_mixture(token_budget: int | None = None, **overrides: Any) -> MixtureConfig:
     """LLaMA-like source shares (web ≈ 67 %) with web capped at 1 epoch, others at 4."""
     caps = {"web": 1.0, **{s: 4.0 for s in LLAMA2_LIKE_WEIGHTS if s != "web"}}
     kwargs = {"weights": dict(LLAMA2_LIKE_WEIGHTS), "max_epochs": caps}

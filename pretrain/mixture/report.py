@@ -12,6 +12,7 @@ realized share and ``│`` at the target share.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 CHART_WIDTH = 40
 
@@ -61,7 +62,7 @@ class MixtureStats:
     decontam: dict = field(default_factory=dict)
     quarantine: dict = field(default_factory=dict)  # what the confirmed quarantine excluded
 
-    def with_extras(self, **changes) -> MixtureStats:
+    def with_extras(self, **changes: Any) -> MixtureStats:
         return replace(self, **changes)
 
     def to_json(self) -> dict:

@@ -122,6 +122,9 @@ class Block(nn.Module):
 
 
 class Transformer(nn.Module):
+    rope_cos: torch.Tensor  # buffers registered in __init__
+    rope_sin: torch.Tensor
+
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.cfg = cfg

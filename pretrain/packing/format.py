@@ -39,7 +39,7 @@ from pretrain.errors import DataError
 from pretrain.packing.staging import stage_packed_dir
 
 FORMAT = 1  # index.json "format": bump when the layout changes
-DTYPES = {"uint16": np.dtype("<u2"), "uint32": np.dtype("<u4")}
+DTYPES: dict[str, np.dtype] = {"uint16": np.dtype("<u2"), "uint32": np.dtype("<u4")}
 
 
 @dataclass(frozen=True, kw_only=True)

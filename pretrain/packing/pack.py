@@ -48,15 +48,21 @@ def iter_row_group_batches(uri: str, batch_size: int) -> Iterator[pa.RecordBatch
 
 
 def _tokenize_split(
-    uri: str, stream_for, tok_json: str, eos_id: int, specials, config, vocab_size: int
-):
+    uri: str,
+    stream_for: _Streams,
+    tok_json: str,
+    eos_id: int,
+    specials: list[str],
+    config: PackingConfig,
+    vocab_size: int,
+) -> tuple[int, int]:
     """Encode every document of ``uri`` into its stream; return (documents, special-text docs).
 
     Every id must be < ``vocab_size`` (what index.json promises the trainer): a tokenizer whose
     ids have gaps fails here, naming the document, not as an IndexError mid-training."""
     counts = {"docs": 0, "special": 0}
 
-    def batches():
+    def batches() -> Iterator[tuple[dict[str, list], list[str]]]:
         for batch in iter_row_group_batches(uri, config.batch_size):
             cols = batch.to_pydict()
             texts = cols["text"]
@@ -225,7 +231,10 @@ def _write_packed(
         )
     ledger_file = scratch / "ledger.parquet"
     writer = pq.ParquetWriter(ledger_file, LEDGER_SCHEMA, compression="zstd")
-    parts, stages, first, warnings = [], [], 0, []
+    parts: list[tuple[TokenStream, np.ndarray]] = []
+    stages: list[dict] = []
+    warnings: list[str] = []
+    first = 0
     for stage, stream in train.items():
         num = stream.num_tokens // seq_len
         order = np.random.default_rng([config.seed, int(stage)]).permutation(num)
@@ -260,7 +269,17 @@ def _write_packed(
 
 
 def _finish(
-    out, config, files, train, val, stages, documents, header, special, warnings, ledger_file
+    out: str,
+    config: PackingConfig,
+    files: dict[str, list[dict]],
+    train: dict[int, TokenStream],
+    val: dict[str, TokenStream],
+    stages: list[dict],
+    documents: dict[str, int],
+    header: dict,
+    special: int,
+    warnings: list[str],
+    ledger_file: Path,
 ) -> PackingStats:
     seq_len = config.seq_len
     num_seq = {k: sum(e["num_sequences"] for e in v) for k, v in files.items()}

@@ -89,7 +89,7 @@ class TokenStream:
             return out
         row_bytes = seq_len * self.dtype.itemsize
         cuts = (np.flatnonzero(np.diff(indices) != 1) + 1).tolist()
-        flat = memoryview(out).cast("B")
+        flat = out.data.cast("B")  # the array's own buffer, as bytes
         with open(self.path, "rb", buffering=0) as f:
             for lo, hi in zip([0, *cuts], [*cuts, len(indices)], strict=True):
                 want = flat[lo * row_bytes : hi * row_bytes]

@@ -120,7 +120,8 @@ class _Sample:
     """The ``limit`` texts with the smallest seeded hash: a deterministic, bounded sample."""
 
     def __init__(self, limit: int, seed: int) -> None:
-        self.limit, self.seed, self._heap = limit, seed, []
+        self.limit, self.seed = limit, seed
+        self._heap: list[tuple[bytes, str]] = []
 
     def add(self, text: str) -> None:
         item = (_neg(_key(text, self.seed)), text)

@@ -116,7 +116,9 @@ def preview(text: str | None, config: QuarantineConfig) -> str:
     return cut.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def worst_documents_md(docs: pa.Table, texts: dict[str, str], config: QuarantineConfig) -> str:
+def worst_documents_md(
+    docs: pa.Table, texts: dict[str, str | None], config: QuarantineConfig
+) -> str:
     """The ``top_documents`` most suspicious documents as a Markdown table with previews."""
     ranked = sorted(
         docs.to_pylist(),

@@ -74,7 +74,7 @@ def resolve_confirmed(
     by_decision: dict[str, dict[str, dict]] = {}
     for row in rows:
         by_decision.setdefault(row["decision_id"], {})[row["doc_id"]] = row
-    status = {
+    status: dict[str, dict[str, Any]] = {
         d: {"status": "pending", "documents": len(docs), "confirmed": 0, "reviews": 0}
         for d, docs in sorted(by_decision.items())
     }

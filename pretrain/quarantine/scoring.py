@@ -52,12 +52,15 @@ def window_pieces(packed_dir: str, plan: BatchPlan, window: tuple[int, int]) -> 
     return out
 
 
-def _token_losses(model: Any, rows: np.ndarray, ignore_index: int, config: QuarantineConfig):
+def _token_losses(
+    model: Any, rows: np.ndarray, ignore_index: int, config: QuarantineConfig
+) -> tuple[np.ndarray, np.ndarray]:
     """(per-target loss, valid mask), each (len(rows), seq_len - 1); target t sits at t - 1."""
     import torch
     import torch.nn.functional as F
 
-    losses, valid = [], []
+    losses: list[np.ndarray] = []
+    valid: list[np.ndarray] = []
     with torch.no_grad():
         for lo in range(0, len(rows), config.batch_size):
             batch = torch.from_numpy(rows[lo : lo + config.batch_size])

@@ -144,7 +144,8 @@ def grad_warnings(rows: Sequence[MetricRow], cfg: DetectorConfig, after_step: in
 def _check_row(row: MetricRow, history: list[MetricRow], cfg: DetectorConfig) -> Alarm | None:
     assert row.loss is not None
     if not row.finite:
-        bad = row.loss if not math.isfinite(row.loss) else row.grad_norm
+        # not finite with a finite loss means the grad_norm is the non-finite one
+        bad = row.loss if not math.isfinite(row.loss) or row.grad_norm is None else row.grad_norm
         return Alarm(
             kind=NONFINITE,
             step=row.step,
@@ -165,7 +166,7 @@ def _check_row(row: MetricRow, history: list[MetricRow], cfg: DetectorConfig) ->
         )
     if len(history) < cfg.min_history:
         return None
-    losses = [r.loss for r in history]
+    losses = [r.loss for r in history if r.loss is not None]  # find_spike keeps only trained rows
     baseline = statistics.fmean(losses[-cfg.baseline_steps :])
     window = losses[-cfg.sigma_steps :]
     sigma = statistics.pstdev(window) if len(window) > 1 else 0.0
@@ -221,7 +222,7 @@ def recovered_at(alarm: Alarm, rows: Sequence[MetricRow], cfg: DetectorConfig) -
     after = [r for r in rows if r.step > alarm.step and not r.skipped and r.loss is not None]
     limit = alarm.baseline * (1 + cfg.recovery_fraction)
     for row in after[: cfg.bad_batch_steps]:
-        if row.finite and row.loss <= limit:  # type: ignore[operator]
+        if row.finite and row.loss is not None and row.loss <= limit:
             return row.step
     return None
 

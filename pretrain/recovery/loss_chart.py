@@ -24,10 +24,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from pretrain.charts import figure_png, pyplot
 from pretrain.recovery.policy import Decision
 from pretrain.recovery.series import MetricRow
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 
 def loss_curve_png(
@@ -63,7 +67,7 @@ def loss_curve_png(
 
 
 def _mark(
-    ax: object, d: Decision, losses: Mapping[tuple[str, int], float | None], top: float
+    ax: Axes, d: Decision, losses: Mapping[tuple[str, int], float | None], top: float
 ) -> None:
     """Draw one decision on ``ax``."""
     if d.action == "rollback" and d.spike_step is not None:

@@ -30,7 +30,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from pretrain.checkpoint.health import HEALTHY, PENDING, SUSPECT, CheckpointInfo
 from pretrain.errors import ConfigError, DataError
@@ -212,6 +212,17 @@ def choose_rollback_target(
     return max(found, key=lambda c: c.step) if found else None
 
 
+class _SpikeFields(TypedDict):
+    """The :class:`Decision` fields that every answer to a spike alarm carries."""
+
+    branch: str
+    step: int
+    spike_step: int
+    onset_step: int
+    lr_scale: float
+    skip_windows: tuple[tuple[int, int], ...]
+
+
 def decide_spike(
     alarm: Alarm,
     *,
@@ -227,7 +238,7 @@ def decide_spike(
 
     ``past_rollbacks`` holds the spike steps of earlier rollbacks of this campaign;
     ``window_end`` the first step after the bad data (default: the step after the spike)."""
-    base = {
+    base: _SpikeFields = {
         "branch": run.branch,
         "step": alarm.step,
         "spike_step": alarm.step,
@@ -279,12 +290,13 @@ def decide_spike(
     fix = " + ".join(
         p for p, on in (("skip the window", skip), (f"LR ×{cfg.lr_factor}", scale)) if on
     )
+    rolled: _SpikeFields = {
+        **base,
+        "lr_scale": run.lr_scale * cfg.lr_factor if scale else run.lr_scale,
+        "skip_windows": run.skip_windows + ((window,) if window else ()),
+    }
     return Decision(
-        **{
-            **base,
-            "lr_scale": run.lr_scale * cfg.lr_factor if scale else run.lr_scale,
-            "skip_windows": run.skip_windows + ((window,) if window else ()),
-        },
+        **rolled,
         action="rollback",
         kind=kind,
         reason=f"{alarm.reason}; {kind} → roll back to {target.key} and {fix}",

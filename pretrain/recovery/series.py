@@ -91,11 +91,11 @@ def metric_rows(history: Iterable[Mapping[str, Any]], prefix: str = PREFIX) -> l
 
 def tokens_per_step(rows: Iterable[MetricRow]) -> int | None:
     """Tokens trained per step, from consecutive trained steps' ``tokens_seen`` (None if unknown)."""
-    trained = [r for r in rows if not r.skipped and r.tokens_seen is not None]
+    trained = [(r.step, r.tokens_seen) for r in rows if not r.skipped and r.tokens_seen is not None]
     deltas = [
-        (b.tokens_seen - a.tokens_seen) // (b.step - a.step)
-        for a, b in zip(trained, trained[1:], strict=False)
-        if b.step > a.step and b.tokens_seen > a.tokens_seen  # type: ignore[operator]
+        (b_tokens - a_tokens) // (b_step - a_step)
+        for (a_step, a_tokens), (b_step, b_tokens) in zip(trained, trained[1:], strict=False)
+        if b_step > a_step and b_tokens > a_tokens
     ]
     return sorted(deltas)[len(deltas) // 2] if deltas else None
 

@@ -53,7 +53,8 @@ def read_history(path: str | Path, cursor: int = 0) -> tuple[list[dict[str, Any]
     from wandb.proto import wandb_internal_pb2  # lazy: protobuf + wandb are heavy for the daemon
 
     for offset, payload in records:
-        record = wandb_internal_pb2.Record()
+        # protobuf-generated: Record is built into the module's globals at import, no stubs
+        record = wandb_internal_pb2.Record()  # type: ignore[attr-defined]
         try:
             record.ParseFromString(payload)
         except Exception as exc:  # protobuf raises DecodeError, which is not exported stably

@@ -57,8 +57,6 @@ class Trainer(Protocol):
 
     cfg: TrainConfig
     proc: ProcessInfo
-    model: torch.nn.Module
-    optimizer: torch.optim.Optimizer
     index: PackedIndex
     events: EventSink
     metrics: Metrics
@@ -69,6 +67,12 @@ class Trainer(Protocol):
     loss_window: deque[tuple[int, float]]
     last_checkpoint: Path | str | None
     step_metrics: dict[str, float]
+
+    # read-only, so that a trainer holding a subclass (Transformer, AdamW) provides them
+    @property
+    def model(self) -> torch.nn.Module: ...
+    @property
+    def optimizer(self) -> torch.optim.Optimizer: ...
 
     def save(self) -> None: ...
 
@@ -95,7 +99,14 @@ class StepRecord:
         """The ``metrics.jsonl`` / W&B row (the step number is added by the sink)."""
         if self.skipped:
             return {"skipped": True, "lr": self.lr, "tokens_seen": self.tokens_seen}
-        names = ("loss", "z_loss", "grad_norm", "lr", "tokens_per_s", "step_time_s")
+        names: tuple[str, ...] = (
+            "loss",
+            "z_loss",
+            "grad_norm",
+            "lr",
+            "tokens_per_s",
+            "step_time_s",
+        )
         names += ("data_wait_s", "mfu", "memory_gb", "tokens_seen")
         return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
 

@@ -355,7 +355,7 @@ def _convert(hint: Any, value: Any, where: str) -> Any:
     """``value`` checked strictly against ``hint`` (and lists turned into tuples); a mismatch
     raises ``ConfigError`` naming the field: ``config.run.max_steps must be an integer, got
     str '200'``. ``null`` is accepted only where the field is optional (``X | None``)."""
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):  # a nested section
         return _build(hint, value, where)
     origin = typing.get_origin(hint)
     if origin in (types.UnionType, typing.Union):

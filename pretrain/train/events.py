@@ -27,6 +27,7 @@ from __future__ import annotations
 import importlib
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -105,7 +106,12 @@ class ProgressThrottle:
     """Let a progress event through when >= ``every_steps`` steps and >= ``min_interval_s``
     seconds have passed since the last one (the first step always passes)."""
 
-    def __init__(self, every_steps: int, min_interval_s: float, clock=time.monotonic) -> None:
+    def __init__(
+        self,
+        every_steps: int,
+        min_interval_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.every_steps, self.min_interval_s, self.clock = every_steps, min_interval_s, clock
         self._last_step: int | None = None
         self._last_time = 0.0

@@ -23,6 +23,7 @@ import shutil
 import sys
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -372,7 +373,7 @@ def train(
     events: EventSink,
     metrics: Metrics,
     stop: StopFlag | None = None,
-    callbacks: list[Callback] | None = None,
+    callbacks: Sequence[Callback] | None = None,
 ) -> TrainResult:
     """Train ``cfg`` on this process (collective when distributed); returns where it ended.
 

@@ -26,7 +26,7 @@ import math
 import resource
 import time
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, cast
 
 import torch
 
@@ -108,7 +108,8 @@ def _init_wandb(cfg: TrainConfig) -> Any:
     wandb_dir = cfg.wandb_dir()
     wandb_dir.mkdir(parents=True, exist_ok=True)
     return wandb.init(
-        mode=cfg.metrics.wandb_mode,
+        # one of WANDB_MODES: MetricsConfig.__post_init__ refuses any other
+        mode=cast(Literal["offline", "online", "disabled"], cfg.metrics.wandb_mode),
         dir=str(wandb_dir),
         project=cfg.metrics.wandb_project,
         id=cfg.wandb_run_id(),

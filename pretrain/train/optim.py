@@ -48,7 +48,8 @@ def wsd_decay_steps(cfg: OptimConfig) -> int:
 
 
 def build_optimizer(model: nn.Module, cfg: OptimConfig) -> torch.optim.AdamW:
-    decay, no_decay = [], []
+    decay: list[nn.Parameter] = []
+    no_decay: list[nn.Parameter] = []
     for param in model.parameters():
         if param.requires_grad:
             (decay if param.ndim >= 2 else no_decay).append(param)

@@ -190,7 +190,7 @@ def recipe_with_overrides(
         if name not in {f.name for f in dataclasses.fields(TrainConfig)}:
             raise ConfigError(f"unknown training setting {name!r}; known: {_SECTIONS}")
         current = getattr(cfg, name)
-        if dataclasses.is_dataclass(current):
+        if dataclasses.is_dataclass(current) and not isinstance(current, type):  # a section
             if not isinstance(values, dict):
                 raise ConfigError(f"training setting {name!r} must be a mapping of its fields")
             merged = {**dataclasses.asdict(current), **values}

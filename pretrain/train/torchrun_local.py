@@ -58,7 +58,8 @@ class LoopbackTCPStore(dist.TCPStore):
 
 def main(argv: list[str] | None = None) -> int:
     """torchrun's ``main`` with every store the agent hosts bound to loopback."""
-    dist.TCPStore = LoopbackTCPStore  # before torchrun's modules import the name
+    # before torchrun's modules import the name; a deliberate monkeypatch of a class name
+    dist.TCPStore = LoopbackTCPStore  # type: ignore[misc]
     from torch.distributed.run import main as torchrun_main
 
     torchrun_main(argv)

@@ -90,18 +90,21 @@ def loss_spike_sensor(
             context.log.warning(decision.reason)
         return SensorResult(skip_reason=decision.reason, cursor=cursor, asset_events=checks)
     assert decision.checkpoint_path and decision.new_branch and decision.spike_step is not None
+    resume, new_branch = decision.checkpoint_path, decision.new_branch
     config_path = storage.join(metrics.run_root, config.branch, f"run-{run.run_id}.json")
     decision = describe_skip(decision, config_path)
     request = resume_request(
         run=run,
         decision=decision,
-        resume=decision.checkpoint_path,
-        branch=decision.new_branch,
+        resume=resume,
+        branch=new_branch,
         run_key=f"rollback-{decision.branch}-s{decision.spike_step:09d}-to-{decision.new_branch}",
         sensor=NAME,
     )
     stop_run(context.instance, run, decision, NAME, resume=request)
-    chain = campaign_runs(context.instance, context.instance.get_run_by_id(run.run_id))
+    stopped = context.instance.get_run_by_id(run.run_id)
+    assert stopped is not None  # the run this sensor has just stopped
+    chain = campaign_runs(context.instance, stopped)
     chart = MetadataValue.md(loss_curve_md(chain, metrics))
     observation = decision_observation(decision, loss_curve_md=chart)
     return SensorResult(run_requests=[request], asset_events=[*checks, observation], cursor=cursor)

@@ -19,7 +19,7 @@ from dagster import (
     sensor,
 )
 
-from jobs.partitions import quarantine_partitions
+from jobs.partitions import QUARANTINE_PARTITIONS_NAME, quarantine_partitions
 from jobs.quarantine import quarantine_job, rollback_decisions
 
 NAME = "quarantine_sensor"
@@ -33,7 +33,7 @@ NAME = "quarantine_sensor"
     description="A rollback skipped data → score those documents into the quarantine.",
 )
 def quarantine_sensor(context: SensorEvaluationContext) -> SensorResult:
-    known = set(context.instance.get_dynamic_partitions(quarantine_partitions.name))
+    known = set(context.instance.get_dynamic_partitions(QUARANTINE_PARTITIONS_NAME))
     decisions = rollback_decisions(context.instance, warn=context.log.warning)
     new = {k: v for k, v in sorted(decisions.items()) if k not in known}
     if not new:
