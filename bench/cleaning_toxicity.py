@@ -10,8 +10,10 @@ families are off). Methods, each the share of documents flagged ``toxic_content`
 - ``ours``: ``ToxicityFilter(ToxicityConfig())``: the shipped model, the profanity model, the
   word lists, the reporting rule;
 - ``previous_default``: the filter before the shipped model (profanity model, identity rule at
-  0.08, word lists; no reporting rule, every sentence scored);
-- ``no_identity_threshold`` / ``no_reporting_rule``: ours with one rule off;
+  0.08, word lists; no reporting rule, every sentence scored, 2 toxic sentences drop a text);
+- ``identity_threshold_0.15``: ours with toxicity-v1's identity rule (a sentence naming a group
+  flagged from 0.15);
+- ``no_reporting_rule``: ours with the reporting rule off;
 - ``own_combine`` / ``own_replace``: ours with the ``toxicity`` stage's classifier trained on
   a user's labels (``training_labels``: the non-held-out Stormfront sentences and Davidson
   tweets), added to the shipped model or replacing it;
@@ -54,7 +56,7 @@ RECALL_TARGETS = ("stormfront_threads", "stormfront_threads_30_posts", "implicit
                   "implicit_hate_statements")  # fmt: skip
 ZERO_TARGETS = ("violent_news", "political_news", "news_pages", "gutenberg_books")
 PREVIOUS = {"shipped_model": None, "identity_threshold": 0.08, "reported_threshold": None,
-            "min_model_words": 1}  # fmt: skip
+            "min_model_words": 1, "min_toxic_sentences": 2}  # fmt: skip
 
 
 def auc(positive: list[float], negative: list[float]) -> float:
@@ -96,7 +98,7 @@ def toxicity_report(folder: str) -> dict:
     own = str(Path(folder) / "model")
     methods = {
         "previous_default": ToxicityFilter(ToxicityConfig(**PREVIOUS)),
-        "no_identity_threshold": ToxicityFilter(ToxicityConfig(shipped_identity_threshold=None)),
+        "identity_threshold_0.15": ToxicityFilter(ToxicityConfig(shipped_identity_threshold=0.15)),
         "no_reporting_rule": ToxicityFilter(ToxicityConfig(reported_threshold=None)),
         "own_combine": ToxicityFilter(ToxicityConfig(classifier_uri=own)),
         "own_replace": ToxicityFilter(ToxicityConfig(classifier_uri=own, own_model="replace")),
@@ -151,6 +153,7 @@ def run() -> dict:
     tox["targets_met"] = {
         **{f"toxicity_recall_{n}_ge_0.85": held[n]["ours"] >= 0.85 for n in RECALL_TARGETS},
         "toxicity_fp_clean_web_le_0.015": held["clean_web"]["ours"] <= 0.015,
+        "toxicity_fp_neutral_group_threads_le_0.05": held["neutral_group_threads"]["ours"] <= 0.05,
         **{f"toxicity_no_{n}_flagged": sets[n]["dev"]["ours"] == held[n]["ours"] == 0
            for n in ZERO_TARGETS},
     }  # fmt: skip

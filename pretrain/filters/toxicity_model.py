@@ -3,7 +3,7 @@
 ``scripts/train_toxicity_model.py`` builds it at development time from labelled data whose
 licences let a trained model ship (Stormfront CC BY-SA 3.0 ES, Davidson MIT, HateCheck CC BY
 4.0, ToxiGen seed statements CDLA-Permissive-2.0, English Wikipedia CC BY-SA 3.0 as clean
-prose; see ``NOTICE`` at the repository root). The file carries the share-alike licence of
+prose, and our own neutral sentences about groups; see ``NOTICE`` at the repository root). The file carries the share-alike licence of
 its data: CC BY-SA 3.0. The product reads only the files next to this module:
 
 - ``models/<version>.ftz``: the fastText model (labels ``__label__toxic`` / ``__label__clean``,
@@ -32,7 +32,7 @@ from typing import Any
 
 from pretrain.errors import ConfigError
 
-VERSION = "toxicity-v1"  # the model the filter uses by default (ToxicityConfig.shipped_model)
+VERSION = "toxicity-v2"  # the model the filter uses by default (ToxicityConfig.shipped_model)
 MODELS_DIR = Path(__file__).resolve().parent / "models"
 
 
