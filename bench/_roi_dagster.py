@@ -161,6 +161,7 @@ def _ray(names: list[str], root: Path, tmp: Path) -> dict:
     # a partition run takes the job's default config: the torchrun launcher, the task cache
     # (pointed at an empty folder here, so that no task is scored, as on the other paths)
     (tmp / "no-tasks").mkdir()
+    (tmp / "ray").mkdir()
     os.environ["PRETRAIN_EVAL_DIR"] = str(tmp / "no-tasks")
     with ray_cluster(tmp / "ray") as cluster:
         os.environ.update({"RAY_ADDRESS": cluster.address, "PATH": node_env()["PATH"],
