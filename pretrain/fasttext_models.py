@@ -19,6 +19,11 @@ from typing import Any
 from pretrain import storage
 from pretrain.errors import ConfigError
 
+# fastText (fasttext-numpy2 0.10.4) raises "Encountered NaN" now and then on input that trains when run again
+# (seen in CI on the toxicity-classifier test, and by scripts/train_toxicity_model.py); a real
+# divergence (lr too high) fails every attempt and becomes the ConfigError below.
+NAN_ATTEMPTS = 3
+
 
 def train_supervised(
     lines: Iterable[str],
@@ -39,18 +44,23 @@ def train_supervised(
         train_path = os.path.join(tmp, "train.txt")
         with open(train_path, "w", encoding="utf-8") as f:
             f.writelines(line + "\n" for line in lines)
-        try:
-            model = fasttext.train_supervised(
-                input=train_path, epoch=epoch, lr=lr, dim=dim, wordNgrams=word_ngrams,
-                minCount=1, thread=1, seed=seed, verbose=0, **extra,
-            )  # fmt: skip
-        except RuntimeError as exc:
-            if "NaN" not in str(exc):
-                raise
-            raise ConfigError(
-                f"fastText training diverged (NaN) at lr={lr}, bucket={bucket or 'default'}: "
-                "lower lr, or raise bucket (fewer word pairs share a slot)"
-            ) from exc
+        for attempt in range(NAN_ATTEMPTS):
+            try:
+                model = fasttext.train_supervised(
+                    input=train_path, epoch=epoch, lr=lr, dim=dim, wordNgrams=word_ngrams,
+                    minCount=1, thread=1, seed=seed, verbose=0, **extra,
+                )  # fmt: skip
+                break
+            except RuntimeError as exc:
+                if "NaN" not in str(exc):
+                    raise
+                if attempt + 1 < NAN_ATTEMPTS:
+                    continue  # fastText at times stops at once on input that trains when rerun
+                raise ConfigError(
+                    f"fastText training diverged (NaN) {NAN_ATTEMPTS} times at lr={lr}, "
+                    f"bucket={bucket or 'default'}: lower lr, or raise bucket (fewer word pairs "
+                    "share a slot)"
+                ) from exc
         model_path = os.path.join(tmp, "model.bin")
         model.save_model(model_path)
         with open(model_path, "rb") as f:
