@@ -106,13 +106,24 @@ def stage_settings(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     return {name: found for name in STAGES if (found := chosen(args, name))}
 
 
+def _config_value(value: Any) -> Any:
+    """A library value as Dagster config takes it: tuples (a frozen dataclass's sequences, as
+    ``dataclasses.asdict`` gives them) become lists, recursively."""
+    if isinstance(value, (list, tuple)):
+        return [_config_value(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _config_value(v) for k, v in value.items()}
+    return value
+
+
 def run_configs(settings: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Job name → run config carrying ``settings`` to every op that takes them."""
+    """Job name → run config carrying ``settings`` to every op that takes them (settings may
+    come from ``dataclasses.asdict`` of a library config: its tuples are passed as lists)."""
     configs: dict[str, dict[str, Any]] = {}
     for name, values in settings.items():
         for job, op in STAGES[name].targets:
             ops = configs.setdefault(job, {}).setdefault("ops", {})
-            ops.setdefault(op, {"config": {}})["config"].update(values)
+            ops.setdefault(op, {"config": {}})["config"].update(_config_value(values))
     return configs
 
 

@@ -1,8 +1,14 @@
 """Dagster wiring: the Definitions load, the graph matches DESIGN.md, run configs validate."""
 
+import dataclasses
+
 from dagster import AssetKey, validate_run_config
 
+from jobs.stages import run_configs
+from pretrain.experiments.admission import AdmissionConfig
+from pretrain.experiments.search import SearchConfig
 from pretrain_assets.definitions import build_definitions
+from sensors.experiments import admission_run_config
 from tests.helpers.graph import EXPECTED_EDGES
 
 
@@ -141,3 +147,15 @@ def test_one_s3_endpoint_for_the_store_and_the_launcher(monkeypatch, tmp_path) -
     with build_resources({"store": ArtifactStore(root="s3://b", s3_endpoint_url="http://during")}):
         assert os.environ["AWS_ENDPOINT_URL"] == "http://during"
     assert "AWS_ENDPOINT_URL" not in os.environ
+
+
+def test_library_configs_validate_as_run_configs(tmp_path) -> None:
+    """A library config passed whole (``dataclasses.asdict``: sequences are tuples) is a valid
+    run config: the demo launches its fit this way, the sensor its admission decisions."""
+    defs = build_definitions(artifact_root=str(tmp_path))
+    search = SearchConfig(candidates=6, seeds=(0, 1), recipe="proxy_tiny")
+    fit = run_configs({"search": dataclasses.asdict(search)})["fit_search"]
+    assert validate_run_config(defs.resolve_job_def("fit_search"), fit) is not None
+    decide = admission_run_config(AdmissionConfig(recipe="proxy_tiny", seeds=(3, 4)))
+    checked = validate_run_config(defs.resolve_job_def("decide_admission"), decide)
+    assert checked["ops"]["data_admission"]["config"]["seeds"] == [3, 4]
