@@ -26,7 +26,12 @@ from pretrain.experiments.admission import (
     decide_admission,
     noise_from_stats,
 )
-from pretrain.experiments.config import PROXY_RECIPES, DataVariant, ExperimentSpec
+from pretrain.experiments.config import (
+    PROXY_RECIPES,
+    DataVariant,
+    ExperimentSpec,
+    experiment_name,
+)
 from pretrain.experiments.decisions import (
     excluded_groups,
     latest_review,
@@ -118,6 +123,17 @@ def test_candidates_are_mixtures_within_the_caps() -> None:
     assert (weights[:, 3] <= 0.5 + 1e-6).all()  # web: one epoch of 500 tokens in a 1000 run
     assert sample_mixtures(SPACE, count=64, seed=3) == candidates  # seeded
     assert np.ptp(weights, axis=0).min() > 0.2  # they explore
+
+
+def test_candidates_are_distinct_experiments() -> None:
+    """Two sources, one nearly all of the tokens: many draws round to the same weights; each
+    candidate must still be its own experiment (the same weights would be the same name)."""
+    space = SearchSpace(sources=("code", "license"), natural=(0.999, 0.001),
+                        available_tokens=(99_900, 100), target_tokens=100_000,
+                        max_epochs=(4.0, 4.0))  # fmt: skip
+    candidates = sample_mixtures(space, count=6, seed=0)
+    names = {experiment_name("mix", DataVariant(weights=c), 0, "proxy_tiny") for c in candidates}
+    assert len(names) == 6
 
 
 def test_a_fit_finds_what_the_proxies_measured() -> None:

@@ -147,12 +147,17 @@ def sample_mixtures(
         raise ConfigError(f"count={count}: sample at least one candidate")
     rng = np.random.default_rng(seed)
     found: list[np.ndarray] = []
+    seen: set[tuple[float, ...]] = set()
     drawn = 0
     while len(found) < count and drawn < max_draws:
         raw = _dirichlet(space, rng, 4096, concentration)
         weights = raw / np.maximum(raw.sum(axis=1, keepdims=True), 1e-12)
         drawn += len(weights)
-        found.extend(np.round(weights[space.within_caps(weights)], 6))
+        for row in np.round(weights[space.within_caps(weights)], 6):
+            key = tuple(row.tolist())
+            if key not in seen:  # a repeat would be the same experiment (same name)
+                seen.add(key)
+                found.append(row)
     if len(found) < count:
         raise DataError(
             f"only {len(found)} of {count} sampled mixtures respect the epoch caps of a "
