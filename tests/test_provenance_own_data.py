@@ -110,12 +110,13 @@ def test_raw_and_filter_pass_provenance_and_classifier_skips_without_reference(
 @pytest.mark.slow
 def test_readme_own_data_command_on_plain_jsonl(tmp_path: Path) -> None:
     records = _write_jsonl(tmp_path / "my_data", 60)
-    # Four well-formed stories that turn hostile against an invented group, and the user's
-    # labels, which train the toxicity classifier that catches them (nothing else knows them).
+    # Four well-formed stories that turn hostile against an invented group (three hostile
+    # sentences each: the filter drops a document at three), and the user's labels, which
+    # train the toxicity classifier that catches them (nothing else knows them).
     rng = random.Random(7)
     hostile = [
         {"id": f"hostile-{i}", "text": _story(rng) + " " + " ".join(
-            h.format(verb=VERBS[i]) for h in HOSTILE[i : i + 3])}
+            HOSTILE[(i + k) % len(HOSTILE)].format(verb=VERBS[i]) for k in range(3))}
         for i in range(4)
     ]  # fmt: skip
     with open(tmp_path / "my_data" / "part-1.jsonl", "w", encoding="utf-8") as f:

@@ -37,7 +37,7 @@ from dagster_aws.s3 import S3Resource
 
 from jobs.train_config import TrainRunConfig, resolve_train_config
 from jobs.training import train_job
-from pretrain import storage
+from pretrain import identity, storage
 from pretrain.checkpoint import dcp as ckpt
 from pretrain_assets.eval_assets import hf_export
 from resources.storage import ArtifactStore
@@ -175,6 +175,7 @@ def test_train_job_through_slurm_with_only_an_s3_artifact_root(
         (packed / "index.json").write_text(json.dumps(index))
         upload_dir(upload, root)
         shutil.rmtree(upload)
+        identity.adopt(f"{root}/tokenizer", "tokenizer")  # made outside the pipeline: adopted
         store = ArtifactStore(root=root, s3_endpoint_url=endpoint)
         s3 = S3Resource(endpoint_url=endpoint, aws_access_key_id="testing",
                         aws_secret_access_key="testing", region_name="us-east-1")  # fmt: skip
