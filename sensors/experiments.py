@@ -140,7 +140,7 @@ def search_requests(store: ArtifactStore) -> list[RunRequest]:
         names = record.get("names") or []
         if not names or not_run(store, names):
             continue
-        settings = {"search": json.loads(json.dumps(record["config"]))}
+        settings = {"search": record["config"]}
         requests.append(
             RunRequest(
                 job_name="fit_search",
@@ -185,7 +185,7 @@ def experiment_sensor_for(config: AdmissionConfig) -> SensorDefinition:
 
 def admission_run_config(config: AdmissionConfig) -> dict:
     """``decide_admission``'s run config carrying ``config`` (as the sensor tried the group)."""
-    settings = json.loads(json.dumps(dataclasses.asdict(config)))
+    settings = dataclasses.asdict(config)  # run_configs passes its tuples as lists
     settings.pop("review", None)  # an operator's review is given at launch, never by the sensor
     return run_configs({"admission": settings})["decide_admission"]
 
