@@ -15,9 +15,11 @@ admitted groups), :func:`~pretrain.experiments.pools.build_pool` per group,
 1. **admission** -- each planted group with and without (``admission_specs``, seeds
    ``ADMISSION_SEEDS``), decided by :func:`decide_admission` with the default
    :class:`AdmissionPolicy`, its noise risk from the real filter stage (``filter_shard`` with
-   ``FilterConfig()``: the kept share shows the harmful groups pass it), recipe
-   ``proxy_cpu_admit`` (``AdmissionConfig``'s default). Baseline: the expected
-   decision (harmful: reject, helpful: admit); each change must exceed its seed spread.
+   ``FilterConfig()``: the kept share shows the harmful groups pass it) against the admitted
+   groups' own, recipe ``proxy_cpu_anneal`` (``AdmissionConfig``'s default: both arms of a
+   seed continue one ``proxy_cpu_admit`` proxy trained on the admitted corpus). Baseline: the
+   expected decision (harmful: reject, helpful: admit); each change must exceed its seed
+   spread.
 2. **search** -- RegMix over the admitted corpus (``SEARCH_CANDIDATES`` proxies, one seed),
    then the searched, natural and uniform mixtures (and ``RANK_EXTRA`` search candidates) in
    larger runs (recipe ``proxy_cpu_large``) at equal tokens, seeds ``LARGE_SEEDS``; rank
@@ -60,7 +62,7 @@ SEARCH_CANDIDATES = 10
 RANK_EXTRA = 2  # search candidates also trained at the larger scale (rank agreement)
 LARGE_SEEDS = (0, 1, 2)
 PROXY, LARGE = "proxy_cpu", "proxy_cpu_large"
-ADMIT = "proxy_cpu_admit"  # AdmissionConfig().recipe
+ADMIT = "proxy_cpu_anneal"  # AdmissionConfig().recipe: anneals of a shared proxy_cpu_admit
 _ENV = {"MALLOC_MMAP_THRESHOLD_": "4294967296", "MALLOC_TRIM_THRESHOLD_": "17179869184",
         "MALLOC_TOP_PAD_": "1073741824"}  # fmt: skip
 
@@ -136,10 +138,13 @@ def quick_recipes() -> tuple[str, str, str]:
     from pretrain.experiments.config import PROXY_RECIPES
 
     names = []
-    for name, cut in ((PROXY, 8), (LARGE, 16), (ADMIT, 16)):
+    start = PROXY_RECIPES[ADMIT].starts_from
+    for name, cut in ((PROXY, 8), (LARGE, 16), (ADMIT, 16), (start, 16)):
         recipe = PROXY_RECIPES[name]
         quick = dataclasses.replace(recipe, name=f"{name}_quick",
                                     token_budget=recipe.token_budget // cut)  # fmt: skip
+        if quick.starts_from:
+            quick = dataclasses.replace(quick, starts_from=f"{quick.starts_from}_quick")
         PROXY_RECIPES[quick.name] = quick
         names.append(quick.name)
     return names[0], names[1], names[2]
@@ -151,9 +156,10 @@ def _steps_s(out: Path) -> float:
     return sum(float(r.get("step_time_s") or 0.0) for r in rows)
 
 
-def run(setup: Setup, spec, groups: list[str]) -> dict:
+def run(setup: Setup, spec, groups: list[str], base=None) -> dict:
     """One experiment (reused when ``work/runs/<name>`` holds it with the same recipe):
-    its result and what it cost (wall, CPU, the steps' own time, the load average)."""
+    its result and what it cost (wall, CPU, the steps' own time, the load average). An
+    anneal gets ``base``, the result of the proxy it continues."""
     from pretrain.experiments.config import ExperimentSpec, get_proxy_recipe
     from pretrain.experiments.run import read_result, run_experiment
 
@@ -174,7 +180,7 @@ def run(setup: Setup, spec, groups: list[str]) -> dict:
     cpu = time.process_time()
     result = run_experiment(
         spec, setup.pools_of(groups), val_packed_dir=str(setup.work / "basis" / "validation"),
-        tokenizer_uri=str(setup.work / "basis" / "tokenizer"), out_dir=str(out),
+        tokenizer_uri=str(setup.work / "basis" / "tokenizer"), out_dir=str(out), base=base,
     )  # fmt: skip
     cost = {"recipe": recipe, "cpu_s": time.process_time() - cpu, "steps_s": _steps_s(out),
             "load_before": load, "load_after": os.getloadavg()[0]}  # fmt: skip
@@ -208,25 +214,35 @@ def admission_part(setup: Setup, seeds: tuple[int, ...], groups: list[str]) -> d
     from pretrain.experiments.admission import (
         AdmissionPolicy,
         admission_evidence,
+        corpus_noise,
         decide_admission,
     )
 
     policy = AdmissionPolicy()
     recipe = ADMIT
     rows, runs = [], []
+    # the proxies every arm of a seed continues (trained from scratch on the admitted corpus)
+    starts = {s.seed: run(setup, s, setup.base_groups) for s in registry.starts_of(recipe, seeds)}
+    runs += [r for r in starts.values() if not r["reused"]]
+    start_of = {seed: r["result"] for seed, r in starts.items()}
+    # the admitted corpus's funnel: what the same filter removes from the admitted groups
+    admitted = {g: filter_check(setup.work / "corpus" / g / "documents.parquet",
+                                setup.work / "filtered" / g) for g in setup.base_groups}  # fmt: skip
+    corpus = corpus_noise([c["noise"] for c in admitted.values()])
     for group in groups:
         planted = setup.corpus.planted[group]
         check = filter_check(Path(planted.path), setup.work / "filtered" / group)
         with_specs, base_specs = registry.admission_specs(
             group, recipe=recipe, seeds=seeds, probe_share=PROBE_SHARE
         )
-        base = [run(setup, s, setup.base_groups) for s in base_specs]
-        with_ = [run(setup, s, sorted([*setup.base_groups, group])) for s in with_specs]
+        base = [run(setup, s, setup.base_groups, base=start_of.get(s.seed)) for s in base_specs]
+        with_ = [run(setup, s, sorted([*setup.base_groups, group]), base=start_of.get(s.seed))
+                 for s in with_specs]  # fmt: skip
         runs += [r for r in base + with_ if not r["reused"]]
         evidence = admission_evidence(group=group, with_runs=[r["result"] for r in with_],
                                       without_runs=[r["result"] for r in base])  # fmt: skip
         decision = decide_admission(evidence, noise=check["noise"], cost=check["cost"],
-                                    policy=policy)  # fmt: skip
+                                    policy=policy, corpus=corpus)  # fmt: skip
         expected = "reject" if planted.kind == "harmful" else "admit"
         delta, spread = evidence.delta_bpb["mean"], evidence.spread_bpb["mean"]
         rows.append({
@@ -235,14 +251,16 @@ def admission_part(setup: Setup, seeds: tuple[int, ...], groups: list[str]) -> d
             "correct": decision.decision == expected, "delta_mean_bpb": delta,
             "spread_mean_bpb": spread, "exceeds_spread": abs(delta) > spread,
             "delta_bpb": evidence.delta_bpb, "kept_share": check["kept_share"],
-            "dropped": check["dropped"], "filter_cpu_s": check["cost"].cpu_seconds,
+            "dropped": check["dropped"], "noise_risk": check["noise"].risk,
+            "filter_cpu_s": check["cost"].cpu_seconds,
             "proxy_flops": evidence.proxy_flops,
             "proxy_wall_s": sum(r["result"].cost["wall_s"] for r in with_),
             "proxy_cpu_s": sum(r["cpu_s"] for r in with_),
         })  # fmt: skip
-    base_cost = {"wall_s": sum(r["result"].cost["wall_s"] for r in base),
-                 "cpu_s": sum(r["cpu_s"] for r in base),
-                 "flops": sum(r["result"].cost["flops"] for r in base)}  # fmt: skip
+    cost_of = lambda rs: {"wall_s": sum(r["result"].cost["wall_s"] for r in rs),  # noqa: E731
+                          "cpu_s": sum(r["cpu_s"] for r in rs),
+                          "flops": sum(r["result"].cost["flops"] for r in rs)}  # fmt: skip
+    base_cost, start_cost = cost_of(base), cost_of(list(starts.values()))
     print("\nadmission (policy: AdmissionPolicy() defaults; baseline: the planted truth)")
     print(f"{'group':15s} {'kind':8s} {'kept':>6s} {'expected':>8s} {'decision':>8s} "
           f"{'delta':>8s} {'spread':>7s} {'|d|/sd':>6s} {'cpu_s':>6s}")  # fmt: skip
@@ -253,8 +271,18 @@ def admission_part(setup: Setup, seeds: tuple[int, ...], groups: list[str]) -> d
               f"{ratio:6.1f} {r['proxy_cpu_s']:6.0f}")  # fmt: skip
     print(f"shared 'without' arm: {len(seeds)} proxies, {base_cost['cpu_s']:.0f} CPU s, "
           f"{base_cost['flops']:.3g} FLOPs")  # fmt: skip
+    print(
+        f"shared start proxies: {len(starts)}, {start_cost['cpu_s']:.0f} CPU s, "
+        f"{start_cost['flops']:.3g} FLOPs; admitted corpus's noise risk "
+        f"{corpus.risk if corpus else float('nan'):.1%} ("
+        + ", ".join(f"{g} {c['noise'].risk:.0%}" for g, c in admitted.items())
+        + ")"
+    )
     return {"policy": dataclasses.asdict(policy), "seeds": list(seeds),
-            "probe_share": PROBE_SHARE, "groups": rows, "without_arm": base_cost,
+            "probe_share": PROBE_SHARE, "recipe": recipe, "groups": rows,
+            "without_arm": base_cost, "start_proxies": start_cost,
+            "corpus_noise_risk": corpus.risk if corpus else None,
+            "admitted_noise_risk": {g: c["noise"].risk for g, c in admitted.items()},
             "all_correct": all(r["correct"] for r in rows),
             "all_exceed_spread": all(r["exceeds_spread"] for r in rows), "_runs": runs}  # fmt: skip
 

@@ -36,6 +36,7 @@ from pretrain.experiments.admission import (
     CleaningCost,
     NoiseRisk,
     admission_evidence,
+    corpus_noise,
     noise_from_stats,
 )
 from pretrain.experiments.basis import validation_ids
@@ -176,6 +177,7 @@ def search_result(
 class AdmissionFound:
     evidence: AdmissionEvidence
     noise: NoiseRisk | None
+    corpus_noise: NoiseRisk | None  # the admitted groups' funnel, the noise rule's yardstick
     cost: CleaningCost | None
     review: dict[str, Any] | None
     inputs: list[str]
@@ -200,6 +202,15 @@ def _cpu_seconds(instance: DagsterInstance, group: str) -> float | None:
     return total
 
 
+def group_noise(store: ArtifactStore, group: str) -> NoiseRisk | None:
+    """What the filter and dedup stages removed from ``group`` (None before they ran)."""
+    filter_stats = store.uri("filtered_shards", group, "stats.json")
+    dedup_stats = store.uri("deduped_shards", group, "stats.json")
+    if not (storage.exists(filter_stats) and storage.exists(dedup_stats)):
+        return None
+    return noise_from_stats(storage.read_json(filter_stats), storage.read_json(dedup_stats))
+
+
 def admission_inputs(
     instance: DagsterInstance, store: ArtifactStore, group: str, config: AdmissionConfig
 ) -> AdmissionFound:
@@ -217,12 +228,9 @@ def admission_inputs(
     with_runs = [found[s.name] for s in with_specs]
     without_runs = [found[s.name] for s in without_specs]
     evidence = admission_evidence(group=group, with_runs=with_runs, without_runs=without_runs)
-    filter_stats = store.uri("filtered_shards", group, "stats.json")
-    dedup_stats = store.uri("deduped_shards", group, "stats.json")
-    noise = (
-        noise_from_stats(storage.read_json(filter_stats), storage.read_json(dedup_stats))
-        if storage.exists(filter_stats) and storage.exists(dedup_stats)
-        else None
+    noise = group_noise(store, group)
+    corpus = corpus_noise(
+        [n for g in admitted(instance, store) if g != group and (n := group_noise(store, g))]
     )
     cpu = _cpu_seconds(instance, group)
     manifest = store.uri("raw_shards", group, "manifest.json")
@@ -232,7 +240,7 @@ def admission_inputs(
         else None
     )
     return AdmissionFound(
-        evidence=evidence, noise=noise, cost=cost,
+        evidence=evidence, noise=noise, corpus_noise=corpus, cost=cost,
         review=latest_review(store.uri("admission_reviews"), group),
         inputs=[registry.result_dir(store.root, n) for n in names],
         with_runs=with_runs, without_runs=without_runs,

@@ -42,10 +42,10 @@ from pretrain.errors import DataError
 from pretrain.eval.evaluate import EvalConfig
 from pretrain.experiments import admission, registry
 from pretrain.experiments.basis import BasisConfig, build_basis, validation_ids
-from pretrain.experiments.config import ExperimentsConfig
+from pretrain.experiments.config import ExperimentsConfig, ExperimentSpec
 from pretrain.experiments.decisions import DECISION_FILE, record_review
 from pretrain.experiments.pools import build_pool
-from pretrain.experiments.run import TrainFn, run_experiment, train_in_process
+from pretrain.experiments.run import ExperimentResult, TrainFn, run_experiment, train_in_process
 from pretrain.experiments.search import SearchConfig
 from pretrain.train.config import TrainConfig
 from pretrain_assets.dedup_assets import deduped_shards
@@ -149,6 +149,23 @@ def _launcher_train(context: AssetExecutionContext, launcher: Launcher) -> Train
 PROXY_CODE_VERSION = "proxy-v1"
 
 
+def start_of(
+    store: ArtifactStore, spec: ExperimentSpec
+) -> tuple[ExperimentResult | None, list[str]]:
+    """An anneal's base result and its folder (none for a proxy trained from scratch); the
+    base must have run: ``experiment_sensor`` and ``pretrain experiments admit`` run it first."""
+    if not spec.base:
+        return None, []
+    where = registry.result_dir(store.root, spec.base)
+    result = registry.read_result(where)
+    if result is None or identity.read(where) is None:
+        raise DataError(
+            f"experiment {spec.name} continues {spec.base}, which has not run: materialize "
+            f"proxy_runs[{spec.base}] first (experiment_sensor runs it before the anneals)"
+        )
+    return result, [where]
+
+
 @asset(
     partitions_def=experiment_partitions,
     deps=[experiment_basis, AssetDep(proxy_pools, partition_mapping=AllPartitionMapping())],
@@ -169,12 +186,14 @@ def proxy_runs(
     basis = store.uri("experiment_basis")
     pools, pool_dirs = variant_pools(context.instance, store, spec.variant)
     out = registry.result_dir(store.root, name)
+    base, base_dirs = start_of(store, spec)
     settings = {"spec": spec.settings(), "max_epochs": library_config.max_epochs}
-    ident = identity.compute("proxy_runs", PROXY_CODE_VERSION, settings, [basis, *pool_dirs])
+    inputs = [basis, *pool_dirs, *base_dirs]  # an anneal's base: its identity is chained in
+    ident = identity.compute("proxy_runs", PROXY_CODE_VERSION, settings, inputs)
     existing = identity.read(out)
     cached = existing is not None and existing.version == ident.version
     if not cached:  # the same spec on the same inputs is never trained twice
-        ident = begin_output(context, store, out, settings, [basis, *pool_dirs])
+        ident = begin_output(context, store, out, settings, inputs)
         run_experiment(
             spec, pools, val_packed_dir=storage.join(basis, "validation"),
             tokenizer_uri=storage.join(basis, "tokenizer"), out_dir=out,
@@ -182,6 +201,7 @@ def proxy_runs(
             max_epochs=library_config.max_epochs,
             train_fn=train_in_process if library_config.in_process
             else _launcher_train(context, proxy_launcher),
+            base=base,
         )  # fmt: skip
         finish_output(out, ident)
     result = registry.read_result(out)
@@ -255,7 +275,11 @@ def data_admission(
         )  # fmt: skip
     found = admission_inputs(context.instance, store, group, library_config)
     decision = admission.decide_admission(
-        found.evidence, noise=found.noise, cost=found.cost, policy=library_config.policy
+        found.evidence,
+        noise=found.noise,
+        cost=found.cost,
+        policy=library_config.policy,
+        corpus=found.corpus_noise,
     )
     record = {**decision.to_dict(), "policy_decision": decision.decision, "decided_by": "policy"}
     if found.review is not None:
@@ -279,6 +303,7 @@ def data_admission(
                     "spread_bits_per_byte": evidence.spread_bpb,
                     "seeds": list(evidence.seeds),
                     "noise": record.get("noise"),
+                    "corpus_noise": record.get("corpus_noise"),
                     "cost": record.get("cost"),
                     "proxy_flops": evidence.proxy_flops,
                     "proxy_seconds": evidence.proxy_seconds,

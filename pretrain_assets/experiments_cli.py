@@ -134,6 +134,8 @@ def _instance_and_store(args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 def _launch(args: argparse.Namespace, specs: Sequence[Any], title: str) -> int:
+    """Register ``specs`` and launch the ones not run yet as one backfill; returns how many
+    were not run yet."""
     from dagster import AssetKey
 
     from jobs.backfills import launch_asset_backfill
@@ -149,7 +151,7 @@ def _launch(args: argparse.Namespace, specs: Sequence[Any], title: str) -> int:
             instance, AssetKey("proxy_runs"), experiment_partitions, todo, tags={}, title=title
         )
         print(f"backfill {backfill}: the daemon runs it (make ui)")
-    return 0
+    return len(todo)
 
 
 def cmd_add(args: argparse.Namespace) -> int:
@@ -172,7 +174,8 @@ def cmd_add(args: argparse.Namespace) -> int:
         )  # fmt: skip
         for s in args.seeds
     ]
-    return _launch(args, specs, args.name)
+    _launch(args, specs, args.name)
+    return 0
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -199,7 +202,13 @@ def cmd_admit(args: argparse.Namespace) -> int:
     with_, without = registry.admission_specs(
         args.group, recipe=config.recipe, seeds=config.seeds, probe_share=config.probe_share
     )
-    return _launch(args, [*with_, *without], f"admission of {args.group}")
+    starts = registry.starts_of(config.recipe, config.seeds)
+    if starts and _launch(args, starts, f"admission of {args.group}: the shared proxies"):
+        print("the arms continue those proxies: run this again once they are done "
+              "(experiment_sensor launches them by itself)")  # fmt: skip
+        return 0
+    _launch(args, [*with_, *without], f"admission of {args.group}")
+    return 0
 
 
 def cmd_ablate(args: argparse.Namespace) -> int:
@@ -207,7 +216,8 @@ def cmd_ablate(args: argparse.Namespace) -> int:
 
     arms = [json.loads(a) for a in args.arm]
     specs = registry.ablation_specs(args.name, arms, recipe=args.recipe, seeds=args.seeds)
-    return _launch(args, specs, f"ablation {args.name}")
+    _launch(args, specs, f"ablation {args.name}")
+    return 0
 
 
 def experiment_flops(root: str) -> float:

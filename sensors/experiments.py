@@ -5,7 +5,8 @@ Each tick, from what the store and the instance hold (no cursor: every request h
 1. **Admission.** A shard group whose deduplicated documents exist, that the experiment basis
    does not hold and that has no decision yet gets its token pool (``make_pools``), then its
    admission experiments (with and without it, ``AdmissionConfig``'s seeds) are registered and
-   run (``run_proxies``), then it is decided (``decide_admission``).
+   run (``run_proxies``), then it is decided (``decide_admission``). With an anneal recipe
+   the proxies both arms continue (``registry.starts_of``) run first, the arms after them.
 2. **Reviews.** An operator review newer than a group's decision re-decides it.
 3. **Searches.** A search launched by ``search_mixture`` (or ``pretrain experiments search``)
    whose candidates have all run is fitted (``fit_search``, with the settings it was launched
@@ -88,7 +89,15 @@ def admission_requests(
             )
     if any(r.job_name == "make_pools" for r in requests):
         return requests, partitions  # experiments wait for their pools
-    for group in pending:
+    starts = registry.starts_of(config.recipe, config.seeds)  # an anneal recipe's shared proxies
+    for spec in starts if pending else ():
+        registry.register(store.root, spec)
+    partitions += [s.name for s in starts] if pending else []
+    waiting = not_run(store, [s.name for s in starts]) if pending else []
+    requests += [
+        RunRequest(job_name="run_proxies", partition_key=n, run_key=f"proxy:{n}") for n in waiting
+    ]
+    for group in [] if waiting else pending:  # the arms wait for the proxies they continue
         with_, without = registry.admission_specs(
             group, recipe=config.recipe, seeds=config.seeds, probe_share=config.probe_share
         )
@@ -98,8 +107,11 @@ def admission_requests(
         names = [s.name for s in specs]
         partitions += names
         todo = not_run(store, names)
-        requests += [
-            RunRequest(job_name="run_proxies", partition_key=n, run_key=f"proxy:{n}") for n in todo
+        asked = {r.partition_key for r in requests if r.job_name == "run_proxies"}
+        requests += [  # the without arm is shared by every pending group: asked for once
+            RunRequest(job_name="run_proxies", partition_key=n, run_key=f"proxy:{n}")
+            for n in todo
+            if n not in asked
         ]
         if not todo:
             requests.append(

@@ -3,9 +3,10 @@
 On the embedded corpus (2 shard groups as the experiment basis) a third group arrives: the
 same documents with their words shuffled (every filter keeps them). Then, as the daemon would:
 
-1. ``experiment_sensor`` asks for its token pool, registers its admission experiments (with
-   and without it, 2 seeds) and asks for them, then asks for ``data_admission``; one proxy trains
-   through the real ``torchrun`` launcher, the others in process;
+1. ``experiment_sensor`` asks for its token pool, then for the 2 proxies (2 seeds) that the
+   admission's anneal recipe continues, then registers the arms (with and without it, each
+   continuing the proxy of its seed) and asks for them, then asks for ``data_admission``; one
+   proxy trains through the real ``torchrun`` launcher, the others in process;
 2. the decision is recorded with its evidence; an operator's review overrides it, and the
    sensor re-decides;
 3. ``search_mixture`` registers a search's candidates and submits them as ONE backfill of
@@ -41,7 +42,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 ROOT = Path(__file__).resolve().parents[1]
 IN_PROCESS = run_configs({"proxy": {"in_process": True}})["run_proxies"]
 SEARCH = {"candidates": 6, "seeds": [0], "recipe": "proxy_tiny", "seed": 7}
-ADMISSION = AdmissionConfig(recipe="proxy_tiny")
+ADMISSION = AdmissionConfig(recipe="proxy_tiny_anneal")
 experiment_sensor = experiment_sensor_for(ADMISSION)
 
 
@@ -122,6 +123,10 @@ def flow(tmp_path_factory: pytest.TempPathFactory) -> dict:
         seen["pool_requests"] = sorted(r.partition_key for r in pools.run_requests)
         for request in pools.run_requests:
             _run(defs, instance, request.job_name, request.partition_key)
+        starts = _tick(instance, store)
+        seen["start_requests"] = [(r.job_name, r.partition_key) for r in starts.run_requests]
+        for request in starts.run_requests:
+            _run(defs, instance, "run_proxies", request.partition_key, IN_PROCESS)
         proxies = _tick(instance, store)
         seen["proxy_requests"] = [(r.job_name, r.partition_key) for r in proxies.run_requests]
         for i, request in enumerate(proxies.run_requests):  # the first through torchrun
@@ -137,7 +142,7 @@ def flow(tmp_path_factory: pytest.TempPathFactory) -> dict:
         # 2. the operator overrides it from the Launchpad (the config's review)
         review = {
             "admission": {
-                "recipe": "proxy_tiny",
+                "recipe": ADMISSION.recipe,
                 "review": {
                     "decision": "reject",
                     "reviewer": "ana",
@@ -182,8 +187,14 @@ def test_the_sensor_waits_for_a_basis(flow: dict) -> None:
 def test_the_sensor_drives_the_admission(flow: dict) -> None:
     new = flow["new"]
     assert new in flow["pool_requests"]
+    starts = [spec.name for spec in registry.starts_of(ADMISSION.recipe, ADMISSION.seeds)]
+    assert flow["start_requests"] == [("run_proxies", n) for n in starts]  # first, alone
     jobs = {job for job, _ in flow["proxy_requests"]}
     assert jobs == {"run_proxies"} and len(flow["proxy_requests"]) == 4  # 2 seeds x with/without
+    arms = [registry.load_spec(flow["root"], name) for _, name in flow["proxy_requests"]]
+    assert sorted(a.base for a in arms) == sorted(starts * 2)  # each arm continues its seed's
+    first = registry.read_result(registry.result_dir(flow["root"], arms[0].name))
+    assert first is not None and first.checkpoint  # and kept its own final checkpoint
     assert flow["decide_requests"] == [("decide_admission", new)]
     # the decision reads the experiments the sensor ran: with the sensor's recipe, not the default
     [op] = flow["decide_config"]["ops"].values()

@@ -23,6 +23,7 @@ from pretrain.experiments.admission import (
     AdmissionReview,
     CleaningCost,
     NoiseRisk,
+    corpus_noise,
     decide_admission,
     noise_from_stats,
 )
@@ -30,6 +31,7 @@ from pretrain.experiments.config import (
     PROXY_RECIPES,
     DataVariant,
     ExperimentSpec,
+    check_anneal_recipes,
     experiment_name,
 )
 from pretrain.experiments.decisions import (
@@ -204,11 +206,31 @@ def test_a_helpful_but_noisy_group_is_held() -> None:
     toxic = NoiseRisk(
         documents=100, rejected_share=0.1, duplicate_share=0.0, toxic_share=0.2, pii_share=0.0
     )
-    for noise, word in ((noisy, "removed"), (toxic, "toxic")):
-        decision = decide_admission(
-            evidence(-0.05, 0.01), noise=noise, cost=None, policy=AdmissionPolicy()
-        )
-        assert decision.decision == "hold" and word in decision.reason
+    clean_corpus = corpus_noise([
+        NoiseRisk(documents=300, rejected_share=0.2, duplicate_share=0.05, toxic_share=0.01,
+                  pii_share=0.1),
+        NoiseRisk(documents=100, rejected_share=0.4, duplicate_share=0.2, toxic_share=0.0,
+                  pii_share=0.0),
+    ])  # fmt: skip
+    assert clean_corpus is not None and clean_corpus.documents == 400
+    assert math.isclose(clean_corpus.rejected_share, 0.25)  # weighted by documents
+    assert math.isclose(clean_corpus.duplicate_share, (240 * 0.05 + 60 * 0.2) / 300)  # by kept
+    for noise, word in ((noisy, "more than of the admitted corpus"), (toxic, "toxic")):
+        decision = decide_admission(evidence(-0.05, 0.01), noise=noise, cost=None,
+                                    policy=AdmissionPolicy(), corpus=clean_corpus)  # fmt: skip
+        assert decision.decision == "hold" and word in decision.reason, decision.reason
+        assert decision.to_dict()["corpus_noise"]["risk"] == clean_corpus.risk
+    # a web group that loses as much to cleaning as the admitted web did is admitted
+    web_corpus = corpus_noise([dataclasses.replace(noisy, documents=500)])
+    admitted = decide_admission(evidence(-0.05, 0.01), noise=noisy, cost=None,
+                                policy=AdmissionPolicy(), corpus=web_corpus)  # fmt: skip
+    assert admitted.decision == "admit", admitted.reason
+    # past max_noise_risk it is held whatever the corpus lost
+    garbage = dataclasses.replace(noisy, rejected_share=0.95)
+    held = decide_admission(evidence(-0.05, 0.01), noise=garbage, cost=None,
+                            policy=AdmissionPolicy(), corpus=corpus_noise([garbage]))  # fmt: skip
+    assert held.decision == "hold" and "max_noise_risk" in held.reason
+    assert corpus_noise([]) is None
     one_seed = decide_admission(
         evidence(-0.05, math.nan, (0,)), noise=None, cost=None, policy=AdmissionPolicy()
     )
@@ -275,6 +297,51 @@ def test_specs_are_named_by_their_settings(tmp_path: Path) -> None:
         ExperimentSpec(name="Bad Name", variant=DataVariant())
     with pytest.raises(ConfigError, match="unknown proxy recipe"):
         ExperimentSpec(name="ok", variant=DataVariant(), recipe="gpt5")
+
+
+def test_anneal_arms_of_a_seed_continue_one_shared_proxy() -> None:
+    with_, without = registry.admission_specs(
+        "web-0007", recipe="proxy_cpu_anneal", seeds=(0, 1), probe_share=0.25
+    )
+    starts = registry.starts_of("proxy_cpu_anneal", (0, 1))
+    assert [s.recipe for s in starts] == ["proxy_cpu_admit"] * 2
+    assert [s.seed for s in starts] == [0, 1] and {s.label for s in starts} == {"start"}
+    assert starts[0].variant == DataVariant() and starts[0].base == ""  # the corpus, from scratch
+    for arms in (with_, without):
+        assert [a.base for a in arms] == [s.name for s in starts]  # seed s continues start s
+    # every group's admission shares the starts and the without arm
+    other_with, other_without = registry.admission_specs(
+        "news-0009", recipe="proxy_cpu_anneal", seeds=(0, 1), probe_share=0.25
+    )
+    assert [s.name for s in other_without] == [s.name for s in without]
+    assert other_with[0].base == with_[0].base and other_with[0].name != with_[0].name
+    assert with_[0].settings()["base"] == starts[0].name  # part of the identity
+    assert registry.starts_of("proxy_cpu", (0, 1)) == []  # trained from scratch: no start
+    with pytest.raises(ConfigError, match="name it as base"):
+        ExperimentSpec(name="x-s0", variant=DataVariant(), recipe="proxy_cpu_anneal")
+    with pytest.raises(ConfigError, match="takes no base"):
+        ExperimentSpec(name="x-s0", variant=DataVariant(), recipe="proxy_cpu", base="y-s0")
+    wider = dataclasses.replace(PROXY_RECIPES["proxy_cpu_anneal"], d_model=128)
+    with pytest.raises(ConfigError, match="model shapes"):
+        check_anneal_recipes({**PROXY_RECIPES, wider.name: wider})
+    orphan = dataclasses.replace(wider, starts_from="proxy_cpu_anneal")
+    with pytest.raises(ConfigError, match="not a recipe trained from scratch"):
+        check_anneal_recipes({**PROXY_RECIPES, orphan.name: orphan})
+
+
+def test_an_anneal_needs_its_base_result(tmp_path: Path) -> None:
+    from pretrain.experiments.run import run_experiment
+
+    basis, pools = synthetic_setup(tmp_path)
+    [spec], _ = registry.admission_specs(
+        "beta-0001", recipe="proxy_tiny_anneal", seeds=(0,), probe_share=0.3
+    )
+    with pytest.raises(DataError, match="run admit-start-"):
+        run_experiment(
+            spec, [p for g in ("alpha-0000", "beta-0000", "beta-0001") for p in pools[g]],
+            val_packed_dir=f"{basis}/validation", tokenizer_uri=f"{basis}/tokenizer",
+            out_dir=str(tmp_path / "out"),
+        )  # fmt: skip
 
 
 def test_a_retuned_recipe_is_another_identity(monkeypatch: pytest.MonkeyPatch) -> None:

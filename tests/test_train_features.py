@@ -252,3 +252,44 @@ def test_async_save_commits_identical_checkpoints_and_resumes_exactly(
     run(with_sections(async_cfg, run={"max_steps": 8}))  # resume from the async step 6
     straight, resumed = losses(tmp_path / "sync"), losses(tmp_path / "async")
     assert resumed == straight
+
+
+# -- init_from: a fresh run from another run's weights ---------------------------------------
+def test_init_from_starts_a_fresh_run_from_the_weights_only(packed: Path, tmp_path: Path) -> None:
+    """The run starts at step 1 with a fresh optimizer and the data from its start, but with
+    the source's weights (its first loss is the source's last, not a random model's); its
+    checkpoints record where they started; a resume of it ignores ``init_from``; a damaged
+    source or another model is refused."""
+    source_cfg = make_config(packed, tmp_path / "source", max_steps=12, every=12)
+    run(source_cfg)
+    source = tmp_path / "source" / "b00" / "step-00000012"
+    scratch = make_config(packed, tmp_path / "scratch", max_steps=4, schedule_steps=8, every=4)
+    run(scratch)
+    started = with_sections(scratch, checkpoint={"run_root": str(tmp_path / "started")},
+                            run={"init_from": str(source)})  # fmt: skip
+    run(started)
+    first_scratch, first_started = losses(tmp_path / "scratch")[1], losses(tmp_path / "started")[1]
+    last_source = losses(tmp_path / "source")[12]
+    assert first_started < first_scratch - 0.5, (first_started, first_scratch)
+    assert abs(first_started - last_source) < 0.5, (first_started, last_source)
+    (first,) = ckpt.list_checkpoints(tmp_path / "started", "b00")
+    assert ckpt.step_of(first) == 4  # counted from 1, not from the source's step 12
+    meta = ckpt.read_meta(first)
+    assert meta["lineage"]["initialized_from"] == str(source)
+    assert (
+        meta["data_state"]
+        == ckpt.read_meta(ckpt.list_checkpoints(tmp_path / "scratch", "b00")[0])["data_state"]
+    )  # the data from its start, as a scratch run reads it
+    # resuming the started run continues its own step 4 (init_from is not loaded again)
+    run(with_sections(started, run={"max_steps": 8}))
+    resumed = ckpt.read_meta(ckpt.list_checkpoints(tmp_path / "started", "b00")[-1])
+    assert resumed["step"] == 8 and resumed["lineage"]["initialized_from"] == str(source)
+    # refusals: another model, a damaged checkpoint
+    bigger = dataclasses.replace(started.model, d_model=started.model.d_model * 2)
+    with pytest.raises(ckpt.CheckpointError, match="same model"):
+        run(started.replace(model=bigger, checkpoint=dataclasses.replace(
+            started.checkpoint, run_root=str(tmp_path / "other"))))  # fmt: skip
+    victim = next(p for p in source.iterdir() if p.suffix == ".distcp")
+    victim.write_bytes(victim.read_bytes()[:-8])
+    with pytest.raises(ckpt.CheckpointError, match="damaged"):
+        run(with_sections(started, checkpoint={"run_root": str(tmp_path / "third")}))

@@ -428,6 +428,31 @@ def load_checkpoint(
     )
 
 
+def load_model_weights(
+    path: Path, *, model_cfg: ModelConfig, proc: ProcessInfo, model: nn.Module
+) -> dict[str, Any]:
+    """Collective: the model weights of a verified local checkpoint into ``model``, nothing
+    else (no optimizer moments, step, data cursor or RNG): how a run *starts from* another
+    run's weights (``run.init_from``) rather than resuming it. Returns the checkpoint's meta."""
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
+
+    from pretrain.checkpoint.safe_dcp import load_state
+
+    verify_checkpoint(path)
+    meta = read_meta(path)
+    saved_model = meta.get("config", {}).get("model")
+    if saved_model is None or ModelConfig.from_dict(saved_model) != model_cfg:
+        raise CheckpointError(
+            f"{path} was trained with model config {saved_model}, this run has "
+            f"{model_cfg.to_dict()}; start from a checkpoint of the same model"
+        )
+    state: dict[str, Any] = {"model": get_model_state_dict(model)}
+    with _single_process_quiet():
+        load_state(state, str(path), no_dist=not proc.distributed)
+    set_model_state_dict(model, state["model"])
+    return meta
+
+
 def load_consolidated_model(ckpt_dir: str, model_cfg: ModelConfig | None = None) -> Transformer:
     """The full model of a checkpoint on CPU, in one process without a process group.
 

@@ -4,20 +4,20 @@ and a policy that turns both into admit, hold for review, or reject.
     evidence = admission_evidence(group="forum-0007", with_runs=[r0, r1], without_runs=[b0, b1])
     evidence.delta_bpb          # {"news": -0.004, "web": +0.031, ..., "mean": +0.012}
     decision = decide_admission(evidence, noise=NoiseRisk(...), cost=CleaningCost(...),
-                                policy=AdmissionPolicy())
+                                policy=AdmissionPolicy(), corpus=corpus_noise([...]))
     decision.decision           # "reject"
     decision.reason             # "adding it raises mean validation bits per byte by 0.012 ..."
 
 A change counts only when it is larger than ``spread_factor`` times its spread over seeds
 (the seeds are paired: seed ``s`` with the group against seed ``s`` without it). The noise risk
-is what the stages found in the group (shares rejected, duplicate, toxic, masked for PII); the
-cleaning cost is the CPU time the stages spent on it, per GB and for the whole group.
+is what the stages found in the group (shares rejected, duplicate, toxic, masked for PII),
+judged against what they found in the admitted corpus's groups; the cleaning cost is the CPU time the stages spent on it, per GB and for the whole group.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -36,14 +36,18 @@ class AdmissionPolicy:
 
     ``min_gain``: admit only when the group lowers it at least this much; ``max_harm``: reject
     when it raises it at least this much; between the two, or when the change is within
-    ``spread_factor`` × its seed spread, hold for review. A group that helps but whose noise
-    risk or toxic share exceeds ``max_noise_risk`` / ``max_toxic_share`` is held too."""
+    ``spread_factor`` × its seed spread, hold for review. A group that helps is held too when
+    its toxic share exceeds ``max_toxic_share``, when cleaning removed more of it than
+    ``max_noise_risk``, or when it removed more than the admitted corpus's own share plus
+    ``max_excess_noise`` (the corpus's funnel is the yardstick: web crawls lose most of their
+    documents to cleaning, so a fixed share alone would hold every web group)."""
 
     min_gain: float = 0.002
     max_harm: float = 0.002
     spread_factor: float = 1.0
     min_seeds: int = 2
-    max_noise_risk: float = 0.6
+    max_noise_risk: float = 0.9
+    max_excess_noise: float = 0.2
     max_toxic_share: float = 0.05
 
     def __post_init__(self) -> None:
@@ -55,7 +59,7 @@ class AdmissionPolicy:
                 f"AdmissionPolicy.min_seeds={self.min_seeds}: at least 2 seeds, or no spread "
                 "can be measured"
             )
-        for name in ("max_noise_risk", "max_toxic_share"):
+        for name in ("max_noise_risk", "max_excess_noise", "max_toxic_share"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"AdmissionPolicy.{name} must be a share in [0, 1]")
 
@@ -81,7 +85,9 @@ class AdmissionConfig:
     """How a new shard group is tried and decided: the proxy, the seeds, the share of the
     budget the group takes in the "with" arm, the policy, and an operator's override."""
 
-    recipe: str = "proxy_cpu_admit"  # proxy_cpu's spread over seeds hides shuffled words
+    # anneals of one shared proxy per seed: the arms of a seed differ by their data alone
+    # (from scratch, proxy_cpu_admit's seed spread of 0.04-0.1 bits/byte hid most groups)
+    recipe: str = "proxy_cpu_anneal"
     seeds: tuple[int, ...] = (0, 1)
     probe_share: float = 0.25  # share of the proxy budget the new group takes when added
     policy: AdmissionPolicy = AdmissionPolicy()
@@ -124,6 +130,29 @@ class NoiseRisk:
     def risk(self) -> float:
         """Share of the raw documents cleaning removed (rejected or duplicate)."""
         return 1.0 - (1.0 - self.rejected_share) * (1.0 - self.duplicate_share)
+
+
+def corpus_noise(groups: Sequence[NoiseRisk]) -> NoiseRisk | None:
+    """The admitted corpus's funnel: its groups' shares weighted by their documents (None
+    when no group has stats)."""
+    total = sum(g.documents for g in groups)
+    if not total:
+        return None
+
+    def mean(field: str, weight: Callable[[NoiseRisk], float]) -> float:
+        weights = [weight(g) for g in groups]
+        return sum(getattr(g, field) * w for g, w in zip(groups, weights, strict=True)) / max(
+            1e-12, sum(weights)
+        )
+
+    kept = lambda g: g.documents * (1.0 - g.rejected_share)  # noqa: E731
+    return NoiseRisk(
+        documents=total,
+        rejected_share=mean("rejected_share", lambda g: g.documents),
+        duplicate_share=mean("duplicate_share", kept),
+        toxic_share=mean("toxic_share", lambda g: g.documents),
+        pii_share=mean("pii_share", kept),
+    )
 
 
 def noise_from_stats(filter_stats: dict[str, Any], dedup_stats: dict[str, Any]) -> NoiseRisk:
@@ -169,11 +198,14 @@ class AdmissionDecision:
     noise: NoiseRisk | None
     cost: CleaningCost | None
     policy: AdmissionPolicy
+    corpus_noise: NoiseRisk | None = None  # the admitted corpus's funnel, the yardstick
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         if self.noise is not None:
             out["noise"]["risk"] = self.noise.risk
+        if self.corpus_noise is not None:
+            out["corpus_noise"]["risk"] = self.corpus_noise.risk
         if self.cost is not None:
             out["cost"]["cpu_seconds_full"] = self.cost.cpu_seconds_full
             out["cost"]["cpu_seconds_per_gb"] = self.cost.cpu_seconds_per_gb
@@ -230,8 +262,11 @@ def decide_admission(
     noise: NoiseRisk | None,
     cost: CleaningCost | None,
     policy: AdmissionPolicy,
+    corpus: NoiseRisk | None = None,
 ) -> AdmissionDecision:
-    """Admit, hold for review or reject (see :class:`AdmissionPolicy`), with the reason."""
+    """Admit, hold for review or reject (see :class:`AdmissionPolicy`), with the reason;
+    ``corpus`` is the admitted corpus's funnel (:func:`corpus_noise`), when known."""
+    excess = noise.risk - corpus.risk if noise is not None and corpus is not None else None
     delta, spread = evidence.delta_bpb["mean"], evidence.spread_bpb["mean"]
     bound = policy.spread_factor * spread
     said = f"adding it changes mean validation bits per byte by {delta:+.4f} (seed spread {spread:.4f})"
@@ -259,6 +294,16 @@ def decide_admission(
                 f"{policy.max_noise_risk:.0%}): review it"
             ),
         )
+    elif excess is not None and excess > policy.max_excess_noise:
+        assert noise is not None and corpus is not None
+        decision, why = (
+            "hold",
+            (
+                f"it helps, but cleaning removed {noise.risk:.0%} of it, {excess:.0%} more than "
+                f"of the admitted corpus ({corpus.risk:.0%}; max_excess_noise="
+                f"{policy.max_excess_noise:.0%}): review it"
+            ),
+        )
     elif noise is not None and noise.toxic_share > policy.max_toxic_share:
         decision, why = (
             "hold",
@@ -277,4 +322,5 @@ def decide_admission(
         noise=noise,
         cost=cost,
         policy=policy,
+        corpus_noise=corpus,
     )

@@ -35,7 +35,13 @@ class ProxyRecipe:
 
     ``token_budget`` is the number of training tokens (a whole number of steps of
     ``global_batch_sequences`` sequences of the pools' context). ``device`` is where it trains
-    and is evaluated (``cuda`` recipes need a GPU)."""
+    and is evaluated (``cuda`` recipes need a GPU).
+
+    An **anneal** recipe (``starts_from`` names another recipe) trains no model from scratch:
+    it continues a finished proxy of that recipe (the experiment's ``base``) for its own
+    ``token_budget``, with a fresh optimizer and its own schedule (a short warmup, then a linear
+    decay: ``schedule="wsd"``, ``decay_fraction=1.0``). Arms that continue the same base differ
+    only by their data, which is what an admission compares (OLMo 2's micro-anneals)."""
 
     name: str
     d_model: int
@@ -51,9 +57,12 @@ class ProxyRecipe:
     max_val_sequences: int = 64  # per source
     max_task_examples: int = 200  # per eval task
     schedule: str = "cosine"  # the LR schedule (OptimConfig.schedule): "cosine" or "wsd"
+    decay_fraction: float = 0.2  # WSD: the share of the steps that decays (1.0: linear decay)
+    starts_from: str | None = None  # an anneal: continues the proxy of this recipe (see below)
 
     def __post_init__(self) -> None:
         check_types(self)
+
         if self.device not in ("cpu", "cuda"):
             raise ConfigError(f"ProxyRecipe.device={self.device!r}; use 'cpu' or 'cuda'")
         if self.schedule not in ("cosine", "wsd"):
@@ -94,11 +103,23 @@ PROXY_RECIPES: dict[str, ProxyRecipe] = {
             micro_batch_size=16, global_batch_sequences=16, lr=5e-3, warmup_steps=20,
             token_budget=1_966_080, schedule="wsd",
         ),
+        ProxyRecipe(
+            name="proxy_cpu_anneal", d_model=64, n_layers=2, n_heads=2, n_kv_heads=2,
+            micro_batch_size=16, global_batch_sequences=16, lr=3e-3, warmup_steps=8,
+            token_budget=524_288, schedule="wsd", decay_fraction=1.0,
+            starts_from="proxy_cpu_admit",
+        ),
         # seconds on one core: for tests and smoke runs, too small to decide real data
         ProxyRecipe(
             name="proxy_tiny", d_model=64, n_layers=2, n_heads=4, n_kv_heads=4,
             micro_batch_size=16, global_batch_sequences=16, lr=3e-3, warmup_steps=8,
             token_budget=80_000, max_val_sequences=32, max_task_examples=50,
+        ),
+        ProxyRecipe(
+            name="proxy_tiny_anneal", d_model=64, n_layers=2, n_heads=4, n_kv_heads=4,
+            micro_batch_size=16, global_batch_sequences=16, lr=1e-3, warmup_steps=2,
+            token_budget=40_000, max_val_sequences=32, max_task_examples=50, schedule="wsd",
+            decay_fraction=1.0, starts_from="proxy_tiny",
         ),
         ProxyRecipe(
             name="proxy_gpu_20m", d_model=384, n_layers=8, n_heads=6, n_kv_heads=6,
@@ -114,6 +135,31 @@ PROXY_RECIPES: dict[str, ProxyRecipe] = {
         ),
     )
 }  # fmt: skip
+
+
+def check_anneal_recipes(recipes: dict[str, ProxyRecipe]) -> None:
+    """Every anneal recipe continues a known recipe with the same model shapes."""
+    shape = ("d_model", "n_layers", "n_heads", "n_kv_heads")
+    for recipe in recipes.values():
+        if recipe.starts_from is None:
+            continue
+        base = recipes.get(recipe.starts_from)
+        if base is None or base.starts_from is not None:
+            raise ConfigError(
+                f"ProxyRecipe {recipe.name} starts from {recipe.starts_from!r}, which is not a "
+                "recipe trained from scratch"
+            )
+        if (
+            any(getattr(base, k) != getattr(recipe, k) for k in shape)
+            or base.device != recipe.device
+        ):
+            raise ConfigError(
+                f"ProxyRecipe {recipe.name} starts from {base.name}: the model shapes {shape} and "
+                "the device must be the same"
+            )
+
+
+check_anneal_recipes(PROXY_RECIPES)
 
 
 def get_proxy_recipe(name: str) -> ProxyRecipe:
@@ -184,6 +230,7 @@ class ExperimentSpec:
     kind: str = "manual"
     group: str = ""
     label: str = ""  # e.g. "with" / "without" for admission, the candidate index for a search
+    base: str = ""  # an anneal recipe's: the experiment whose final weights start this one
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -192,7 +239,13 @@ class ExperimentSpec:
                 f"experiment name {self.name!r}: use lower-case letters, digits, '.', '_', '-' "
                 "(it is a Dagster partition key), at most 100 characters"
             )
-        get_proxy_recipe(self.recipe)
+        recipe = get_proxy_recipe(self.recipe)
+        if bool(recipe.starts_from) != bool(self.base):
+            raise ConfigError(
+                f"experiment {self.name}: recipe {self.recipe} "
+                + (f"continues a {recipe.starts_from} proxy: name it as base"
+                   if recipe.starts_from else "trains from scratch: it takes no base")
+            )  # fmt: skip
         if self.kind not in ("manual", "search", "admission", "ablation"):
             raise ConfigError(f"ExperimentSpec.kind={self.kind!r} is not a known kind")
 
@@ -212,11 +265,13 @@ class ExperimentSpec:
 
     def settings(self) -> dict[str, Any]:
         """What determines the result: the variant, the recipe (its name and every setting, so
-        that a retuned recipe makes a new identity and old proxies are not reused) and the seed;
-        not the name or the bookkeeping labels."""
+        that a retuned recipe makes a new identity and old proxies are not reused), the seed and
+        an anneal's base (whose own identity the asset chains in); not the name or the
+        bookkeeping labels."""
         recipe = dataclasses.asdict(get_proxy_recipe(self.recipe))
-        return {"variant": self.variant.to_dict(), "recipe": self.recipe,
-                "recipe_settings": recipe, "seed": self.seed}  # fmt: skip
+        found = {"variant": self.variant.to_dict(), "recipe": self.recipe,
+                 "recipe_settings": recipe, "seed": self.seed}  # fmt: skip
+        return {**found, "base": self.base} if self.base else found
 
 
 def experiment_name(prefix: str, variant: DataVariant, seed: int, recipe: str) -> str:

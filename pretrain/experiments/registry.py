@@ -8,7 +8,8 @@
 An experiment is registered before its ``proxy_runs`` partition runs: the partition key is its
 name, and the spec says what to train. Registering the same spec twice is a no-op; the same name
 with other settings is refused. The functions that make specs for one purpose are here too:
-:func:`admission_specs` (a shard group with and without, several seeds), :func:`search_specs`
+:func:`admission_specs` (a shard group with and without, several seeds; :func:`starts_of`, the
+proxies an anneal recipe continues), :func:`search_specs`
 (mixture candidates) and :func:`ablation_specs` (filter settings).
 """
 
@@ -19,7 +20,12 @@ from typing import Any
 
 from pretrain import storage
 from pretrain.errors import ConfigError, DataError
-from pretrain.experiments.config import DataVariant, ExperimentSpec, experiment_name
+from pretrain.experiments.config import (
+    DataVariant,
+    ExperimentSpec,
+    experiment_name,
+    get_proxy_recipe,
+)
 from pretrain.experiments.run import ExperimentResult, read_result
 
 SPECS = "experiment_specs"
@@ -91,19 +97,46 @@ def variant_groups(admitted: Sequence[str], variant: DataVariant) -> list[str]:
     return sorted((set(admitted) | set(variant.include_groups)) - set(variant.exclude_groups))
 
 
+def start_spec(recipe: str, seed: int) -> ExperimentSpec | None:
+    """The proxy an anneal recipe continues: its base recipe trained from scratch on the
+    admitted corpus with ``seed`` (``None`` for a recipe trained from scratch itself). Every
+    admission with that recipe and seed shares it."""
+    starts_from = get_proxy_recipe(recipe).starts_from
+    if starts_from is None:
+        return None
+    variant = DataVariant()
+    return ExperimentSpec(
+        name=experiment_name("admit-start", variant, seed, starts_from), variant=variant,
+        recipe=starts_from, seed=seed, kind="admission", label="start",
+    )  # fmt: skip
+
+
 def admission_specs(
     group: str, *, recipe: str, seeds: Sequence[int], probe_share: float
 ) -> tuple[list[ExperimentSpec], list[ExperimentSpec]]:
     """(with, without): the admitted corpus with ``group`` added at ``probe_share`` of the
     budget, and without it; the same recipe and budget, one of each per seed. The without arm
-    does not name the group, so every group decided against the same corpus shares it."""
+    does not name the group, so every group decided against the same corpus shares it. With
+    an anneal recipe both arms of a seed continue the same proxy (:func:`start_spec`), so the
+    pair differs by its data alone; :func:`starts_of` lists the proxies to run first."""
     with_variant = DataVariant(include_groups=(group,), boost={group: probe_share})
     base = DataVariant()
-    make = lambda v, label, s: ExperimentSpec(  # noqa: E731
-        name=experiment_name(f"admit-{label}", v, s, recipe), variant=v, recipe=recipe, seed=s,
-        kind="admission", group=group if label == "with" else "", label=label,
-    )  # fmt: skip
+
+    def make(variant: DataVariant, label: str, seed: int) -> ExperimentSpec:
+        start = start_spec(recipe, seed)
+        return ExperimentSpec(
+            name=experiment_name(f"admit-{label}", variant, seed, recipe), variant=variant,
+            recipe=recipe, seed=seed, kind="admission", group=group if label == "with" else "",
+            label=label, base=start.name if start else "",
+        )  # fmt: skip
+
     return [make(with_variant, "with", s) for s in seeds], [make(base, "base", s) for s in seeds]
+
+
+def starts_of(recipe: str, seeds: Sequence[int]) -> list[ExperimentSpec]:
+    """The from-scratch proxies an admission with ``recipe`` continues (none for a recipe
+    trained from scratch)."""
+    return [s for s in (start_spec(recipe, seed) for seed in seeds) if s is not None]
 
 
 def search_specs(

@@ -62,6 +62,7 @@ class ExperimentResult:
     tasks: dict[str, dict[str, float]]  # task -> correct_prob, correct_logprob_per_byte, acc
     cost: dict[str, float]  # params, tokens, flops, train_s, eval_s, wall_s
     loss_curve: list[tuple[int, float]] = field(default_factory=list)
+    checkpoint: str = ""  # the proxy's final checkpoint (what an anneal of it starts from)
 
     @property
     def mean_bits_per_byte(self) -> float:
@@ -103,10 +104,18 @@ def read_result(out_dir: str) -> ExperimentResult | None:
 
 
 def proxy_train_config(
-    recipe: ProxyRecipe, *, view_dir: str, run_root: str, seed: int, seq_len: int, vocab_size: int
+    recipe: ProxyRecipe,
+    *,
+    view_dir: str,
+    run_root: str,
+    seed: int,
+    seq_len: int,
+    vocab_size: int,
+    init_from: str | None = None,
 ) -> TrainConfig:
     """The proxy's TrainConfig: the recipe's model and batch, as many steps as its budget buys,
-    one checkpoint at the end, no W&B (``metrics.jsonl`` keeps the loss curve)."""
+    one checkpoint at the end, no W&B (``metrics.jsonl`` keeps the loss curve); an anneal
+    recipe starts from ``init_from``'s weights."""
     steps = max(1, recipe.token_budget // (recipe.global_batch_sequences * seq_len))
     model = ModelConfig(
         vocab_size=vocab_size,
@@ -125,6 +134,7 @@ def proxy_train_config(
             warmup_steps=min(recipe.warmup_steps, steps),
             schedule_steps=steps,
             schedule=recipe.schedule,
+            decay_fraction=recipe.decay_fraction,
         ),
         data=DataConfig(
             packed_dir=view_dir,
@@ -133,7 +143,7 @@ def proxy_train_config(
             seed=seed,
         ),
         checkpoint=CheckpointConfig(run_root=run_root, every_steps=steps, keep_last=1),
-        run=RunConfig(branch="proxy", max_steps=steps, resume="none"),
+        run=RunConfig(branch="proxy", max_steps=steps, resume="none", init_from=init_from),
         metrics=MetricsConfig(wandb_mode="disabled", console_every_steps=0),
         seed=seed,
         deterministic=True,
@@ -146,6 +156,34 @@ def train_in_process(cfg: TrainConfig, config_path: str) -> None:
 
     if main(["--config", config_path]) != 0:
         raise DataError(f"the proxy trainer did not finish ({config_path})")
+
+
+def _base_checkpoint(spec: ExperimentSpec, base: ExperimentResult | None) -> str | None:
+    """The checkpoint an anneal starts from (None for a proxy trained from scratch)."""
+    if not spec.base:
+        return None
+    if base is None or base.name != spec.base:
+        raise DataError(
+            f"experiment {spec.name} continues {spec.base}: pass that experiment's result "
+            f"(got {base.name if base else None}); run {spec.base} first"
+        )
+    if not base.checkpoint:
+        raise DataError(f"{spec.base} kept no checkpoint (a result from before anneals): rerun it")
+    return base.checkpoint
+
+
+def _keep_checkpoint(checkpoint: str, out_dir: str, local: str) -> str:
+    """Where the final checkpoint stays: in place when the run folder is ``out_dir``; copied
+    to ``out_dir/checkpoint`` (its commit record last) when ``out_dir`` is on S3."""
+    if not storage.is_s3(out_dir) or not checkpoint.startswith(local):
+        return checkpoint
+    from pretrain.checkpoint import dcp, remote
+
+    record = dcp.read_commit_record(checkpoint)
+    dest = storage.join(out_dir, "checkpoint", Path(checkpoint).name)
+    remote.upload_files(checkpoint, sorted(record["files"]), dest)
+    remote.commit(dest, {k: v for k, v in record.items() if k != "committed"})
+    return dest
 
 
 def _loss_curve(metrics_path: Path) -> list[tuple[int, float]]:
@@ -168,13 +206,17 @@ def run_experiment(
     max_epochs: float = 4.0,
     train_fn: TrainFn = train_in_process,
     work_dir: str | None = None,
+    base: ExperimentResult | None = None,
 ) -> ExperimentResult:
     """Train and score the proxy of ``spec`` on a view of ``pools`` (see the module docstring).
 
     ``work_dir`` (local) holds the view and the proxy's run while it trains; default: ``out_dir``
-    when it is local, else a temporary folder whose results are copied to ``out_dir``."""
+    when it is local, else a temporary folder whose results are copied to ``out_dir``. An
+    anneal (``spec.base``) needs ``base``, the result of that experiment: its final checkpoint
+    starts the proxy."""
     started = time.perf_counter()
     recipe = get_proxy_recipe(spec.recipe)
+    init_from = _base_checkpoint(spec, base)
     seq_len = {p.seq_len for p in pools}
     if len(seq_len) != 1:
         raise DataError(f"the pools have different sequence lengths {sorted(seq_len)}")
@@ -197,7 +239,7 @@ def run_experiment(
         vocab = read_packed_index(view_dir).vocab_size
         cfg = proxy_train_config(
             recipe, view_dir=view_dir, run_root=str(Path(local) / "run"), seed=spec.seed,
-            seq_len=length, vocab_size=vocab,
+            seq_len=length, vocab_size=vocab, init_from=init_from,
         )  # fmt: skip
         config_path = str(Path(local) / "run.json")
         storage.write_bytes(cfg.to_json().encode(), config_path)
@@ -222,6 +264,7 @@ def run_experiment(
         )  # fmt: skip
         eval_s = time.perf_counter() - evaluated_at
         curve = _loss_curve(cfg.metrics_path())
+        kept = _keep_checkpoint(checkpoint, out_dir, local)
     scored = [*stats.per_source, stats.overall]
     tokens = steps * recipe.global_batch_sequences * (length - 1)
     result = ExperimentResult(
@@ -246,6 +289,7 @@ def run_experiment(
             "wall_s": time.perf_counter() - started,
         },
         loss_curve=curve,
+        checkpoint=kept,
     )
     storage.write_json(result.to_dict(), storage.join(out_dir, RESULT_FILE))
     return result

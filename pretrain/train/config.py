@@ -137,6 +137,11 @@ class DataConfig:
 class RunConfig:
     """One invocation of the trainer on one branch of the run's history.
 
+    ``init_from`` (a checkpoint folder or ``s3://`` URI) starts a run that has no checkpoint of
+    its own from that checkpoint's **weights** only: a fresh optimizer, step 0, the data from its
+    start (continued pretraining, or an anneal probe that several arms start from one shared
+    proxy). Once the run has checkpointed, resuming it ignores ``init_from``.
+
     On SIGTERM/SIGINT the trainer finishes the current step, saves a checkpoint there
     (``checkpoint_on_stop``) and exits 0.
 
@@ -148,6 +153,7 @@ class RunConfig:
     branch: str = "b00"
     max_steps: int
     resume: str = "latest"
+    init_from: str | None = None  # a checkpoint whose weights start a fresh run (see below)
     lr_scale: float = 1.0
     skip_windows: tuple[tuple[int, int], ...] = ()
     checkpoint_on_stop: bool = True

@@ -122,6 +122,7 @@ class Trainer:
         self.loss_window: deque[tuple[int, float]] = deque(maxlen=LOSS_WINDOW)
         self.skipped: list[int] = []
         self.parent: Path | str | None = None  # str: an s3:// URI
+        self.initialized_from: str | None = None  # run.init_from, once its weights are loaded
         self.last_checkpoint: Path | str | None = None
         self.step_metrics: dict[str, float] = {}
         self.checkpointer = Checkpointer(
@@ -175,6 +176,9 @@ class Trainer:
             window = restored.meta["loss_window"]
             self.loss_window.extend(zip(window["steps"], window["losses"], strict=True))
             self.skipped = list(restored.meta.get("skipped_steps", []))
+            self.initialized_from = restored.meta.get("lineage", {}).get("initialized_from")
+        elif cfg.run.init_from:
+            self._init_weights(cfg.run.init_from)
         self.last_checkpoint = self.parent
         ahead = [
             p
@@ -186,6 +190,26 @@ class Trainer:
                 f"branch {cfg.run.branch!r} already has {Path(ahead[-1]).name}, beyond the resume "
                 f"point (step {self.step}); resume onto a new branch so no key is reused"
             )
+
+    def _init_weights(self, source: str) -> None:
+        """Start from ``source``'s weights (``run.init_from``): each node's first rank makes a
+        verified local copy, then every rank loads the model state (collective)."""
+        local: str | None = None
+        problems: list[str] = []
+        if self.proc.local_rank == 0:
+            path, problems = ckpt.local_copy(self.cfg.checkpoint, source)
+            local = str(path)
+        problems = broadcast_from_main(problems, self.proc)
+        if problems:
+            raise CheckpointError(
+                f"run.init_from={source} is damaged or missing: " + "; ".join(problems)
+            )
+        local = broadcast_from_main(local, self.proc)
+        barrier(self.proc)
+        assert local is not None  # rank 0 is a node's first rank
+        ckpt.load_model_weights(Path(local), model_cfg=self.cfg.model, proc=self.proc,
+                                model=self.model)  # fmt: skip
+        self.initialized_from = source
 
     def _report_damaged(self, choice: ckpt.ResumeChoice) -> None:
         """One ``checkpoint_damaged`` event and log line per damaged checkpoint passed over."""
@@ -224,6 +248,7 @@ class Trainer:
                 "tokenizer_sha256": index.tokenizer_sha256,
                 "code_version": pretrain.__version__,
                 "parent": str(self.parent) if self.parent else None,
+                "initialized_from": self.initialized_from,
             },
         }
         losses = [loss for _, loss in self.loss_window]
