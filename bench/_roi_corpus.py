@@ -54,8 +54,9 @@ from pretrain import storage
 from pretrain.data.schema import doc_id, documents_table
 
 SOURCES = ("news", "books", "web", "code", "wiki")
+# web: the filter stage keeps about a third of these crawl pages (the pools hold what it kept)
 BASE_CHARS = {"books": 5_000_000, "code": 1_500_000, "wiki": 500_000, "news": 500_000,
-              "web": 500_000}  # fmt: skip
+              "web": 1_400_000}  # fmt: skip
 HELPFUL_SOURCES = ("news", "web", "wiki")
 HELPFUL_CHARS = 800_000
 HARMFUL_CHARS = 800_000

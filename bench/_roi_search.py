@@ -5,7 +5,8 @@ natural and uniform mixtures (and a few search candidates) in larger runs at equ
                       candidates=16, extra=3, search_seed=0, large_seeds=(0, 1, 2))
 
 The larger runs are the same trainer on views of the same pools with another recipe; every run
-is scored on the same validation set. The searched mixture wins when its mean over seeds beats
+is scored on the same validation set. With an anneal proxy recipe every candidate continues the
+start proxy of its seed (trained on the natural mixture), and the search's FLOPs include it. The searched mixture wins when its mean over seeds beats
 each baseline's by more than the larger of the two seed standard deviations (the paired
 per-seed differences are reported too). Rank agreement: Spearman between the proxy-scale and
 the larger-scale target of every mixture trained at both (means over the seeds each has).
@@ -73,7 +74,18 @@ def search_part(
     specs = registry.search_specs(config.search_id(), drawn, recipe=proxy, seeds=(0,))
     print(f"\nsearch: {count} candidates over {list(space.sources)}, proxy {proxy}, target "
           f"{TARGET}, larger runs {large} ({large_tokens:,} tokens)", flush=True)  # fmt: skip
-    search_runs = [run(setup, s, groups) for s in specs]
+    starts: dict[int, dict] = {}  # an anneal proxy's start, per seed (trained on natural weights)
+
+    def start_of(seed: int):
+        spec = registry.start_spec(proxy, seed)
+        if spec is None:
+            return None
+        if seed not in starts:
+            starts[seed] = run(setup, spec, groups)
+        return starts[seed]["result"]
+
+    search_runs = [run(setup, s, groups, base=start_of(s.seed)) for s in specs]
+    search_starts = list(starts.values())  # what the search itself trained before its candidates
     targets = [r["result"].target(TARGET) for r in search_runs]
     report = search_report(space, config, drawn, targets)
     searched = report["proposal"]["weights"]
@@ -90,9 +102,11 @@ def search_part(
         if name in ("natural", "uniform", "searched"):
             proxy_runs[name] = []
             for s in seeds[name]:
+                start = registry.start_spec(proxy, s)
                 spec = ExperimentSpec(name=experiment_name("mix", variant, s, proxy),
-                                      variant=variant, recipe=proxy, seed=s, label=name)  # fmt: skip
-                proxy_runs[name].append(run(setup, spec, groups))
+                                      variant=variant, recipe=proxy, seed=s, label=name,
+                                      base=start.name if start else "")  # fmt: skip
+                proxy_runs[name].append(run(setup, spec, groups, base=start_of(s)))
             extra_proxies += proxy_runs[name]
         large_runs[name] = []
         for s in seeds[name]:
@@ -116,8 +130,9 @@ def search_part(
                     [rows[n]["large"]["mean"] for n in names]).statistic  # fmt: skip
     rho_seed0 = spearmanr([rows[n]["proxy"]["values"][0] for n in names],
                           [rows[n]["large"]["values"][0] for n in names]).statistic  # fmt: skip
-    search_flops = sum(r["result"].cost["flops"] for r in search_runs)
-    check_flops = sum(r["result"].cost["flops"] for r in extra_proxies)
+    search_flops = sum(r["result"].cost["flops"] for r in search_runs + search_starts)
+    check_starts = [r for r in starts.values() if r not in search_starts]
+    check_flops = sum(r["result"].cost["flops"] for r in extra_proxies + check_starts)
     large_all = [r for runs in large_runs.values() for r in runs]
     large_flops = sum(r["result"].cost["flops"] for r in large_all)
     one_large = large_all[0]["result"].cost["flops"]
@@ -125,12 +140,13 @@ def search_part(
     cost = {
         "proxy_flops": one_proxy, "large_flops": one_large,
         "large_over_proxy": one_large / one_proxy,
-        "search_proxies": len(search_runs), "search_flops": search_flops,
+        "search_proxies": len(search_runs), "search_start_proxies": len(search_starts),
+        "search_flops": search_flops,
         "large_runs": len(large_all), "large_flops_total": large_flops,
         "share_of_large_runs": search_flops / large_flops,
         "share_with_check_proxies": (search_flops + check_flops) / large_flops,
         "share_of_one_large_run": search_flops / one_large,
-        "search_cpu_s": sum(r["cpu_s"] for r in search_runs),
+        "search_cpu_s": sum(r["cpu_s"] for r in search_runs + search_starts),
         "large_cpu_s": sum(r["cpu_s"] for r in large_all),
         "proxy_cpu_s_mean": statistics.fmean(r["cpu_s"] for r in search_runs),
         "proxy_wall_s_mean": statistics.fmean(r["result"].cost["wall_s"] for r in search_runs),
@@ -144,7 +160,8 @@ def search_part(
         "searched_vs_uniform": _vs(rows["searched"]["large"], rows["uniform"]["large"]),
         "rank_spearman": rho, "rank_spearman_seed0": rho_seed0, "rank_mixtures": names,
         "cost": cost,
-        "_runs": [r for r in search_runs + extra_proxies + large_all if not r["reused"]],
+        "_runs": [r for r in [*search_runs, *extra_proxies, *large_all, *starts.values()]
+                  if not r["reused"]],
     }  # fmt: skip
     _print(out)
     return out

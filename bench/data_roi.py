@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import hashlib
+import inspect
 import json
 import os
 import shutil
@@ -61,7 +62,8 @@ SEARCH_SEED = 0
 SEARCH_CANDIDATES = 10
 RANK_EXTRA = 2  # search candidates also trained at the larger scale (rank agreement)
 LARGE_SEEDS = (0, 1, 2)
-PROXY, LARGE = "proxy_cpu", "proxy_cpu_large"
+PROXY, LARGE = "proxy_cpu_mix_anneal", "proxy_cpu_large"  # SearchConfig().recipe: anneals
+OVERHEAD_PROXY = "proxy_cpu"  # a proxy trained from scratch (one partition, no start to run)
 ADMIT = "proxy_cpu_anneal"  # AdmissionConfig().recipe: anneals of a shared proxy_cpu_admit
 _ENV = {"MALLOC_MMAP_THRESHOLD_": "4294967296", "MALLOC_TRIM_THRESHOLD_": "17179869184",
         "MALLOC_TOP_PAD_": "1073741824"}  # fmt: skip
@@ -95,7 +97,10 @@ def build_setup(work: Path) -> Setup:
     import _roi_corpus
 
     corpus_code = _roi_corpus.fingerprint().encode()
-    fingerprint = hashlib.sha256(corpus_code + f"{VOCAB}:{CORPUS_SEED}:{BASIS_SEED}".encode())
+    setup_code = inspect.getsource(build_setup) + inspect.getsource(kept_documents)
+    fingerprint = hashlib.sha256(
+        corpus_code + setup_code.encode() + f"{VOCAB}:{CORPUS_SEED}:{BASIS_SEED}".encode()
+    )
     if (
         marker.exists()
         and json.loads(marker.read_text()).get("fingerprint") != fingerprint.hexdigest()
@@ -112,24 +117,46 @@ def build_setup(work: Path) -> Setup:
     corpus = build_corpus(SHARED, work / "corpus", seed=CORPUS_SEED)
     seconds["corpus"] = time.perf_counter() - started
     started = time.perf_counter()
+    kept = kept_documents(work, corpus)
+    seconds["filter"] = time.perf_counter() - started
+    started = time.perf_counter()
     config = BasisConfig(vocab_size=VOCAB, val_fraction=0.15, seed=BASIS_SEED)
-    basis = build_basis(sorted(corpus.base.values()), str(work / "basis"), config,
-                        shard_groups=sorted(f"{s}-0000" for s in corpus.base))  # fmt: skip
+    admitted = sorted(f"{s}-0000" for s in corpus.base)
+    basis = build_basis([kept[g] for g in admitted], str(work / "basis"), config,
+                        shard_groups=admitted)  # fmt: skip
     seconds["basis"] = time.perf_counter() - started
     started = time.perf_counter()
     held = validation_ids(str(work / "basis"))
-    pools = {}
-    for group in sorted(corpus.chars):
-        documents = str(work / "corpus" / group / "documents.parquet")
-        pools[group] = build_pool([documents], str(work / "basis" / "tokenizer"),
-                                  str(work / "pools" / group), group=group,
-                                  seq_len=config.seq_len, exclude_ids=held)  # fmt: skip
+    pools = {
+        group: build_pool(
+            [documents],
+            str(work / "basis" / "tokenizer"),
+            str(work / "pools" / group),
+            group=group,
+            seq_len=config.seq_len,
+            exclude_ids=held,
+        )  # fmt: skip
+        for group, documents in sorted(kept.items())
+    }
     seconds["pools"] = time.perf_counter() - started
     saved = {"base": corpus.base, "chars": corpus.chars, "basis": basis.as_metadata(),
              "planted": {g: dataclasses.asdict(p) for g, p in corpus.planted.items()},
              "seconds": seconds, "fingerprint": fingerprint.hexdigest()}  # fmt: skip
     storage.write_json(saved, str(marker))
     return Setup(work, corpus, pools, saved["basis"], seconds)
+
+
+def kept_documents(work: Path, corpus) -> dict[str, str]:
+    """Group -> what the filter stage (``FilterConfig()``) kept of it: as in a campaign, where
+    the basis (validation set, tokenizer) and ``proxy_pools`` read the cleaned documents of the
+    admitted groups, and a new group's pool holds what cleaning kept of it."""
+    from _roi_corpus import filter_check
+
+    raw = {f"{source}-0000": Path(path) for source, path in corpus.base.items()}
+    raw.update({group: Path(planted.path) for group, planted in corpus.planted.items()})
+    for group, path in sorted(raw.items()):
+        filter_check(path, work / "filtered" / group)
+    return {group: str(work / "filtered" / group / "documents.parquet") for group in sorted(raw)}
 
 
 def quick_recipes() -> tuple[str, str, str]:
@@ -156,6 +183,12 @@ def _steps_s(out: Path) -> float:
     return sum(float(r.get("step_time_s") or 0.0) for r in rows)
 
 
+def _pools_digest(setup: Setup, groups: list[str]) -> str:
+    """Names the pools a run reads (their sizes and paths): a rebuilt pool is another run."""
+    described = [dataclasses.asdict(p) for p in setup.pools_of(sorted(groups))]
+    return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def run(setup: Setup, spec, groups: list[str], base=None) -> dict:
     """One experiment (reused when ``work/runs/<name>`` holds it with the same recipe):
     its result and what it cost (wall, CPU, the steps' own time, the load average). An
@@ -165,8 +198,15 @@ def run(setup: Setup, spec, groups: list[str], base=None) -> dict:
 
     out = setup.work / "runs" / spec.name
     recipe = dataclasses.asdict(get_proxy_recipe(spec.recipe))
+    pools = _pools_digest(setup, groups)
     side = out / "bench.json"
-    if side.exists() and json.loads(side.read_text())["recipe"] == recipe:
+    saved = json.loads(side.read_text()) if side.exists() else {}
+    # a run recorded before pools were: only the admitted groups' pools, which never changed
+    admitted_only = set(groups) <= set(setup.base_groups)
+    if (
+        saved.get("recipe") == recipe
+        and saved.get("pools", pools if admitted_only else "") == pools
+    ):
         result = read_result(str(out))
         # the same training (variant, recipe, seed); the labels may differ: one admission
         # baseline serves every group
@@ -182,7 +222,8 @@ def run(setup: Setup, spec, groups: list[str], base=None) -> dict:
         spec, setup.pools_of(groups), val_packed_dir=str(setup.work / "basis" / "validation"),
         tokenizer_uri=str(setup.work / "basis" / "tokenizer"), out_dir=str(out), base=base,
     )  # fmt: skip
-    cost = {"recipe": recipe, "cpu_s": time.process_time() - cpu, "steps_s": _steps_s(out),
+    cost = {"recipe": recipe, "pools": pools, "cpu_s": time.process_time() - cpu,
+            "steps_s": _steps_s(out),
             "load_before": load, "load_after": os.getloadavg()[0]}  # fmt: skip
     side.write_text(json.dumps(cost))
     print(f"  {spec.name:34s} {spec.recipe:16s} mean_bpb={result.mean_bits_per_byte:.4f} "
@@ -342,9 +383,11 @@ def main() -> None:
         from _roi_dagster import dagster_overhead, in_process_overhead
 
         runs = saved_runs(setup)  # every proxy of the work folder, this invocation's or not
-        out["overhead"] = {"in_process": in_process_overhead(runs, proxy=PROXY)}
+        out["overhead"] = {"in_process": in_process_overhead(runs, proxy=OVERHEAD_PROXY)}
         basis = {"vocab_size": VOCAB, "val_fraction": 0.15, "seed": BASIS_SEED}
-        out["overhead"].update(dagster_overhead(setup, proxy=PROXY, ray=args.ray, basis=basis))
+        out["overhead"].update(
+            dagster_overhead(setup, proxy=OVERHEAD_PROXY, ray=args.ray, basis=basis)
+        )
     out["wall_s"] = round(time.perf_counter() - started, 1)
     out["load_average"] = {"start": [round(x, 2) for x in load],
                            "end": [round(x, 2) for x in os.getloadavg()]}  # fmt: skip

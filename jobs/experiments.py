@@ -294,22 +294,29 @@ def launch_search(
     instance: DagsterInstance, store: ArtifactStore, config: SearchConfig
 ) -> dict[str, Any]:
     """Register a search's candidates and launch the ones not run yet as one backfill of
-    ``proxy_runs`` (``mixture_search`` fits them once it is done)."""
+    ``proxy_runs`` (``mixture_search`` fits them once it is done). With an anneal recipe the
+    backfill holds the proxies the candidates continue when those have not run; then
+    ``experiment_sensor`` asks for the candidates once they have."""
     _, _, specs = search_candidates(instance, store, config)
     names = register_experiments(instance, store, specs)
-    todo = not_run(store, names)
+    starts = register_experiments(instance, store, registry.starts_of(config.recipe, config.seeds))
+    waiting = not_run(store, starts)  # an anneal recipe's: they run first, the candidates after
+    todo = waiting or not_run(store, names)
     backfill_id = None
     if todo:
         backfill_id = launch_asset_backfill(
             instance, AssetKey("proxy_runs"), experiment_partitions, todo,
-            tags={SEARCH_TAG: config.search_id()}, title=config.search_id(),
+            tags={SEARCH_TAG: config.search_id()},
+            title=config.search_id() + (": start proxies" if waiting else ""),
         )  # fmt: skip
     return {
         "search_id": config.search_id(),
         "experiments": len(names),
-        "to_run": len(todo),
+        "to_run": len(not_run(store, names)),
         "backfill_id": backfill_id,
         "names": names,
+        "starts": starts,
+        "candidates_launched": not waiting,
     }
 
 

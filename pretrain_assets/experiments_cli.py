@@ -229,11 +229,13 @@ def experiment_flops(root: str) -> float:
 
 
 def add_experiments_parser(sub: Any, root: str) -> None:
+    from pretrain.experiments.config import KINDS
+
     exp = sub.add_parser("experiments", help="proxy experiments: list, show, compare, launch")
     exp.add_argument("--root", default=root, help="artifact root")
     cmds = exp.add_subparsers(dest="experiments_command", required=True)
     ls = cmds.add_parser("list", help="every registered experiment and its result")
-    ls.add_argument("--kind", choices=["manual", "search", "admission", "ablation"])
+    ls.add_argument("--kind", choices=list(KINDS))
     ls.add_argument("--group", help="a search id, a shard group or an ablation name")
     ls.set_defaults(func=cmd_list)
     show = cmds.add_parser("show", help="one experiment's spec and result")

@@ -10,7 +10,8 @@ Each tick, from what the store and the instance hold (no cursor: every request h
 2. **Reviews.** An operator review newer than a group's decision re-decides it.
 3. **Searches.** A search launched by ``search_mixture`` (or ``pretrain experiments search``)
    whose candidates have all run is fitted (``fit_search``, with the settings it was launched
-   with).
+   with). An anneal search's candidates are asked for here, once the proxies they continue
+   have run (``launch_search`` launched those first).
 
 Nothing happens until ``experiment_basis`` is materialized: the groups present then are the
 corpus, and every later group is new.
@@ -146,11 +147,18 @@ def review_requests(store: ArtifactStore, config: AdmissionConfig) -> list[RunRe
 
 
 def search_requests(store: ArtifactStore) -> list[RunRequest]:
-    """Fit each launched search whose candidates have all run."""
+    """Fit each launched search whose candidates have all run; run the candidates of an anneal
+    search once the proxies they continue have run."""
     requests = []
     for config, record in launched_searches(store):
         names = record.get("names") or []
-        if not names or not_run(store, names):
+        todo = not_run(store, names)
+        if todo and not record.get("candidates_launched", True):
+            if not not_run(store, record.get("starts") or []):
+                requests += [RunRequest(job_name="run_proxies", partition_key=n,
+                                        run_key=f"proxy:{n}") for n in todo]  # fmt: skip
+            continue
+        if not names or todo:
             continue
         settings = {"search": record["config"]}
         requests.append(

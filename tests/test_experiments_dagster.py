@@ -9,8 +9,9 @@ same documents with their words shuffled (every filter keeps them). Then, as the
    proxy trains through the real ``torchrun`` launcher, the others in process;
 2. the decision is recorded with its evidence; an operator's review overrides it, and the
    sensor re-decides;
-3. ``search_mixture`` registers a search's candidates and submits them as ONE backfill of
-   ``proxy_runs``; once they have run, the sensor fits ``mixture_search``;
+3. ``search_mixture`` registers a search's candidates (anneals of a start proxy, of a seed the
+   admission did not use) and submits the start as ONE backfill of ``proxy_runs``; once it has
+   run the sensor asks for the candidates, and once they have run it fits ``mixture_search``;
 4. ``data_mixture`` leaves the rejected group out and takes the searched weights
    (``weights_from: searched``), with lineage to both;
 5. ``pretrain experiments list/compare`` and ``pretrain plan`` read it all back.
@@ -41,7 +42,7 @@ from tests.helpers.pipelines import materialize_data_stages
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 ROOT = Path(__file__).resolve().parents[1]
 IN_PROCESS = run_configs({"proxy": {"in_process": True}})["run_proxies"]
-SEARCH = {"candidates": 6, "seeds": [0], "recipe": "proxy_tiny", "seed": 7}
+SEARCH = {"candidates": 6, "seeds": [2], "recipe": "proxy_tiny_anneal", "seed": 7}
 ADMISSION = AdmissionConfig(recipe="proxy_tiny_anneal")
 experiment_sensor = experiment_sensor_for(ADMISSION)
 
@@ -156,12 +157,17 @@ def flow(tmp_path_factory: pytest.TempPathFactory) -> dict:
         search = {"search": SEARCH}
         _run(defs, instance, "search_mixture", run_config=run_configs(search)["search_mixture"])
         seen["backfills"] = instance.get_backfills()
-        names = (
+        seen["backfilled"] = (
             seen["backfills"][0]
             .asset_backfill_data.target_subset.get_partitions_subset(AssetKey("proxy_runs"))
             .get_partition_keys()
         )
-        for name in names:  # what the daemon's backfill loop would run
+        for name in seen["backfilled"]:  # what the daemon's backfill loop would run
+            _run(defs, instance, "run_proxies", name, IN_PROCESS)
+        candidates = _tick(instance, store)  # the start has run: the candidates are asked for
+        names = [r.partition_key for r in candidates.run_requests]
+        seen["candidate_jobs"] = {r.job_name for r in candidates.run_requests}
+        for name in names:
             _run(defs, instance, "run_proxies", name, IN_PROCESS)
         fit = _tick(instance, store)
         seen["fit_requests"] = [r.job_name for r in fit.run_requests]
@@ -211,6 +217,7 @@ def test_the_decision_is_recorded_with_its_evidence(flow: dict) -> None:
     assert "mean" in evidence["delta_bpb"] and len(evidence["delta_bpb"]) >= 3  # 2+ sources
     assert len(evidence["seeds"]) == 2
     assert decision["noise"]["documents"] > 0 and 0 <= decision["noise"]["risk"] <= 1
+    assert 0 <= decision["corpus_noise"]["risk"] <= 1  # the admitted groups' funnel
     assert decision["cost"]["cpu_seconds"] > 0 and decision["cost"]["raw_bytes_total"] > 0
 
 
@@ -223,7 +230,11 @@ def test_an_operator_review_overrides_the_policy(flow: dict) -> None:
 
 def test_a_search_is_one_backfill_then_a_fit(flow: dict) -> None:
     [backfill] = flow["backfills"]
-    assert len(flow["names"]) == SEARCH["candidates"] and backfill.tags["pretrain/search"]
+    [start] = registry.starts_of(SEARCH["recipe"], SEARCH["seeds"])
+    assert list(flow["backfilled"]) == [start.name] and backfill.tags["pretrain/search"]
+    assert len(flow["names"]) == SEARCH["candidates"] and flow["candidate_jobs"] == {"run_proxies"}
+    for name in flow["names"]:
+        assert registry.load_spec(flow["root"], name).base == start.name
     assert flow["fit_requests"] == ["fit_search"]
     search = flow["search"]
     assert len(search["candidates"]) == SEARCH["candidates"]
@@ -257,4 +268,4 @@ def test_the_cli_reads_experiments_back(flow: dict) -> None:
     plan = cli("plan", "--root", flow["root"], "--gpus", "8", "--days", "1")
     assert "proxy experiments under" in plan and "% of the campaign" in plan
     specs = registry.list_specs(flow["root"])
-    assert {s.kind for s in specs} == {"admission", "search"}
+    assert {s.kind for s in specs} == {"admission", "search", "start"}

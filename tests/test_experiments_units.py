@@ -188,15 +188,25 @@ def evidence(delta: float, spread: float, seeds: tuple[int, ...] = (0, 1)) -> Ad
         (-0.05, 0.01, "admit", "lowers"),
         (0.05, 0.01, "reject", "worse"),
         (-0.05, 0.08, "hold", "within the seed spread"),
-        (-0.001, 0.0001, "hold", "below min_gain"),
-        (0.001, 0.0001, "hold", "harm is below max_harm"),
+        (-0.0015, 0.001, "hold", "below min_gain"),  # the band reaches past -min_gain
+        (0.0015, 0.001, "hold", "harm is below max_harm"),
+        (-0.001, 0.0001, "reject", "adds nothing"),  # conclusively negligible
+        (0.0003, 0.0007, "reject", "adds nothing"),
     ],
 )
 def test_policy(delta: float, spread: float, expected: str, why: str) -> None:
     decision = decide_admission(
         evidence(delta, spread), noise=None, cost=None, policy=AdmissionPolicy()
     )
-    assert decision.decision == expected and why in decision.reason
+    assert decision.decision == expected and why in decision.reason, decision.reason
+
+
+def test_a_negligible_change_can_go_to_review_instead() -> None:
+    policy = AdmissionPolicy(no_gain="hold")
+    decision = decide_admission(evidence(-0.001, 0.0001), noise=None, cost=None, policy=policy)
+    assert decision.decision == "hold" and "no_gain=hold" in decision.reason
+    with pytest.raises(ConfigError, match="no_gain"):
+        AdmissionPolicy(no_gain="drop")
 
 
 def test_a_helpful_but_noisy_group_is_held() -> None:
@@ -317,6 +327,11 @@ def test_anneal_arms_of_a_seed_continue_one_shared_proxy() -> None:
     assert other_with[0].base == with_[0].base and other_with[0].name != with_[0].name
     assert with_[0].settings()["base"] == starts[0].name  # part of the identity
     assert registry.starts_of("proxy_cpu", (0, 1)) == []  # trained from scratch: no start
+    # a search's candidates continue the same start (the same base recipe and seed)
+    candidates = registry.search_specs("search-x", [{"web": 1.0}, {"web": 0.5, "news": 0.5}],
+                                       recipe="proxy_cpu_mix_anneal", seeds=(0,))  # fmt: skip
+    assert [c.base for c in candidates] == [starts[0].name] * 2
+    assert starts[0].kind == "start"
     with pytest.raises(ConfigError, match="name it as base"):
         ExperimentSpec(name="x-s0", variant=DataVariant(), recipe="proxy_cpu_anneal")
     with pytest.raises(ConfigError, match="takes no base"):
@@ -336,7 +351,7 @@ def test_an_anneal_needs_its_base_result(tmp_path: Path) -> None:
     [spec], _ = registry.admission_specs(
         "beta-0001", recipe="proxy_tiny_anneal", seeds=(0,), probe_share=0.3
     )
-    with pytest.raises(DataError, match="run admit-start-"):
+    with pytest.raises(DataError, match="run start-"):
         run_experiment(
             spec, [p for g in ("alpha-0000", "beta-0000", "beta-0001") for p in pools[g]],
             val_packed_dir=f"{basis}/validation", tokenizer_uri=f"{basis}/tokenizer",

@@ -36,7 +36,11 @@ class AdmissionPolicy:
 
     ``min_gain``: admit only when the group lowers it at least this much; ``max_harm``: reject
     when it raises it at least this much; between the two, or when the change is within
-    ``spread_factor`` × its seed spread, hold for review. A group that helps is held too when
+    ``spread_factor`` × its seed spread, hold for review. A group whose change is conclusively
+    small (the whole band Δ ± ``spread_factor`` × spread lies between ``-min_gain`` and
+    ``max_harm``) adds nothing the proxies can measure while every token of it displaces
+    admitted data: ``no_gain`` says whether it is rejected (default) or held for review. A
+    group that helps is held too when
     its toxic share exceeds ``max_toxic_share``, when cleaning removed more of it than
     ``max_noise_risk``, or when it removed more than the admitted corpus's own share plus
     ``max_excess_noise`` (the corpus's funnel is the yardstick: web crawls lose most of their
@@ -49,6 +53,7 @@ class AdmissionPolicy:
     max_noise_risk: float = 0.9
     max_excess_noise: float = 0.2
     max_toxic_share: float = 0.05
+    no_gain: str = "reject"  # "reject" or "hold": a conclusively negligible change (see above)
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -59,6 +64,8 @@ class AdmissionPolicy:
                 f"AdmissionPolicy.min_seeds={self.min_seeds}: at least 2 seeds, or no spread "
                 "can be measured"
             )
+        if self.no_gain not in ("reject", "hold"):
+            raise ConfigError(f"AdmissionPolicy.no_gain={self.no_gain!r}: use 'reject' or 'hold'")
         for name in ("max_noise_risk", "max_excess_noise", "max_toxic_share"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"AdmissionPolicy.{name} must be a share in [0, 1]")
@@ -274,6 +281,15 @@ def decide_admission(
         decision, why = (
             "hold",
             f"only {len(evidence.seeds)} seed(s), policy needs {policy.min_seeds}",
+        )
+    elif -policy.min_gain < delta - bound and delta + bound < policy.max_harm:
+        decision, why = (
+            policy.no_gain,
+            (
+                f"the change and its spread lie within (-min_gain, max_harm) = "
+                f"(-{policy.min_gain}, {policy.max_harm}): it adds nothing the proxies can "
+                f"measure (no_gain={policy.no_gain})"
+            ),
         )
     elif not abs(delta) > bound:
         decision, why = "hold", "the change is within the seed spread: inconclusive"

@@ -27,6 +27,8 @@ from pretrain.errors import ConfigError
 from pretrain.settings import check_types
 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,99}$")
+# who made an experiment; "start": a proxy that anneals continue (registry.start_spec)
+KINDS = ("manual", "search", "admission", "ablation", "start")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,6 +84,11 @@ class ProxyRecipe:
 # - proxy_cpu_admit (admission): the same model on 2.1M tokens, ~75 CPU-seconds; at 524k tokens
 #   a proxy's seed-to-seed spread (0.03-0.1 bits/byte) hid the harm of shuffled words, at 2.1M
 #   it was 0.01 and shuffled words cost +0.05-0.07.
+# - proxy_cpu_anneal (admission, AdmissionConfig's default): 524k tokens that continue a
+#   proxy_cpu_admit proxy of the admitted corpus with a linear decay; both arms of a seed start
+#   from the same weights, so the paired change's spread over seeds fell from 0.01-0.1 bits/byte
+#   (from scratch) to under 0.005 (bench/RESULTS.md, "Data value engine").
+# - proxy_cpu_mix_anneal (search candidates): the same anneal on 262k tokens.
 # - proxy_cpu_large: the larger run that checks a search's mixture, 18.9x proxy_cpu's FLOPs
 #   (0.94M parameters, 1.97M tokens), so that 10 search proxies stay under 5% of 11 such runs.
 # GPU: RegMix's 1M-scale proxies are CPU-sized here; 20M and 150M follow DataDecide's ladder.
@@ -107,6 +114,12 @@ PROXY_RECIPES: dict[str, ProxyRecipe] = {
             name="proxy_cpu_anneal", d_model=64, n_layers=2, n_heads=2, n_kv_heads=2,
             micro_batch_size=16, global_batch_sequences=16, lr=3e-3, warmup_steps=8,
             token_budget=524_288, schedule="wsd", decay_fraction=1.0,
+            starts_from="proxy_cpu_admit",
+        ),
+        ProxyRecipe(
+            name="proxy_cpu_mix_anneal", d_model=64, n_layers=2, n_heads=2, n_kv_heads=2,
+            micro_batch_size=16, global_batch_sequences=16, lr=3e-3, warmup_steps=4,
+            token_budget=262_144, schedule="wsd", decay_fraction=1.0,
             starts_from="proxy_cpu_admit",
         ),
         # seconds on one core: for tests and smoke runs, too small to decide real data
@@ -219,7 +232,7 @@ class DataVariant:
 class ExperimentSpec:
     """One ``proxy_runs`` partition: a variant, a proxy recipe and a seed, under a name.
 
-    ``kind`` says who made it (``manual``, ``search``, ``admission``, ``ablation``) and
+    ``kind`` says who made it (``manual``, ``search``, ``admission``, ``ablation``, ``start``) and
     ``group`` ties the repeats and arms of one comparison together (a search id, a shard group,
     an ablation name)."""
 
@@ -246,7 +259,7 @@ class ExperimentSpec:
                 + (f"continues a {recipe.starts_from} proxy: name it as base"
                    if recipe.starts_from else "trains from scratch: it takes no base")
             )  # fmt: skip
-        if self.kind not in ("manual", "search", "admission", "ablation"):
+        if self.kind not in KINDS:
             raise ConfigError(f"ExperimentSpec.kind={self.kind!r} is not a known kind")
 
     def to_dict(self) -> dict[str, Any]:

@@ -99,15 +99,15 @@ def variant_groups(admitted: Sequence[str], variant: DataVariant) -> list[str]:
 
 def start_spec(recipe: str, seed: int) -> ExperimentSpec | None:
     """The proxy an anneal recipe continues: its base recipe trained from scratch on the
-    admitted corpus with ``seed`` (``None`` for a recipe trained from scratch itself). Every
-    admission with that recipe and seed shares it."""
+    admitted corpus (natural weights) with ``seed`` (``None`` for a recipe trained from
+    scratch itself). Every admission and search with that recipe and seed shares it."""
     starts_from = get_proxy_recipe(recipe).starts_from
     if starts_from is None:
         return None
     variant = DataVariant()
     return ExperimentSpec(
-        name=experiment_name("admit-start", variant, seed, starts_from), variant=variant,
-        recipe=starts_from, seed=seed, kind="admission", label="start",
+        name=experiment_name("start", variant, seed, starts_from), variant=variant,
+        recipe=starts_from, seed=seed, kind="start", label="start",
     )  # fmt: skip
 
 
@@ -142,6 +142,9 @@ def starts_of(recipe: str, seeds: Sequence[int]) -> list[ExperimentSpec]:
 def search_specs(
     search_id: str, candidates: Sequence[dict[str, float]], *, recipe: str, seeds: Sequence[int]
 ) -> list[ExperimentSpec]:
+    """One proxy per candidate and seed; with an anneal recipe each continues the proxy of its
+    seed (:func:`starts_of`), so candidates differ by their mixture alone."""
+    starts = {s: start_spec(recipe, s) for s in seeds}
     return [
         ExperimentSpec(
             name=experiment_name("mix", DataVariant(weights=w), s, recipe),
@@ -151,6 +154,7 @@ def search_specs(
             kind="search",
             group=search_id,
             label=f"c{i:03d}",
+            base=start.name if (start := starts[s]) else "",
         )  # fmt: skip
         for i, w in enumerate(candidates)
         for s in seeds
