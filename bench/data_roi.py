@@ -248,6 +248,45 @@ def _mean_sd(values: list[float]) -> tuple[float, float]:
     return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
 
 
+def check_at_scale(setup: Setup, rows: list[dict], seeds: tuple[int, ...]) -> dict:
+    """Each group decided against its planted label, tried again where the label would be
+    settled: the larger recipe trained from scratch with the group at the probe share and
+    without it (paired seeds). Which side is right, the proxies or the planted label?"""
+    from pretrain.experiments.admission import admission_evidence
+    from pretrain.experiments.config import DataVariant, ExperimentSpec, experiment_name
+
+    out = {}
+    for row in rows:
+        if row["correct"]:
+            continue
+        group = row["group"]
+        variants = {"with": DataVariant(include_groups=(group,), boost={group: PROBE_SHARE}),
+                    "base": DataVariant()}  # fmt: skip
+        arms: dict[str, list] = {}
+        prefix = {"with": "check-with", "base": "scale"}  # base: the search's natural larger runs
+        for label, variant in variants.items():
+            groups = sorted([*setup.base_groups, group]) if label == "with" else setup.base_groups
+            arms[label] = [
+                run(setup, ExperimentSpec(name=experiment_name(prefix[label], variant, s, LARGE),
+                                          variant=variant, recipe=LARGE, seed=s, label=label),
+                    groups)["result"]
+                for s in seeds
+            ]  # fmt: skip
+        evidence = admission_evidence(
+            group=group, with_runs=arms["with"], without_runs=arms["base"]
+        )
+        out[group] = {"recipe": LARGE, "seeds": list(seeds), "delta_bpb": evidence.delta_bpb,
+                      "spread_bpb": evidence.spread_bpb, "planted": row["expected"],
+                      "proxies_decided": row["decision"]}  # fmt: skip
+        delta, spread = evidence.delta_bpb["mean"], evidence.spread_bpb["mean"]
+        print(
+            f"at {LARGE} scale, {group}: {delta:+.4f} bits/byte (spread {spread:.4f}) "
+            f"with it; planted {row['expected']}, proxies {row['decision']}",
+            flush=True,
+        )
+    return out
+
+
 def admission_part(setup: Setup, seeds: tuple[int, ...], groups: list[str]) -> dict:
     from _roi_corpus import filter_check
 
@@ -257,6 +296,7 @@ def admission_part(setup: Setup, seeds: tuple[int, ...], groups: list[str]) -> d
         admission_evidence,
         corpus_noise,
         decide_admission,
+        yardstick_groups,
     )
 
     policy = AdmissionPolicy()
@@ -269,7 +309,8 @@ def admission_part(setup: Setup, seeds: tuple[int, ...], groups: list[str]) -> d
     # the admitted corpus's funnel: what the same filter removes from the admitted groups
     admitted = {g: filter_check(setup.work / "corpus" / g / "documents.parquet",
                                 setup.work / "filtered" / g) for g in setup.base_groups}  # fmt: skip
-    corpus = corpus_noise([c["noise"] for c in admitted.values()])
+    sources = {g: {setup.corpus.planted[g].source} if g in setup.corpus.planted
+               else {g.split("-")[0]} for g in [*admitted, *groups]}  # fmt: skip
     for group in groups:
         planted = setup.corpus.planted[group]
         check = filter_check(Path(planted.path), setup.work / "filtered" / group)
@@ -282,6 +323,8 @@ def admission_part(setup: Setup, seeds: tuple[int, ...], groups: list[str]) -> d
         runs += [r for r in base + with_ if not r["reused"]]
         evidence = admission_evidence(group=group, with_runs=[r["result"] for r in with_],
                                       without_runs=[r["result"] for r in base])  # fmt: skip
+        yardstick = yardstick_groups(group, sources, list(admitted))
+        corpus = corpus_noise([admitted[g]["noise"] for g in yardstick])
         decision = decide_admission(evidence, noise=check["noise"], cost=check["cost"],
                                     policy=policy, corpus=corpus)  # fmt: skip
         expected = "reject" if planted.kind == "harmful" else "admit"
@@ -293,6 +336,7 @@ def admission_part(setup: Setup, seeds: tuple[int, ...], groups: list[str]) -> d
             "spread_mean_bpb": spread, "exceeds_spread": abs(delta) > spread,
             "delta_bpb": evidence.delta_bpb, "kept_share": check["kept_share"],
             "dropped": check["dropped"], "noise_risk": check["noise"].risk,
+            "yardstick": yardstick, "yardstick_noise_risk": corpus.risk if corpus else None,
             "filter_cpu_s": check["cost"].cpu_seconds,
             "proxy_flops": evidence.proxy_flops,
             "proxy_wall_s": sum(r["result"].cost["wall_s"] for r in with_),
@@ -314,15 +358,12 @@ def admission_part(setup: Setup, seeds: tuple[int, ...], groups: list[str]) -> d
           f"{base_cost['flops']:.3g} FLOPs")  # fmt: skip
     print(
         f"shared start proxies: {len(starts)}, {start_cost['cpu_s']:.0f} CPU s, "
-        f"{start_cost['flops']:.3g} FLOPs; admitted corpus's noise risk "
-        f"{corpus.risk if corpus else float('nan'):.1%} ("
+        f"{start_cost['flops']:.3g} FLOPs; what cleaning removed from the admitted groups: "
         + ", ".join(f"{g} {c['noise'].risk:.0%}" for g, c in admitted.items())
-        + ")"
     )
     return {"policy": dataclasses.asdict(policy), "seeds": list(seeds),
             "probe_share": PROBE_SHARE, "recipe": recipe, "groups": rows,
             "without_arm": base_cost, "start_proxies": start_cost,
-            "corpus_noise_risk": corpus.risk if corpus else None,
             "admitted_noise_risk": {g: c["noise"].risk for g, c in admitted.items()},
             "all_correct": all(r["correct"] for r in rows),
             "all_exceed_spread": all(r["exceeds_spread"] for r in rows), "_runs": runs}  # fmt: skip
@@ -337,6 +378,8 @@ def main() -> None:
     parser.add_argument("--fresh", action="store_true", help="delete --work first")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per proxy")
     parser.add_argument("--ray", action="store_true", help="overhead: also on the Ray executor")
+    parser.add_argument("--check-at-scale", action="store_true",
+                        help="admission: retry each wrongly decided group with the larger recipe")  # fmt: skip
     args = parser.parse_args()
     env = {**_ENV, "OMP_NUM_THREADS": str(args.threads)}
     if any(os.environ.get(k) != v for k, v in env.items()):  # glibc reads these at start
@@ -374,6 +417,9 @@ def main() -> None:
         seeds = ADMISSION_SEEDS[:2] if args.quick else ADMISSION_SEEDS
         out["admission"] = admission_part(setup, seeds, groups)
         out["admission"].pop("_runs")
+        if args.check_at_scale:
+            rows = out["admission"]["groups"]
+            out["admission"]["at_scale"] = check_at_scale(setup, rows, LARGE_SEEDS[:2])
     if args.part in ("search", "all"):
         out["search"] = search_part(setup, run, quick=args.quick, proxy=PROXY, large=LARGE,
                                     candidates=SEARCH_CANDIDATES, extra=RANK_EXTRA,
@@ -383,7 +429,7 @@ def main() -> None:
         from _roi_dagster import dagster_overhead, in_process_overhead
 
         runs = saved_runs(setup)  # every proxy of the work folder, this invocation's or not
-        out["overhead"] = {"in_process": in_process_overhead(runs, proxy=OVERHEAD_PROXY)}
+        out["overhead"] = {"in_process": in_process_overhead(runs, large=LARGE)}
         basis = {"vocab_size": VOCAB, "val_fraction": 0.15, "seed": BASIS_SEED}
         out["overhead"].update(
             dagster_overhead(setup, proxy=OVERHEAD_PROXY, ray=args.ray, basis=basis)

@@ -38,6 +38,7 @@ from pretrain.experiments.admission import (
     admission_evidence,
     corpus_noise,
     noise_from_stats,
+    yardstick_groups,
 )
 from pretrain.experiments.basis import validation_ids
 from pretrain.experiments.config import DataVariant, ExperimentSpec
@@ -211,6 +212,14 @@ def group_noise(store: ArtifactStore, group: str) -> NoiseRisk | None:
     return noise_from_stats(storage.read_json(filter_stats), storage.read_json(dedup_stats))
 
 
+def group_sources(store: ArtifactStore, group: str) -> set[str]:
+    """The sources of a group's documents (its token pools; none before they are made)."""
+    try:
+        return {p.source for p in read_pool(store.uri("proxy_pools", group))}
+    except DataError:
+        return set()
+
+
 def admission_inputs(
     instance: DagsterInstance, store: ArtifactStore, group: str, config: AdmissionConfig
 ) -> AdmissionFound:
@@ -229,8 +238,10 @@ def admission_inputs(
     without_runs = [found[s.name] for s in without_specs]
     evidence = admission_evidence(group=group, with_runs=with_runs, without_runs=without_runs)
     noise = group_noise(store, group)
+    peers = admitted(instance, store)
+    sources = {g: group_sources(store, g) for g in [*peers, group]}
     corpus = corpus_noise(
-        [n for g in admitted(instance, store) if g != group and (n := group_noise(store, g))]
+        [n for g in yardstick_groups(group, sources, peers) if (n := group_noise(store, g))]
     )
     cpu = _cpu_seconds(instance, group)
     manifest = store.uri("raw_shards", group, "manifest.json")

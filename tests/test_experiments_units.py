@@ -26,6 +26,7 @@ from pretrain.experiments.admission import (
     corpus_noise,
     decide_admission,
     noise_from_stats,
+    yardstick_groups,
 )
 from pretrain.experiments.config import (
     PROXY_RECIPES,
@@ -241,6 +242,12 @@ def test_a_helpful_but_noisy_group_is_held() -> None:
                             policy=AdmissionPolicy(), corpus=corpus_noise([garbage]))  # fmt: skip
     assert held.decision == "hold" and "max_noise_risk" in held.reason
     assert corpus_noise([]) is None
+    # the yardstick: the admitted groups that share a source, else all of them
+    sources = {"web-0000": {"web"}, "code-0000": {"code"}, "mix-0000": {"web", "wiki"},
+               "web-0007": {"web"}, "forum-0001": {"forum"}}  # fmt: skip
+    admitted_groups = ["code-0000", "mix-0000", "web-0000"]
+    assert yardstick_groups("web-0007", sources, admitted_groups) == ["mix-0000", "web-0000"]
+    assert yardstick_groups("forum-0001", sources, admitted_groups) == admitted_groups
     one_seed = decide_admission(
         evidence(-0.05, math.nan, (0,)), noise=None, cost=None, policy=AdmissionPolicy()
     )

@@ -17,7 +17,7 @@ judged against what they found in the admitted corpus's groups; the cleaning cos
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -42,9 +42,10 @@ class AdmissionPolicy:
     admitted data: ``no_gain`` says whether it is rejected (default) or held for review. A
     group that helps is held too when
     its toxic share exceeds ``max_toxic_share``, when cleaning removed more of it than
-    ``max_noise_risk``, or when it removed more than the admitted corpus's own share plus
-    ``max_excess_noise`` (the corpus's funnel is the yardstick: web crawls lose most of their
-    documents to cleaning, so a fixed share alone would hold every web group)."""
+    ``max_noise_risk``, or when it removed more than the admitted groups of the same sources
+    lost plus ``max_excess_noise`` (their funnel is the yardstick, :func:`yardstick_groups`:
+    web crawls lose most of their pages to cleaning and code almost none, so a fixed share
+    alone would hold every web group)."""
 
     min_gain: float = 0.002
     max_harm: float = 0.002
@@ -137,6 +138,17 @@ class NoiseRisk:
     def risk(self) -> float:
         """Share of the raw documents cleaning removed (rejected or duplicate)."""
         return 1.0 - (1.0 - self.rejected_share) * (1.0 - self.duplicate_share)
+
+
+def yardstick_groups(
+    group: str, sources: Mapping[str, set[str]], admitted: Sequence[str]
+) -> list[str]:
+    """The admitted groups whose funnel a new ``group`` is judged against: those that share a
+    source with it (one crawl is cleaned alike: web loses most pages, code almost none), else
+    every admitted group. ``sources``: group -> the sources its documents come from."""
+    mine = sources.get(group, set())
+    peers = [g for g in admitted if g != group and sources.get(g, set()) & mine]
+    return peers or [g for g in admitted if g != group]
 
 
 def corpus_noise(groups: Sequence[NoiseRisk]) -> NoiseRisk | None:
