@@ -375,6 +375,18 @@ def latest_healthy_checkpoint(
     return found[-1] if found else None
 
 
+def _meta_of_model(path: Path, model_cfg: ModelConfig, advice: str) -> dict[str, Any]:
+    """The checkpoint's meta, refused unless it was trained with ``model_cfg``."""
+    meta = read_meta(path)
+    saved_model = meta.get("config", {}).get("model")
+    if saved_model is None or ModelConfig.from_dict(saved_model) != model_cfg:
+        raise CheckpointError(
+            f"{path} was trained with model config {saved_model}, this run has "
+            f"{model_cfg.to_dict()}; {advice}"
+        )
+    return meta
+
+
 def load_checkpoint(
     path: Path,
     *,
@@ -399,13 +411,7 @@ def load_checkpoint(
 
     if verify:
         verify_checkpoint(path)
-    meta = read_meta(path)
-    saved_model = meta.get("config", {}).get("model")
-    if saved_model is None or ModelConfig.from_dict(saved_model) != model_cfg:
-        raise CheckpointError(
-            f"{path} was trained with model config {saved_model}, this run has "
-            f"{model_cfg.to_dict()}; resume with the checkpoint's model config"
-        )
+    meta = _meta_of_model(path, model_cfg, "resume with the checkpoint's model config")
     model_sd, optim_sd = get_state_dict(model, optimizer)
     state: dict[str, Any] = {"model": model_sd, "optim": optim_sd}
     with _single_process_quiet():  # nothing unpickled beyond plain data and tensors
@@ -439,13 +445,7 @@ def load_model_weights(
     from pretrain.checkpoint.safe_dcp import load_state
 
     verify_checkpoint(path)
-    meta = read_meta(path)
-    saved_model = meta.get("config", {}).get("model")
-    if saved_model is None or ModelConfig.from_dict(saved_model) != model_cfg:
-        raise CheckpointError(
-            f"{path} was trained with model config {saved_model}, this run has "
-            f"{model_cfg.to_dict()}; start from a checkpoint of the same model"
-        )
+    meta = _meta_of_model(path, model_cfg, "start from a checkpoint of the same model")
     state: dict[str, Any] = {"model": get_model_state_dict(model)}
     with _single_process_quiet():
         load_state(state, str(path), no_dist=not proc.distributed)
