@@ -91,15 +91,19 @@ def search_part(
     searched = report["proposal"]["weights"]
     uniform = {s: 1.0 / len(space.sources) for s in space.sources}
     mixtures: dict[str, dict | None] = {"natural": None, "uniform": uniform, "searched": searched}
+    # the other regression's proposal, checked the same way (it is not the search's answer)
+    mixtures.update({f"searched_{m}": w for m, w in report["proposals"].items()
+                     if m != report["model"]})  # fmt: skip
     mixtures.update({f"c{i:03d}": drawn[i] for i in range(extra)})
-    seeds = {name: tuple(large_seeds) if name in ("natural", "uniform", "searched")
-             else tuple(large_seeds[:1]) for name in mixtures}  # fmt: skip
+    full = [name for name in mixtures if not name.startswith("c")]
+    seeds = {name: tuple(large_seeds) if name in full else tuple(large_seeds[:1])
+             for name in mixtures}  # fmt: skip
     proxy_runs: dict[str, list] = {f"c{i:03d}": [search_runs[i]] for i in range(extra)}
     large_runs: dict[str, list] = {}
     extra_proxies = []
     for name, weights in mixtures.items():
         variant = DataVariant(weights=weights)
-        if name in ("natural", "uniform", "searched"):
+        if name in full:
             proxy_runs[name] = []
             for s in seeds[name]:
                 start = registry.start_spec(proxy, s)
@@ -154,7 +158,8 @@ def search_part(
     }  # fmt: skip
     out = {
         "target": TARGET, "sources": list(space.sources), "large_tokens": large_tokens,
-        "heldout_spearman": report["heldout_spearman"], "proposal": report["proposal"],
+        "heldout_spearman": report["heldout_spearman"], "model": report["model"],
+        "proposal": report["proposal"], "proposals": report["proposals"],
         "best_candidate": report["best_candidate"], "mixtures": rows,
         "searched_vs_natural": _vs(rows["searched"]["large"], rows["natural"]["large"]),
         "searched_vs_uniform": _vs(rows["searched"]["large"], rows["uniform"]["large"]),
@@ -169,12 +174,12 @@ def search_part(
 
 def _print(out: dict) -> None:
     sources = out["sources"]
-    print(f"\nregression held-out Spearman: {out['heldout_spearman']}")
-    print(f"{'mixture':9s} " + " ".join(f"{s:>6s}" for s in sources)
+    print(f"\nregression held-out Spearman: {out['heldout_spearman']} -> {out['model']} proposes")
+    print(f"{'mixture':17s} " + " ".join(f"{s:>6s}" for s in sources)
           + f" {'proxy ' + TARGET:>20s} {'larger ' + TARGET:>20s}")  # fmt: skip
     for name, row in out["mixtures"].items():
         p, g = row["proxy"], row["large"]
-        print(f"{name:9s} " + " ".join(f"{row['weights'][s]:6.3f}" for s in sources)
+        print(f"{name:17s} " + " ".join(f"{row['weights'][s]:6.3f}" for s in sources)
               + f" {p['mean']:9.4f} ±{p['sd']:.4f} n{p['n']} {g['mean']:9.4f} ±{g['sd']:.4f} "
               f"n{g['n']}")  # fmt: skip
     for base in ("natural", "uniform"):

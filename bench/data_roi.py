@@ -60,7 +60,7 @@ ADMISSION_SEEDS = (10, 11, 12)  # the dev runs that chose the recipe used 0, 1, 
 PROBE_SHARE = 0.25
 SEARCH_SEED = 0
 SEARCH_CANDIDATES = 10
-RANK_EXTRA = 2  # search candidates also trained at the larger scale (rank agreement)
+RANK_EXTRA = 1  # search candidates also trained at the larger scale (rank agreement)
 LARGE_SEEDS = (0, 1, 2)
 PROXY, LARGE = "proxy_cpu_mix_anneal", "proxy_cpu_large"  # SearchConfig().recipe: anneals
 OVERHEAD_PROXY = "proxy_cpu"  # a proxy trained from scratch (one partition, no start to run)
@@ -370,6 +370,7 @@ def admission_part(setup: Setup, seeds: tuple[int, ...], groups: list[str]) -> d
 
 
 def main() -> None:
+    global PROXY, LARGE, ADMIT
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--part", choices=["admission", "search", "overhead", "all"],
                         default="all")  # fmt: skip
@@ -378,6 +379,8 @@ def main() -> None:
     parser.add_argument("--fresh", action="store_true", help="delete --work first")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per proxy")
     parser.add_argument("--ray", action="store_true", help="overhead: also on the Ray executor")
+    parser.add_argument("--admit-recipe", default=ADMIT,
+                        help="admission: the proxy recipe (default AdmissionConfig's)")  # fmt: skip
     parser.add_argument("--check-at-scale", action="store_true",
                         help="admission: retry each wrongly decided group with the larger recipe")  # fmt: skip
     args = parser.parse_args()
@@ -395,7 +398,7 @@ def main() -> None:
     work = Path(args.work) / ("quick" if args.quick else "full")
     if args.fresh:
         shutil.rmtree(work, ignore_errors=True)
-    global PROXY, LARGE, ADMIT
+    ADMIT = args.admit_recipe
     if args.quick:
         PROXY, LARGE, ADMIT = quick_recipes()
     started, load = time.perf_counter(), os.getloadavg()

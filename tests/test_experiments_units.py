@@ -150,6 +150,7 @@ def test_a_fit_finds_what_the_proxies_measured() -> None:
     fit = fit_mixtures(SPACE.sources, weights, targets, seed=0)
     assert fit.heldout_spearman["lightgbm"] > 0.7
     assert fit.heldout_spearman["lightgbm"] > fit.heldout_spearman["linear"]
+    assert fit.model == "lightgbm"  # the better held-out ranking proposes
     proposal = propose(fit, SPACE, seed=0, samples=20_000, top_k=50)
     assert proposal.predicted < proposal.predicted_natural
     proposed = SPACE.vector(proposal.weights)
@@ -158,6 +159,21 @@ def test_a_fit_finds_what_the_proxies_measured() -> None:
     tight = dataclasses.replace(SPACE, target_tokens=SPACE.target_tokens * 3)
     with pytest.raises(DataError, match="respect the epoch caps"):
         propose(fit, tight, seed=0, samples=20_000, top_k=50, max_draws=50_000)
+
+
+def test_a_linear_target_is_proposed_by_the_linear_fit() -> None:
+    """Few proxies, a target linear in the weights (each source's share lowers it by its own
+    rate): the linear fit ranks held-out proxies better, so it proposes, and it reaches past
+    the candidates toward the best corner the caps allow."""
+    candidates = sample_mixtures(SPACE, count=10, seed=3)
+    weights = np.array([SPACE.vector(c) for c in candidates])
+    rates = np.array([0.1, 0.4, 0.9, 0.2])
+    targets = 3.0 - weights @ rates + np.random.default_rng(0).normal(0, 1e-4, len(weights))
+    fit = fit_mixtures(SPACE.sources, weights, targets, seed=0)
+    assert fit.model == "linear", fit.heldout_spearman
+    proposal = propose(fit, SPACE, seed=0, samples=20_000, top_k=50)
+    best_seen = min(targets)
+    assert 3.0 - SPACE.vector(proposal.weights) @ rates < best_seen
 
 
 def test_search_settings_are_checked_and_named() -> None:

@@ -117,6 +117,17 @@ PROXY_RECIPES: dict[str, ProxyRecipe] = {
             starts_from="proxy_cpu_admit",
         ),
         ProxyRecipe(
+            name="proxy_cpu_stable", d_model=64, n_layers=2, n_heads=2, n_kv_heads=2,
+            micro_batch_size=16, global_batch_sequences=16, lr=1e-2, warmup_steps=20,
+            token_budget=1_048_576, schedule="wsd", decay_fraction=0.01,
+        ),
+        ProxyRecipe(
+            name="proxy_cpu_branch", d_model=64, n_layers=2, n_heads=2, n_kv_heads=2,
+            micro_batch_size=16, global_batch_sequences=16, lr=1e-2, warmup_steps=10,
+            token_budget=1_048_576, schedule="wsd", decay_fraction=0.2,
+            starts_from="proxy_cpu_stable",
+        ),
+        ProxyRecipe(
             name="proxy_cpu_mix_anneal", d_model=64, n_layers=2, n_heads=2, n_kv_heads=2,
             micro_batch_size=16, global_batch_sequences=16, lr=3e-3, warmup_steps=4,
             token_budget=262_144, schedule="wsd", decay_fraction=1.0,
