@@ -162,6 +162,7 @@ def search_result(
         "predicted_target_natural": report["proposal"]["predicted_natural"],
         "heldout_spearman_lightgbm": report["heldout_spearman"]["lightgbm"],
         "heldout_spearman_linear": report["heldout_spearman"]["linear"],
+        "proposed_by": report["model"],
         "candidates": len(candidates), "proxies": len(specs), "proxy_flops": flops,
     }  # fmt: skip
     report["proxy_flops"] = flops
