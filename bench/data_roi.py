@@ -20,8 +20,11 @@ admitted groups), :func:`~pretrain.experiments.pools.build_pool` per group,
    seed continue one ``proxy_cpu_admit`` proxy trained on the admitted corpus). Baseline: the
    expected decision (harmful: reject, helpful: admit); each change must exceed its seed
    spread.
-2. **search** -- RegMix over the admitted corpus (``SEARCH_CANDIDATES`` proxies, one seed),
-   then the searched, natural and uniform mixtures (and ``RANK_EXTRA`` search candidates) in
+   ``--check-at-scale`` trains each group decided against its planted label again with the
+   larger recipe, with and without it; ``--admit-recipe`` tries another probe.
+2. **search** -- RegMix over the admitted corpus (``SEARCH_CANDIDATES`` proxies, one seed,
+   anneals of the seed's start: ``SearchConfig``'s recipe), then the searched, the other
+   regression's proposal, natural and uniform mixtures (and ``RANK_EXTRA`` search candidates) in
    larger runs (recipe ``proxy_cpu_large``) at equal tokens, seeds ``LARGE_SEEDS``; rank
    agreement proxy vs larger run (Spearman over the mixtures trained at both); the proxies'
    FLOPs as a share of the larger runs'.
