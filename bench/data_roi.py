@@ -204,12 +204,7 @@ def run(setup: Setup, spec, groups: list[str], base=None) -> dict:
     pools = _pools_digest(setup, groups)
     side = out / "bench.json"
     saved = json.loads(side.read_text()) if side.exists() else {}
-    # a run recorded before pools were: only the admitted groups' pools, which never changed
-    admitted_only = set(groups) <= set(setup.base_groups)
-    if (
-        saved.get("recipe") == recipe
-        and saved.get("pools", pools if admitted_only else "") == pools
-    ):
+    if saved.get("recipe") == recipe and saved.get("pools") == pools:
         result = read_result(str(out))
         # the same training (variant, recipe, seed); the labels may differ: one admission
         # baseline serves every group

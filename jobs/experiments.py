@@ -313,7 +313,8 @@ def launch_search(
     names = register_experiments(instance, store, specs)
     starts = register_experiments(instance, store, registry.starts_of(config.recipe, config.seeds))
     waiting = not_run(store, starts)  # an anneal recipe's: they run first, the candidates after
-    todo = waiting or not_run(store, names)
+    candidates_todo = not_run(store, names)
+    todo = waiting or candidates_todo
     backfill_id = None
     if todo:
         backfill_id = launch_asset_backfill(
@@ -324,7 +325,7 @@ def launch_search(
     return {
         "search_id": config.search_id(),
         "experiments": len(names),
-        "to_run": len(not_run(store, names)),
+        "to_run": len(candidates_todo),
         "backfill_id": backfill_id,
         "names": names,
         "starts": starts,

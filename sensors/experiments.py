@@ -90,11 +90,12 @@ def admission_requests(
             )
     if any(r.job_name == "make_pools" for r in requests):
         return requests, partitions  # experiments wait for their pools
-    starts = registry.starts_of(config.recipe, config.seeds)  # an anneal recipe's shared proxies
-    for spec in starts if pending else ():
+    # an anneal recipe's shared start proxies, once a group awaits them
+    starts = registry.starts_of(config.recipe, config.seeds) if pending else []
+    for spec in starts:
         registry.register(store.root, spec)
-    partitions += [s.name for s in starts] if pending else []
-    waiting = not_run(store, [s.name for s in starts]) if pending else []
+    partitions += [s.name for s in starts]
+    waiting = not_run(store, [s.name for s in starts])
     requests += [
         RunRequest(job_name="run_proxies", partition_key=n, run_key=f"proxy:{n}") for n in waiting
     ]
