@@ -1,6 +1,8 @@
 """Labelled toxicity data of ../shared/data and its splits (development only, never the product).
 
-One place decides which labelled text is ``train``, ``dev`` or ``heldout``, for the script
+One place decides which labelled text is ``train``, ``dev`` or ``heldout`` (the hash split and
+the HateCheck root templates are in ``tests/helpers/toxicity_splits.py``, which
+``tests/test_toxicity_real_data.py`` uses too), for the script
 that builds the shipped model (``scripts/train_toxicity_model.py``: it trains on ``train``,
 calibrates on ``dev``) and for the benchmark (``bench/cleaning_quality.py``: it reports
 ``heldout``). Splits follow the unit that carries leakage, never the sentence:
@@ -30,6 +32,10 @@ import json
 import re
 from pathlib import Path
 
+from tests.helpers.toxicity_splits import hatecheck_splits, split_of
+
+__all__ = ["split_of"]  # the split, defined with the tests' (tests/helpers/toxicity_splits.py)
+
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 TOXICITY = DATA / "toxicity"
 WEB = DATA / "web"
@@ -45,12 +51,6 @@ TWEETS_PER_THREAD = 10
 def read(path: Path) -> list[dict]:
     with gzip.open(path, "rt", encoding="utf-8") as f:
         return [json.loads(line) for line in f]
-
-
-def split_of(key: str) -> str:
-    """``heldout`` for a stable fifth of the keys, ``dev`` for 15%, ``train`` for the rest."""
-    bucket = int(hashlib.sha1(key.encode()).hexdigest()[:8], 16) % 20
-    return "heldout" if bucket < 4 else "dev" if bucket < 7 else "train"
 
 
 def file_sha256(path: Path) -> str:
@@ -93,16 +93,7 @@ def davidson_blocks() -> list[tuple[str, str, list[dict]]]:
 def hatecheck_rows() -> list[dict]:
     """HateCheck cases, each with ``split`` from its root template."""
     rows = read(HATECHECK)
-    parent = {r["templ_id"]: r["ref_templ_id"] for r in rows}
-
-    def root(templ: int) -> int:
-        seen = set()
-        while parent.get(templ) is not None and templ not in seen:
-            seen.add(templ)
-            templ = parent[templ]
-        return templ
-
-    return [{**r, "split": split_of(f"hatecheck:template:{root(r['templ_id'])}")} for r in rows]
+    return [{**r, "split": split} for r, split in zip(rows, hatecheck_splits(rows), strict=True)]
 
 
 def toxigen_rows() -> list[dict]:

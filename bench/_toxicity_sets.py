@@ -32,7 +32,6 @@ from news outlets, about violence or politics: a shooting, Syria, Benghazi, elec
 from __future__ import annotations
 
 import random
-import re
 
 from _toxicity_data import (
     DATA,
@@ -45,25 +44,10 @@ from _toxicity_data import (
     toxigen_rows,
 )
 
+from tests.helpers.toxicity_splits import NEWS_OUTLETS, POLITICAL, VIOLENT
+
 __all__ = ["DATA", "WEB", "toxicity_sets", "training_labels", "split_of", "document_split"]
 _read = read  # the PII part of the benchmark reads Reuters through this name
-VIOLENT = re.compile(
-    r"\b(?:kill(?:ed|ing|s)?|murder\w*|shot|shooting|bomb\w*|attack\w*|police|dead|wounded|"
-    r"rebels?|gunmen|explosion|terroris\w*|guerrillas?|army|troops)\b",
-    re.IGNORECASE,
-)
-POLITICAL = re.compile(
-    r"\b(?:president|minister|parliament|congress\w*|senat\w*|election\w*|government|party|"
-    r"opposition|vote[ds]?|democrat\w*|republican\w*|communist\w*|regime|protest\w*)\b",
-    re.IGNORECASE,
-)
-NEWS_OUTLETS = re.compile(
-    r"https?://(?:[\w-]+\.)*(?:wsj\.com|bbc\.com|bbc\.co\.uk|cnn\.com|guardian\.co\.uk|"
-    r"nytimes\.com|cbsnews\.com|nbcnews\.com|washingtonpost\.com|abs-cbnnews\.com|ibnlive\.in\.com|"
-    r"msnbc\.msn\.com|theatlantic\.com|breitbart\.com|cfr\.org|danwei\.com|nj\.com|poynter\.org|"
-    r"whitehouse\.gov|gawker\.com|247wallst\.com|news\.cnet\.com|wired\.com|techcrunch\.com|"
-    r"infoworld\.com|engadget\.com|universetoday\.com|arstechnica\.com|bigthink\.com)/"
-)
 THREADS_PER_SPLIT = 100
 
 

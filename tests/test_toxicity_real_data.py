@@ -12,10 +12,8 @@ implicit hate must mostly be flagged. Language comes from LID-176 as in the filt
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import random
-import re
 from pathlib import Path
 
 import pytest
@@ -23,6 +21,13 @@ import pytest
 from pretrain.filters.langid import predict
 from pretrain.filters.toxicity import ToxicityConfig, ToxicityFilter
 from tests.helpers.shared_data import SHARED_DATA
+from tests.helpers.toxicity_splits import (
+    NEWS_OUTLETS,
+    POLITICAL,
+    VIOLENT,
+    hatecheck_splits,
+    split_of,
+)
 
 DATA = SHARED_DATA
 STORMFRONT = DATA / "toxicity" / "stormfront_hate_speech_10944.jsonl.gz"
@@ -32,23 +37,6 @@ REUTERS = DATA / "web" / "news" / "reuters21578_apte_nltk_10788docs.jsonl.gz"
 PAGES = DATA / "extraction" / "dragnet_test_415pages.jsonl.gz"
 BOOKS = DATA / "books" / "nltk_gutenberg_selections_2008.jsonl.gz"
 WEB = DATA / "web" / "cc_dolma_CC-MAIN-20190717121559-20190717143559-00140.jsonl.gz"
-VIOLENT = re.compile(
-    r"\b(?:kill(?:ed|ing|s)?|murder\w*|shot|shooting|bomb\w*|attack\w*|police|dead|wounded|"
-    r"rebels?|gunmen|explosion|terroris\w*|guerrillas?|army|troops)\b",
-    re.I,
-)
-POLITICAL = re.compile(
-    r"\b(?:president|minister|parliament|congress\w*|senat\w*|election\w*|government|party|"
-    r"opposition|vote[ds]?|democrat\w*|republican\w*|communist\w*|regime|protest\w*)\b",
-    re.I,
-)
-NEWS_OUTLETS = re.compile(
-    r"https?://(?:[\w-]+\.)*(?:wsj\.com|bbc\.com|bbc\.co\.uk|cnn\.com|guardian\.co\.uk|"
-    r"nytimes\.com|cbsnews\.com|nbcnews\.com|washingtonpost\.com|abs-cbnnews\.com|ibnlive\.in\.com|"
-    r"msnbc\.msn\.com|theatlantic\.com|breitbart\.com|cfr\.org|danwei\.com|nj\.com|poynter\.org|"
-    r"whitehouse\.gov|gawker\.com|247wallst\.com|news\.cnet\.com|wired\.com|techcrunch\.com|"
-    r"infoworld\.com|engadget\.com|universetoday\.com|arstechnica\.com|bigthink\.com)/"
-)
 # held-out threads of ten neutral statements about groups flagged: toxicity-v1 (0.15 for a
 # sentence naming a group) 0.97, toxicity-v2 0.37 (the target, 0.05, is not met: bench/RESULTS.md)
 NEUTRAL_THREADS_FLAGGED_AT_MOST = 0.5
@@ -61,8 +49,8 @@ def _read(path: Path) -> list[dict]:
 
 
 def _held_out(key: str) -> bool:
-    """The fifth the shipped model never saw (bench/_toxicity_data.py splits the same way)."""
-    return int(hashlib.sha1(key.encode()).hexdigest()[:8], 16) % 20 < 4
+    """The fifth the shipped model never saw (the split of its training script and bench)."""
+    return split_of(key) == "heldout"
 
 
 def _flagged(docs: list[dict], rule: ToxicityFilter) -> list[dict]:
@@ -128,20 +116,10 @@ def _neutral_group_statements() -> list[str]:
     ``ident_neutral_nh`` / ``ident_pos_nh`` cases (split by root template, as the bench does)."""
     neutral = [r["text"] for r in _read(TOXIGEN) if not r["toxic"] and _held_out(r["id"])]
     cases = _read(HATECHECK)
-    parent = {r["templ_id"]: r["ref_templ_id"] for r in cases}
-
-    def root(templ: int) -> int:
-        seen = set()
-        while parent.get(templ) is not None and templ not in seen:
-            seen.add(templ)
-            templ = parent[templ]
-        return templ
-
     return neutral + [
         r["text"]
-        for r in cases
-        if r["functionality"] in ("ident_neutral_nh", "ident_pos_nh")
-        and _held_out(f"hatecheck:template:{root(r['templ_id'])}")
+        for r, split in zip(cases, hatecheck_splits(cases), strict=True)
+        if r["functionality"] in ("ident_neutral_nh", "ident_pos_nh") and split == "heldout"
     ]
 
 
