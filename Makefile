@@ -43,10 +43,10 @@ lint: install
 	$(VENV)/bin/mypy  # the type checker, configured in pyproject.toml [tool.mypy]
 
 test: lint home $(RAY_STAMP)
-	$(VENV)/bin/pytest -q -rs
+	$(VENV)/bin/pytest -q -rfEs
 
 test-fast: lint home
-	$(VENV)/bin/pytest -q -rs -m "not slow"
+	$(VENV)/bin/pytest -q -rfEs -m "not slow"
 
 ui: install home
 	$(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p $(PORT)

@@ -11,18 +11,39 @@ training (one thread, a fixed seed), and ``model.bin`` written to or read from a
 
 from __future__ import annotations
 
+import ctypes
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from pretrain import storage
 from pretrain.errors import ConfigError
 
-# fastText (fasttext-numpy2 0.10.4) raises "Encountered NaN" now and then on input that trains when run again
-# (seen in CI on the toxicity-classifier test, and by scripts/train_toxicity_model.py); a real
-# divergence (lr too high) fails every attempt and becomes the ConfigError below.
-NAN_ATTEMPTS = 3
+# fastText with thread=1 initializes only the first tenth of its input matrix (its uniform
+# init splits the matrix into ten blocks, one per thread, and runs block 0 alone); the rest
+# starts as whatever the allocator hands back: zeros from fresh pages, but leftovers, at times
+# NaN, in a process that has run much else (CI saw "Encountered NaN" at once, and retrain bytes
+# differ with a small bucket). Training therefore runs with glibc's malloc perturb byte set so
+# that every allocation is zero-filled, as fresh pages are: the same bytes in any process.
+M_PERTURB = -6  # glibc mallopt parameter (malloc.h)
+ZERO_FILL = 0xFF  # malloc fills new memory with perturb ^ 0xff
+
+
+@contextmanager
+def _zero_filled_allocations() -> Iterator[None]:
+    """Every ``malloc`` inside returns zeroed memory (glibc; elsewhere a no-op)."""
+    try:
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+    except OSError:  # not glibc
+        yield
+        return
+    mallopt(M_PERTURB, ZERO_FILL)
+    try:
+        yield
+    finally:  # back to what the process started with (glibc reads MALLOC_PERTURB_ at start)
+        mallopt(M_PERTURB, int(os.environ.get("MALLOC_PERTURB_", "0") or 0))
 
 
 def train_supervised(
@@ -44,23 +65,19 @@ def train_supervised(
         train_path = os.path.join(tmp, "train.txt")
         with open(train_path, "w", encoding="utf-8") as f:
             f.writelines(line + "\n" for line in lines)
-        for attempt in range(NAN_ATTEMPTS):
-            try:
+        try:
+            with _zero_filled_allocations():
                 model = fasttext.train_supervised(
                     input=train_path, epoch=epoch, lr=lr, dim=dim, wordNgrams=word_ngrams,
                     minCount=1, thread=1, seed=seed, verbose=0, **extra,
                 )  # fmt: skip
-                break
-            except RuntimeError as exc:
-                if "NaN" not in str(exc):
-                    raise
-                if attempt + 1 < NAN_ATTEMPTS:
-                    continue  # fastText at times stops at once on input that trains when rerun
-                raise ConfigError(
-                    f"fastText training diverged (NaN) {NAN_ATTEMPTS} times at lr={lr}, "
-                    f"bucket={bucket or 'default'}: lower lr, or raise bucket (fewer word pairs "
-                    "share a slot)"
-                ) from exc
+        except RuntimeError as exc:
+            if "NaN" not in str(exc):
+                raise
+            raise ConfigError(
+                f"fastText training diverged (NaN) at lr={lr}, bucket={bucket or 'default'}: "
+                "lower lr, or raise bucket (fewer word pairs share a slot)"
+            ) from exc
         model_path = os.path.join(tmp, "model.bin")
         model.save_model(model_path)
         with open(model_path, "rb") as f:

@@ -26,7 +26,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
-from dagster import DagsterInstance
+from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
 from jobs.partition_runs import PartitionRunner
 from jobs.partitions import band_partitions
@@ -68,19 +68,31 @@ def _artifacts(root: Path) -> dict[str, bytes]:
     return out
 
 
-def _on_worker(cluster) -> bool:
-    """True while a step worker actor under the worker node runs a step (Ray titles the
-    process ``ray::StepWorker.execute`` during the call)."""
+def _executing_on_worker(cluster) -> set[int]:
+    """PIDs of step worker actors under the worker node that are running a step (Ray titles
+    the process ``ray::StepWorker.execute`` during the call)."""
     if cluster.worker is None:
-        return False
+        return set()
+    found = set()
     for pid in descendants(cluster.worker.pid):
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
         if b"StepWorker.execute" in cmdline:
-            return True
-    return False
+            found.add(pid)
+    return found
+
+
+def _reported_pids(job: str) -> set[int]:
+    """PIDs of the actors whose step of a started ``job`` run has reported itself (the actor's
+    engine event, written as the step starts: the record a retried attempt leaves)."""
+    pids = set()
+    with DagsterInstance.get() as instance:
+        runs = instance.get_runs(RunsFilter(job_name=job, statuses=[DagsterRunStatus.STARTED]))
+        for step in _actor_steps([r.run_id for r in runs]):
+            pids.add(int(step["pid"]))
+    return pids
 
 
 def _submitted(cluster) -> list:
@@ -147,7 +159,10 @@ def test_backfill_on_ray_matches_in_process_and_survives_a_lost_worker(
         def kill_worker_once() -> None:
             deadline = time.monotonic() + 600
             while not killed.is_set() and time.monotonic() < deadline:
-                if _on_worker(cluster):
+                # only once the step has reported itself: a kill before that leaves no record
+                # of the first attempt, and the retry's node could not be told from it
+                running = _executing_on_worker(cluster)
+                if running and running & _reported_pids("shard_pipeline"):
                     cluster.kill_worker()
                     killed.set()
                 time.sleep(0.2)

@@ -91,7 +91,8 @@ def test_divergent_training_says_what_to_change(tmp_path: Path) -> None:
     labels = write_labels(tmp_path / "labels.jsonl.gz", labelled_rows())
     config = ToxicityClassifierConfig(labelled_uris=(labels,), lr=1000.0, bucket=10)
     with pytest.raises(
-        ConfigError, match=r"diverged \(NaN\) 3 times at lr=1000.0, bucket=10: lower lr"
+        ConfigError,
+        match=r"diverged \(NaN\) at lr=1000.0, bucket=10: lower lr",
     ):
         train_toxicity_classifier(str(tmp_path / "m"), config)
     assert not (tmp_path / "m" / "model.bin").exists()
