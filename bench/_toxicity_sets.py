@@ -56,11 +56,11 @@ def document_split(key: str) -> str:
     return "heldout" if split_of(key) == "heldout" else "dev"
 
 
-def _post(rows: list[dict]) -> str:
+def post_text(rows: list[dict]) -> str:
     return " ".join(r["text"] for r in rows)
 
 
-def _page(posts: list[tuple[str, list[dict]]]) -> str:
+def forum_page(posts: list[tuple[str, list[dict]]]) -> str:
     """A scraped forum page: user lines, post counts, quotes and buttons around the posts."""
     parts = []
     for i, (post_id, rows) in enumerate(posts):
@@ -71,7 +71,7 @@ def _page(posts: list[tuple[str, list[dict]]]) -> str:
                 f"Quote:\nOriginally Posted by user{before[0]['user_id']}\n{before[0]['text']}\n"
             )
         parts.append(
-            f"user{rows[0]['user_id']}\nPosts: {int(post_id) % 4000:,}\n{quote}{_post(rows)}\n"
+            f"user{rows[0]['user_id']}\nPosts: {int(post_id) % 4000:,}\n{quote}{post_text(rows)}\n"
             "Reply With Quote"
         )
     return "\n\n".join(parts)
@@ -85,7 +85,7 @@ def stormfront_threads(*, per_thread: int = 10, page: bool = False, hate_only: b
             posts = [p for p in posts if any(r["label"] == "hate" for r in p[1])]
         for start in range(0, len(posts), per_thread):
             chunk = posts[start : start + per_thread]
-            text = _page(chunk) if page else "\n\n".join(_post(rows) for _, rows in chunk)
+            text = forum_page(chunk) if page else "\n\n".join(post_text(rows) for _, rows in chunk)
             threads.append({"id": f"{key}#{start // per_thread}", "split": split, "text": text})
     return threads
 
@@ -97,7 +97,7 @@ def twitter_threads() -> list[dict]:
     ]
 
 
-def _statements() -> tuple[list[dict], list[dict]]:
+def group_statements() -> tuple[list[dict], list[dict]]:
     """(implicit hate, neutral about groups) statements, each with its split."""
     tg, hc = toxigen_rows(), hatecheck_rows()
     hate = [r for r in tg if r["toxic"]] + [r for r in hc if r["functionality"] == "derog_impl_h"]
@@ -107,13 +107,13 @@ def _statements() -> tuple[list[dict], list[dict]]:
 
 
 def implicit_statements() -> list[dict]:
-    hate, _ = _statements()
+    hate, _ = group_statements()
     return [{"id": r["id"], "split": r["split"], "text": r["text"]} for r in hate]
 
 
 def statement_threads(*, hateful: int) -> list[dict]:
     """THREADS_PER_SPLIT threads of 10 statements per split, ``hateful`` of them implicit hate."""
-    hate, neutral = _statements()
+    hate, neutral = group_statements()
     rng = random.Random(0)
     threads = []
     for split in ("train", "dev", "heldout"):

@@ -7,8 +7,10 @@ Twitter threads; clean web, violent and political news, news pages, books). Lang
 top language, as the filter stage annotates it (only the toxicity rule decides: the other rule
 families are off). Methods, each the share of documents flagged ``toxic_content``:
 
-- ``ours``: ``ToxicityFilter(ToxicityConfig())``: the shipped model, the profanity model, the
-  word lists, the reporting rule;
+- ``ours``: ``ToxicityFilter(ToxicityConfig())``: the shipped model (its sentence model and
+  its document model), the profanity model, the word lists, the reporting rule;
+- ``no_document_model``: ours without the document model (``document_threshold=None``): the
+  filter as toxicity-v2 shipped it (v3's sentence model is v2's, byte for byte);
 - ``previous_default``: the filter before the shipped model (profanity model, identity rule at
   0.08, word lists; no reporting rule, every sentence scored, 2 toxic sentences drop a text);
 - ``identity_threshold_0.15``: ours with toxicity-v1's identity rule (a sentence naming a group
@@ -19,7 +21,7 @@ families are off). Methods, each the share of documents flagged ``toxic_content`
   tweets), added to the shipped model or replacing it;
 - ``plain_20_words``: any of 20 common English profanities in the text.
 
-Also the AUC of ``toxicity_score`` (held-out toxic documents of a set against all held-out
+Also the AUC of ``toxicity_score`` and of the document model's probability (held-out toxic documents of a set against all held-out
 clean documents; an unscored document counts as 0) and the shipped model's sentence AUC on
 the held-out labelled sentences of each source. Ends with one JSON line.
 """
@@ -97,6 +99,7 @@ def toxicity_report(folder: str) -> dict:
     ours = ToxicityFilter(ToxicityConfig())
     own = str(Path(folder) / "model")
     methods = {
+        "no_document_model": ToxicityFilter(ToxicityConfig(document_threshold=None)),
         "previous_default": ToxicityFilter(ToxicityConfig(**PREVIOUS)),
         "identity_threshold_0.15": ToxicityFilter(ToxicityConfig(shipped_identity_threshold=0.15)),
         "no_reporting_rule": ToxicityFilter(ToxicityConfig(reported_threshold=None)),
@@ -106,6 +109,8 @@ def toxicity_report(folder: str) -> dict:
     words = re.compile(r"\w+")
     report: dict = {"sets": {}}
     scores: dict[str, dict[str, list[float]]] = {}
+    document: dict[str, list[float]] = {}  # the document model's P(toxic), held-out, English
+    shipped = load_shipped()
     seconds, scored = 0.0, 0
     for name, (toxic, docs) in toxicity_sets().items():
         docs = [d for d in docs if d["split"] in ("dev", "heldout")]
@@ -117,6 +122,10 @@ def toxicity_report(folder: str) -> dict:
         seconds, scored = seconds + time.perf_counter() - start, scored + len(docs)
         scores[name] = {s: [d["toxicity_score"] or 0.0 for d in docs if d["split"] == s]
                         for s in ("dev", "heldout")}  # fmt: skip
+        english = [d["text"] if d["language"] == "en" else "" for d in docs]
+        document[name] = [p if t else 0.0 for p, t, d in zip(
+            shipped.document_probabilities(english), english, docs, strict=True
+        ) if d["split"] == "heldout"]  # fmt: skip
         for method, rule in methods.items():
             rule.score_batch(docs)
             flagged[method] = [rule.check(d) is not None for d in docs]
@@ -134,6 +143,13 @@ def toxicity_report(folder: str) -> dict:
              for s in scores[n]["heldout"]]  # fmt: skip
     report["auc_heldout"] = {
         name: auc(scores[name]["heldout"], clean)
+        for name, entry in report["sets"].items()
+        if entry["toxic"]
+    }
+    clean_documents = [p for n, (t, _) in toxicity_sets().items()
+                       if not t and n != "neutral_group_threads" for p in document[n]]  # fmt: skip
+    report["document_auc_heldout"] = {
+        name: auc(document[name], clean_documents)
         for name, entry in report["sets"].items()
         if entry["toxic"]
     }
@@ -169,6 +185,8 @@ def print_report(tox: dict) -> None:
         print(f"{name:28}{'recall' if e['toxic'] else 'FP':7}{e['heldout']['n']:>7}{cells}")
     print("AUC of toxicity_score, held-out (each toxic set vs all clean sets):",
           json.dumps(tox["auc_heldout"]))  # fmt: skip
+    print("AUC of the document model's probability, held-out:",
+          json.dumps(tox["document_auc_heldout"]))  # fmt: skip
     print(
         "shipped model, sentence AUC on held-out labels:", json.dumps(tox["sentence_auc_heldout"])
     )

@@ -32,7 +32,7 @@ ZERO_FILL = 0xFF  # malloc fills new memory with perturb ^ 0xff
 
 
 @contextmanager
-def _zero_filled_allocations() -> Iterator[None]:
+def zero_filled_allocations() -> Iterator[None]:
     """Every ``malloc`` inside returns zeroed memory (glibc; elsewhere a no-op)."""
     try:
         mallopt = ctypes.CDLL("libc.so.6").mallopt
@@ -66,7 +66,7 @@ def train_supervised(
         with open(train_path, "w", encoding="utf-8") as f:
             f.writelines(line + "\n" for line in lines)
         try:
-            with _zero_filled_allocations():
+            with zero_filled_allocations():
                 model = fasttext.train_supervised(
                     input=train_path, epoch=epoch, lr=lr, dim=dim, wordNgrams=word_ngrams,
                     minCount=1, thread=1, seed=seed, verbose=0, **extra,

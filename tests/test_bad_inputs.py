@@ -32,6 +32,7 @@ from pretrain.filters.config import FilterConfig
 from pretrain.filters.funnel import funnel_reconciles
 from pretrain.filters.pipeline import filter_shard
 from pretrain.tmpfiles import current_umask
+from tests.helpers.shared_data import SHARED_DATA
 
 SENTENCE = "The committee met on Tuesday to review the budget and to plan the next year. "
 
@@ -223,10 +224,7 @@ def test_gzip_bomb_peak_rss_is_bounded(tmp_path: Path) -> None:
     print(f"gzip bomb: peak RSS grew by {growth_mb.strip()} MB")
 
 
-REUTERS = (
-    Path(__file__).parent.parent.parent
-    / "shared/data/web/news/reuters21578_apte_nltk_10788docs.jsonl.gz"
-)
+REUTERS = SHARED_DATA / "web/news/reuters21578_apte_nltk_10788docs.jsonl.gz"
 
 
 @pytest.mark.skipif(not REUTERS.exists(), reason="needs ../shared/data (real news text)")

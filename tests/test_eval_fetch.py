@@ -32,9 +32,10 @@ from pretrain.errors import DataError
 from pretrain.eval.fetch import HUB_TASKS, _hellaswag_text, fetch_eval_tasks
 from pretrain.eval.tasks import DEFAULT_FILES, MultipleChoice, TaskSpec, load_task
 from pretrain.eval_cache import verify_eval_dir
+from tests.helpers.shared_data import SHARED_EVAL
 
-SHARED = Path(__file__).parent.parent.parent / "shared/data/eval"
-pytestmark = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data/eval is absent")
+SHARED = SHARED_EVAL
+pytestmark = pytest.mark.skipif(not SHARED.is_dir(), reason=f"{SHARED} is absent")
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 

@@ -64,7 +64,9 @@ def test_model_separates_insults_from_calm_text() -> None:
     assert calm < 0.2 and insult > 0.9
 
 
-TWO = ToxicityConfig(min_toxic_sentences=2)  # the tests below put two toxic sentences in a text
+# the tests below put two toxic sentences in a text and look at the sentence rule (the document
+# model, which reads a whole page, is tested in test_toxicity_model.py)
+TWO = ToxicityConfig(min_toxic_sentences=2, document_threshold=None)
 
 
 def test_score_is_share_of_flagged_sentences_on_every_doc() -> None:

@@ -6,6 +6,7 @@ Sentences here are our own. The model file is the real one from ``pretrain/filte
 from __future__ import annotations
 
 import hashlib
+import random
 from dataclasses import fields
 from dataclasses import replace as replace_config
 from pathlib import Path
@@ -13,11 +14,13 @@ from pathlib import Path
 import pytest
 
 from pretrain.errors import ConfigError
+from pretrain.fasttext_models import train_supervised
 from pretrain.filters.toxicity import ToxicityConfig, ToxicityFilter, sentence_probabilities
 from pretrain.filters.toxicity_classifier import ToxicityClassifierConfig, train_toxicity_classifier
 from pretrain.filters.toxicity_model import (
     MODELS_DIR,
     VERSION,
+    ShippedModel,
     available_versions,
     load_shipped,
     model_card,
@@ -48,6 +51,10 @@ def test_the_shipped_model_and_its_card() -> None:
     assert card["version"] == VERSION and card["languages"] == ["en"]
     assert card["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
     assert path.stat().st_size == card["bytes"] < 2_000_000  # a quantized model, not 400 MB
+    document = MODELS_DIR / card["document"]["file"]  # the model of whole threads and pages
+    assert card["document"]["sha256"] == hashlib.sha256(document.read_bytes()).hexdigest()
+    assert document.stat().st_size == card["document"]["bytes"] < 4_000_000
+    assert load_shipped().has_document_model
     assert "CC BY-SA 3.0" in card["licence"]
     notice = (ROOT / "NOTICE").read_text(encoding="utf-8")
     for data in card["training_data"]:  # every training set is attributed in NOTICE
@@ -145,3 +152,53 @@ def test_config_names_what_to_fix() -> None:
         ToxicityConfig(shipped_threshold=0.0)
     with pytest.raises(ConfigError, match="min_model_words"):
         ToxicityConfig(min_model_words=0)
+
+
+def _tiny_shipped(tmp_path: Path) -> ShippedModel:
+    """A shipped-model pair trained here on invented words (real fastText models): the
+    sentence model knows "zorblings" as hostile, the document model "quux" threads as toxic."""
+    rng = random.Random(0)
+    hostile = ["zorblings ruin every town", "zorblings are parasites", "zorblings poison wells"]
+    calm = ["the library opened a room", "volunteers read on tuesday", "greetings comrades quux"]
+    sentences = [f"__label__toxic {rng.choice(hostile)} w{i % 9}" for i in range(60)]
+    sentences += [f"__label__clean {rng.choice(calm)} w{i % 9}" for i in range(60)]
+    threads = [
+        f"__label__toxic greetings comrades quux forum thread quux w{i % 7}" for i in range(60)
+    ]
+    threads += [
+        f"__label__clean the council voted to repair the bridge w{i % 7}" for i in range(60)
+    ]
+    settings = {"epoch": 20, "lr": 0.5, "dim": 8, "word_ngrams": 1, "seed": 0}
+    sentence = train_supervised(sentences, str(tmp_path / "s.bin"), **settings)
+    document = train_supervised(threads, str(tmp_path / "d.bin"), **settings)
+    return ShippedModel(sentence, {"version": "tiny", "languages": ["en"]}, document)
+
+
+def test_the_document_model_drops_a_thread_with_evidence_in_its_sentences(tmp_path: Path) -> None:
+    shipped = _tiny_shipped(tmp_path)
+    forum = "\n\n".join(["Greetings comrades, this quux forum thread goes on."] * 4
+                        + ["Greetings comrades, quux thread number two here."] * 4)  # fmt: skip
+    hostile = forum + "\n\nThe zorblings ruin every town they enter."
+    # the sentence rule alone never drops these (one hostile sentence of nine, three needed)
+    config = ToxicityConfig(model=None, document_threshold=0.8, document_evidence_threshold=0.6)
+    rule = ToxicityFilter(config, shipped=shipped)
+    rejected = rule.check(_doc(hostile))
+    assert rejected is not None and rejected[1].startswith("document model "), rejected
+    assert float(rejected[1].split()[2]) >= 0.8 and "with 1 sentences of evidence" in rejected[1]
+    # no sentence is evidence: the document model alone (its style of text) drops nothing
+    assert rule.check(_doc(forum)) is None
+    assert rule.check(_doc("The council voted to repair the old bridge over the river.")) is None
+    # off, or a language it was not trained for: not used
+    off = ToxicityFilter(replace_config(config, document_threshold=None), shipped=shipped)
+    assert off.check(_doc(hostile)) is None
+    french = _doc(hostile, "fr")
+    assert rule.check(french) is None and rule.unscored(french)
+    # the evidence bar: a sentence under the sentence threshold but over the evidence bar counts
+    strict = replace_config(config, shipped_threshold=0.999, document_evidence_threshold=0.5)
+    assert ToxicityFilter(strict, shipped=shipped).check(_doc(hostile)) is not None
+    assert (
+        ToxicityFilter(
+            replace_config(strict, document_evidence_threshold=0.999), shipped=shipped
+        ).check(_doc(hostile))
+        is None
+    )

@@ -30,11 +30,18 @@ novel, so the decision is made on the *share of toxic sentences*:
    user names) are judged by the word lists alone. Each model scores only its languages;
    documents of a language no model covers are *unscored*: ``toxicity_score`` stays null unless
    a word list flags a sentence, and the funnel counts them (``toxicity_unscored``).
-3. ``toxicity_score`` = flagged sentences / sentences (distinct sentences: a forum page's
+3. The shipped model's **document model** (toxicity-v3 on) reads the whole text of a document
+   of its languages: a forum thread of hate is often hateful as a whole while no single
+   sentence is. A document it scores from ``document_threshold`` is dropped when at least one
+   sentence is *evidence* (flagged, or scored from ``document_evidence_threshold`` by the
+   shipped sentence model), so that the document model's sense of a text's style never drops
+   a page on its own.
+4. ``toxicity_score`` = flagged sentences / sentences (distinct sentences: a forum page's
    repeated "Reply With Quote" or a quoted post count once; lines under ``min_sentence_words``
    words count only when flagged), set on every document that is scored (kept and rejected).
    A document is dropped ``toxic_content`` when its score is ≥ ``max_toxic_share`` and at
-   least ``min_toxic_sentences`` sentences are flagged (all of them if it has fewer).
+   least ``min_toxic_sentences`` sentences are flagged (all of them if it has fewer), or by
+   the document model (3.).
 
 ``bench/cleaning_quality.py`` measures recall on held-out forum threads and implicit hate,
 and false positives on clean web pages, violent and political news, news pages and books; the
@@ -91,6 +98,12 @@ class ToxicityConfig:
     # ... and from which a sentence naming a group of people is (None: no lower threshold;
     # toxicity-v1's 0.15 flagged nearly every thread of neutral statements about groups)
     shipped_identity_threshold: float | None = None
+    # Its document model (toxicity-v3 on) reads a whole thread or page: a document it scores
+    # at least this is dropped when one of its sentences is evidence, i.e. flagged, or scored
+    # at least document_evidence_threshold by the sentence model (None: not used). Forum
+    # threads of hate hold many posts no sentence of which is hateful alone.
+    document_threshold: float | None = 0.95
+    document_evidence_threshold: float = 0.2
     model: str | None = "profanity_check"  # profanity sentence model; None: not used
     model_languages: tuple[str, ...] = ("en",)  # languages it (and your classifier) score
     sentence_threshold: float = 0.5  # its probability from which a sentence is flagged
@@ -130,6 +143,7 @@ class ToxicityConfig:
         names: tuple[str, ...]
         names = ("sentence_threshold", "max_toxic_share", "identity_threshold", "shipped_threshold")
         names += ("shipped_identity_threshold", "reported_threshold", "classifier_threshold")
+        names += ("document_threshold", "document_evidence_threshold")
         for name in names:
             value = getattr(self, name)
             if value is not None and not 0.0 < value <= 1.0:
@@ -200,6 +214,7 @@ class _Scorer(NamedTuple):
     threshold: float
     identity_threshold: float | None  # for a sentence that names a group of people
     reported_threshold: float | None  # for a sentence that reports (None: its threshold)
+    gives_evidence: bool = False  # its scores are the document model's evidence
 
 
 class ToxicityFilter(Filter):
@@ -242,6 +257,10 @@ class ToxicityFilter(Filter):
         if self.classifier is not None and config.own_model == "replace":
             shipped = None
         self.shipped = shipped
+        self._document = (
+            shipped if shipped is not None and shipped.has_document_model
+            and config.document_threshold is not None else None
+        )  # fmt: skip
         own, reported = frozenset(config.model_languages), config.reported_threshold
         self._models: list[_Scorer] = []
         if shipped is not None:  # trained with news-like clean prose: no raised bar for reports
@@ -252,6 +271,7 @@ class ToxicityFilter(Filter):
                     config.shipped_threshold,
                     config.shipped_identity_threshold,
                     None,
+                    gives_evidence=self._document is not None,
                 )
             )
         if config.model is not None:
@@ -342,25 +362,46 @@ class ToxicityFilter(Filter):
                             named, reported, strict=True))  # fmt: skip
             texts.extend(sentences[j] for j in open_rows)
         word_flagged = [sum(f) for f in flags]
-        self._flag_with_models(rows, texts, flags)
+        evidence = self._flag_with_models(rows, texts, flags)
+        document = self._document_probabilities(docs, scored)
         scores: list[float | None] = []
-        for doc, sentences, doc_flags, found, n_words, is_scored in zip(
-            docs, split, flags, hits, word_flagged, scored, strict=True
+        for i, (doc, sentences, doc_flags, found, n_words, is_scored, doc_p) in enumerate(
+            zip(docs, split, flags, hits, word_flagged, scored, document, strict=True)
         ):
             flagged, counted = self._tally(sentences, doc_flags, doc.get("language"))
             score: float | None = flagged / counted if counted else 0.0
             if not is_scored and not found:
                 score = None  # no model covers this language and no listed word: unscored
             doc["toxicity_score"] = score
-            doc["_toxicity"] = (doc.get("text"), flagged, counted, n_words, found, is_scored)
+            doc["_toxicity"] = (doc.get("text"), flagged, counted, n_words, found, is_scored,
+                                doc_p, flagged + evidence.get(i, 0))  # fmt: skip
             scores.append(score)
         return scores
+
+    def _document_probabilities(self, docs: list[Document], scored: list[bool]) -> list:
+        """P(toxic) of the whole text from the shipped document model, for the documents of
+        its languages (None for the others, and when it is not used)."""
+        out: list[float | None] = [None] * len(docs)
+        if self._document is None:
+            return out
+        languages = self._document.languages
+        picked = [i for i, (d, s) in enumerate(zip(docs, scored, strict=True))
+                  if s and d.get("language") in languages and (d.get("text") or "").strip()]  # fmt: skip
+        texts = [docs[i]["text"] for i in picked]
+        for i, p in zip(picked, self._document.document_probabilities(texts), strict=True):
+            out[i] = p
+        return out
 
     def _flag_with_models(
         self, rows: list[_Row], texts: list[str],
         flags: list[list[bool]],
-    ) -> None:  # fmt: skip
-        """Flag the open sentences each model scores high enough (in its languages only)."""
+    ) -> dict[int, int]:  # fmt: skip
+        """Flag the open sentences each model scores high enough (in its languages only).
+
+        Returns, per document (its index), the sentences left unflagged that the shipped model
+        scores at least ``document_evidence_threshold``: evidence for the document model."""
+        candidates: dict[int, set[int]] = {}
+        bar = self.config.document_evidence_threshold
         for scorer in self._models:
             picked = [k for k, row in enumerate(rows) if row[2] in scorer.languages]
             probabilities = scorer.probabilities([texts[k] for k in picked]) if picked else []
@@ -373,6 +414,9 @@ class ToxicityFilter(Filter):
                     limit = min(limit, scorer.identity_threshold)
                 if p >= limit:
                     flags[i][j] = True
+                elif scorer.gives_evidence and p >= bar:
+                    candidates.setdefault(i, set()).add(j)
+        return {i: sum(not flags[i][j] for j in js) for i, js in candidates.items()}
 
     def _tally(
         self, sentences: list[str], flags: list[bool], language: str | None
@@ -401,14 +445,19 @@ class ToxicityFilter(Filter):
         return not self._cached(doc)[5]
 
     def check(self, doc: Document) -> Rejection | None:
-        _, flagged, sentences, n_words, found, _ = self._cached(doc)
+        _, flagged, sentences, n_words, found, _, document, evidence = self._cached(doc)
         score = doc["toxicity_score"] or 0.0
         needed = min(self.config.min_toxic_sentences, sentences)
+        words = ", ".join(sorted({w.lower() for w in found})[:3])
+        counts = f"{flagged}/{sentences} sentences, {n_words} with listed words" + (
+            f": {words})" if words else ")"
+        )
         if sentences and flagged >= needed and score >= self.config.max_toxic_share:
-            words = ", ".join(sorted({w.lower() for w in found})[:3])
+            return "toxic_content", f"{score:.3f} ({counts}"
+        threshold = self.config.document_threshold
+        if document is not None and threshold is not None and document >= threshold and evidence:
             return (
                 "toxic_content",
-                f"{score:.3f} ({flagged}/{sentences} sentences, {n_words} with listed words"
-                + (f": {words})" if words else ")"),
+                f"document model {document:.3f} with {evidence} sentences of evidence ({counts}",
             )
         return None

@@ -1,13 +1,18 @@
-"""The toxicity model shipped inside the package: a quantized fastText sentence classifier.
+"""The toxicity model shipped inside the package: quantized fastText classifiers of sentences
+and of whole documents.
 
 ``scripts/train_toxicity_model.py`` builds it at development time from labelled data whose
 licences let a trained model ship (Stormfront CC BY-SA 3.0 ES, Davidson MIT, HateCheck CC BY
 4.0, ToxiGen seed statements CDLA-Permissive-2.0, English Wikipedia CC BY-SA 3.0 as clean
-prose, and our own neutral sentences about groups; see ``NOTICE`` at the repository root). The file carries the share-alike licence of
-its data: CC BY-SA 3.0. The product reads only the files next to this module:
+prose, Project Gutenberg books as clean prose for the document model, and our own neutral
+sentences about groups; see ``NOTICE`` at the repository root). The files carry the
+share-alike licence of their data: CC BY-SA 3.0. The product reads only the files next to
+this module:
 
-- ``models/<version>.ftz``: the fastText model (labels ``__label__toxic`` / ``__label__clean``,
-  input as :func:`pretrain.filters.toxicity_classifier.to_line` writes it);
+- ``models/<version>.ftz``: the fastText sentence model (labels ``__label__toxic`` /
+  ``__label__clean``, input as :func:`pretrain.filters.toxicity_classifier.to_line` writes it);
+- ``models/<version>.document.ftz`` (toxicity-v3 on): the model of whole documents (threads,
+  pages, statements), named with its sha256 in the card's ``document`` entry;
 - ``models/<version>.json``: its card (version, languages, licence, the sha256 of the model
   file, the training data's files, hashes and counts, the thresholds calibrated on the
   development split and the held-out numbers).
@@ -32,7 +37,7 @@ from typing import Any
 
 from pretrain.errors import ConfigError
 
-VERSION = "toxicity-v2"  # the model the filter uses by default (ToxicityConfig.shipped_model)
+VERSION = "toxicity-v3"  # the model the filter uses by default (ToxicityConfig.shipped_model)
 MODELS_DIR = Path(__file__).resolve().parent / "models"
 
 
@@ -54,32 +59,52 @@ def model_card(version: str = VERSION) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def _checked(path: Path, expected: str) -> Path:
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if digest != expected:
+        raise ConfigError(
+            f"{path}: sha256 {digest[:12]}... differs from its card ({expected[:12]}...): "
+            "a changed model must get a new version (scripts/train_toxicity_model.py --version)"
+        )
+    return path
+
+
 @functools.cache
 def load_shipped(version: str = VERSION) -> ShippedModel:
     """The shipped model of ``version``, checked against its card's sha256 (loaded once)."""
     card = model_card(version)
-    path = MODELS_DIR / f"{version}.ftz"
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    if digest != card["sha256"]:
-        raise ConfigError(
-            f"{path}: sha256 {digest[:12]}... differs from its card ({card['sha256'][:12]}...): "
-            "a changed model must get a new version (scripts/train_toxicity_model.py --version)"
-        )
     import fasttext  # heavy native import, kept lazy
 
-    return ShippedModel(fasttext.load_model(str(path)), card)
+    sentences = fasttext.load_model(str(_checked(MODELS_DIR / f"{version}.ftz", card["sha256"])))
+    document = None
+    if "document" in card:  # toxicity-v3 on: a second model that reads whole documents
+        path = _checked(MODELS_DIR / card["document"]["file"], card["document"]["sha256"])
+        document = fasttext.load_model(str(path))
+    return ShippedModel(sentences, card, document)
 
 
 class ShippedModel:
-    """``probabilities(texts)``: P(toxic) per sentence; ``languages``: what it was trained on."""
+    """``probabilities(texts)``: P(toxic) per sentence; ``document_probabilities(texts)``: per
+    whole document (a thread, a page), when the version has a document model;
+    ``languages``: what it was trained on."""
 
-    def __init__(self, model: Any, card: dict[str, Any]) -> None:
+    def __init__(self, model: Any, card: dict[str, Any], document: Any = None) -> None:
         from pretrain.filters.toxicity_classifier import ToxicityClassifier
 
         self._classifier = ToxicityClassifier(model)
+        self._document = None if document is None else ToxicityClassifier(document)
         self.card = card
         self.version: str = card["version"]
         self.languages: tuple[str, ...] = tuple(card["languages"])
 
+    @property
+    def has_document_model(self) -> bool:
+        return self._document is not None
+
     def probabilities(self, texts: list[str]) -> list[float]:
         return self._classifier.probabilities(texts)
+
+    def document_probabilities(self, texts: list[str]) -> list[float]:
+        if self._document is None:
+            raise ConfigError(f"shipped model {self.version} has no document model")
+        return self._document.probabilities(texts)
