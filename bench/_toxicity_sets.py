@@ -26,7 +26,8 @@ political words), ``news_pages`` (real 2012 news pages of the extraction set, go
 from news outlets, about violence or politics: a shooting, Syria, Benghazi, elections),
 ``article_pages`` (all 415 pages of that set, blogs with profanity included),
 ``all_reuters_news`` (10,788 stories), ``gutenberg_books`` (13 novels, plays and poems),
-``neutral_group_threads`` (10 neutral statements about groups).
+``neutral_group_threads`` (10 neutral statements about groups), ``package_docs`` (the READMEs and
+licences of the installed Python packages, the demo's ``embedded`` prose).
 """
 
 from __future__ import annotations
@@ -161,6 +162,23 @@ def pages(*, news_only: bool) -> list[dict]:
     return _clean(rows)
 
 
+def package_docs() -> list[dict]:
+    """The READMEs, changelogs and licence texts of the installed Python packages (the
+    ``embedded`` source of the demo): technical prose full of links, badges and markup."""
+    from pretrain.data.harvest import discover_embedded
+    from pretrain.data.readers import iter_records
+
+    docs = []
+    for f in discover_embedded(max_files_per_source=10**6):
+        if f.source == "code":
+            continue
+        for i, record in enumerate(iter_records(f)):
+            text = record.get("text") if isinstance(record, dict) else None
+            if text and text.strip():
+                docs.append({"id": f"{f.uri}:{i}", "text": text})
+    return [{**d, "split": document_split(d["id"])} for d in docs]
+
+
 def toxicity_sets() -> dict[str, tuple[bool, list[dict]]]:
     """name -> (is_toxic, documents with ``id``, ``split`` and ``text``)."""
     news = reuters()
@@ -180,6 +198,7 @@ def toxicity_sets() -> dict[str, tuple[bool, list[dict]]]:
         "all_reuters_news": (False, news),
         "gutenberg_books": (False, _clean(read(DATA / "books" / "nltk_gutenberg_selections_2008.jsonl.gz"))),
         "neutral_group_threads": (False, statement_threads(hateful=0)),
+        "package_docs": (False, package_docs()),
     }  # fmt: skip
 
 

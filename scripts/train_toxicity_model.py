@@ -29,11 +29,11 @@
    ``dev`` documents of ``bench/_toxicity_sets.py``; every setting of ``GRID``
    (``shipped_threshold``, the profanity model's ``sentence_threshold``,
    ``min_toxic_sentences``, ``document_threshold``, ``document_evidence_threshold``) is tried,
-   and the one with the best mean
-   dev recall (forum threads of 10 and 30 posts, forum pages, implicit hate) among those with
-   at most ``MAX_WEB`` of web pages, at most ``MAX_NEUTRAL_GROUP`` of the threads of ten
-   neutral statements about groups, and no violent or political news, news page or book
-   flagged is written to the card. ``ToxicityConfig``'s defaults must equal it (a test checks).
+   and the one with the best mean dev recall (forum threads of 10 and 30 posts, forum pages,
+   implicit hate) among those with at most ``MAX_WEB`` of web pages and of the installed
+   packages' READMEs, at most ``MAX_NEUTRAL_GROUP`` of the threads of ten neutral statements
+   about groups, and no violent or political news, news page or book flagged is written to
+   the card. ``ToxicityConfig``'s defaults must equal it (a test checks).
 5. **Output**: ``pretrain/filters/models/<version>.ftz``, ``<version>.document.ftz`` and
    ``<version>.json`` (the card: data files with sha256 and licence, row counts, parameters of
    both models, thresholds, dev numbers).
@@ -51,6 +51,7 @@ import random
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +77,7 @@ from _toxicity_sets import forum_page, group_statements, post_text  # noqa: E402
 from pretrain.fasttext_models import zero_filled_allocations  # noqa: E402
 from pretrain.filters.toxicity import split_sentences  # noqa: E402
 from pretrain.filters.toxicity_classifier import CLEAN, TOXIC, to_line  # noqa: E402
-from pretrain.filters.toxicity_model import MODELS_DIR  # noqa: E402
+from pretrain.filters.toxicity_model import MODELS_DIR, document_line  # noqa: E402
 
 PARAMS = {"epoch": 5, "lr": 0.3, "dim": 20, "wordNgrams": 2, "minn": 3, "maxn": 5,
           "bucket": 40_000, "minCount": 1, "thread": 1, "seed": 0}  # fmt: skip
@@ -103,6 +104,7 @@ MAX_NEUTRAL_GROUP = 0.4
 RECALL_SETS = ("stormfront_threads", "stormfront_threads_30_posts", "stormfront_forum_pages",
                "implicit_hate_statements", "implicit_hate_threads")  # fmt: skip
 ZERO_SETS = ("violent_news", "political_news", "news_pages", "gutenberg_books")
+WEB_SETS = ("clean_web", "package_docs")  # at most MAX_WEB flagged
 LICENCES = {
     "stormfront_hate_speech_10944.jsonl.gz": "CC BY-SA 3.0 ES (de Gibert et al., ALW2 2018)",
     "davidson_twitter_hate_offensive_24783.jsonl.gz": "MIT (Davidson et al., ICWSM 2017)",
@@ -201,7 +203,7 @@ def document_rows() -> tuple[list[tuple[bool, str]], dict[str, int]]:
         starts = list(range(0, max(1, len(words) - 300), 300))
         rng.shuffle(starts)
         rows += [(False, " ".join(words[s : s + 300]), "gutenberg") for s in starts[:250]]
-    rows = [r for r in rows if to_line(r[1])]
+    rows = [r for r in rows if document_line(r[1])]
     counts: dict[str, int] = {}
     for toxic, _, source in rows:
         key = f"{source}_{'toxic' if toxic else 'clean'}"
@@ -209,10 +211,13 @@ def document_rows() -> tuple[list[tuple[bool, str]], dict[str, int]]:
     return [(t, x) for t, x, _ in rows], dict(sorted(counts.items()))
 
 
-def train(rows: list[tuple[bool, str]], out: Path, params: dict, max_words: int) -> None:
+def train(
+    rows: list[tuple[bool, str]], out: Path, params: dict, max_words: int,
+    line: Callable[[str], str] = to_line,
+) -> None:  # fmt: skip
     import fasttext
 
-    lines = [f"{TOXIC if t else CLEAN} {' '.join(to_line(x).split()[:max_words])}" for t, x in rows]
+    lines = [f"{TOXIC if t else CLEAN} {' '.join(line(x).split()[:max_words])}" for t, x in rows]
     random.Random(0).shuffle(lines)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "train.txt"
@@ -259,7 +264,7 @@ def calibrate(model_path: Path, document_path: Path, card: dict) -> tuple[dict, 
     candidate = _Memo(ShippedModel(fasttext.load_model(str(model_path)), card,
                                    fasttext.load_model(str(document_path))))  # fmt: skip
     sets = {name: docs for name, (_, docs) in toxicity_sets().items()
-            if name in RECALL_SETS + ZERO_SETS + ("clean_web", "neutral_group_threads")}  # fmt: skip
+            if name in RECALL_SETS + ZERO_SETS + WEB_SETS + ("neutral_group_threads",)}  # fmt: skip
     for docs in sets.values():
         docs[:] = [d for d in docs if d["split"] == "dev"]
         for doc, (language, _) in zip(docs, predict([d["text"] for d in docs]), strict=True):
@@ -277,7 +282,9 @@ def calibrate(model_path: Path, document_path: Path, card: dict) -> tuple[dict, 
         for name, docs in sets.items():
             rule.score_batch(docs)
             shares[name] = round(sum(rule.check(d) is not None for d in docs) / len(docs), 4)
-        allowed = shares["clean_web"] <= MAX_WEB and all(shares[n] == 0 for n in ZERO_SETS)
+        allowed = all(shares[n] <= MAX_WEB for n in WEB_SETS) and all(
+            shares[n] == 0 for n in ZERO_SETS
+        )
         recall = round(sum(shares[n] for n in RECALL_SETS) / len(RECALL_SETS), 4)
         results.append({**settings, "mean_recall": recall, "allowed": allowed, **shares})
         print(json.dumps(results[-1]), flush=True)
@@ -303,7 +310,7 @@ def main() -> None:
     train(rows, model_path, PARAMS, MAX_WORDS)
     document_rows_, document_counts = document_rows()
     document_path = MODELS_DIR / f"{args.version}.document.ftz"
-    train(document_rows_, document_path, DOCUMENT_PARAMS, MAX_DOCUMENT_WORDS)
+    train(document_rows_, document_path, DOCUMENT_PARAMS, MAX_DOCUMENT_WORDS, document_line)
     data = [{"file": p.name, "sha256": file_sha256(p), "licence": LICENCES[p.name]}
             for p in (*LABELLED_FILES, WIKIPEDIA, GUTENBERG)]  # fmt: skip
     card = {
@@ -324,8 +331,9 @@ def main() -> None:
             "file": document_path.name,
             "sha256": hashlib.sha256(document_path.read_bytes()).hexdigest(),
             "bytes": document_path.stat().st_size,
-            "input": f"the whole document through to_line, its first {MAX_DOCUMENT_WORDS} words "
-            "in training",
+            "input": "pretrain.filters.toxicity_model.document_line (links and markup removed, "
+            f"then to_line) of the whole document; its first {MAX_DOCUMENT_WORDS} words in "
+            "training",
             "training_rows": document_counts,
             "fasttext": DOCUMENT_PARAMS,
         },

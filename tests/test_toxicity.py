@@ -112,8 +112,10 @@ def test_model_only_for_its_languages_and_word_lists_per_language(tmp_path: Path
     assert custom.check(_doc(german, language="de")) is None  # the file replaces the built-ins
     assert custom.check(_doc("So ein Mist. Alles Mist. Gut.", language="de"))[0] == "toxic_content"
     assert custom.check(_doc("A badword here. Another badword.", language="sv")) is not None
-    words_only = ToxicityFilter(ToxicityConfig(model=None))
-    assert words_only.check(_doc(INSULTS * 2)) is None  # no listed word: needs the model
+    # the profanity model and the document model off (the shipped sentence model alone does not
+    # reach 0.8 on these insults): no listed word, nothing flags them
+    words_only = ToxicityFilter(ToxicityConfig(model=None, document_threshold=None))
+    assert words_only.check(_doc(INSULTS * 2)) is None
 
 
 def test_a_sentence_naming_a_group_is_flagged_from_the_identity_threshold() -> None:

@@ -22,6 +22,7 @@ from pretrain.filters.toxicity_model import (
     VERSION,
     ShippedModel,
     available_versions,
+    document_line,
     load_shipped,
     model_card,
 )
@@ -202,3 +203,25 @@ def test_the_document_model_drops_a_thread_with_evidence_in_its_sentences(tmp_pa
         ).check(_doc(hostile))
         is None
     )
+
+
+README = """# quietpkg
+
+[![PyPI version](https://img.shields.io/pypi/v/quietpkg.svg)](https://pypi.org/project/quietpkg/)
+[![CI](https://github.com/example/quietpkg/actions/workflows/ci.yml/badge.svg)](https://github.com/example/quietpkg/actions)
+<p align="center"><img width="300" src="https://raw.githubusercontent.com/example/quietpkg/main/logo.png"></p>
+
+quietpkg reads configuration files and reports the keys that no code reads any more.
+Install it with pip and run it in the root of your project. Questions go to dev@example.org.
+
+## Usage
+
+Run quietpkg scan to list unused keys. See https://quietpkg.example.org/docs for the options.
+Contributions are welcome: open an issue at https://github.com/example/quietpkg/issues first.
+"""
+
+
+def test_document_line_drops_links_and_markup_and_a_readme_passes() -> None:
+    line = document_line('See <a href="https://x.org/a">the docs</a> or www.x.org, ann@x.org.')
+    assert line == "see the docs or"
+    assert ToxicityFilter().check(_doc(README * 3)) is None  # badges and links are no sign of hate

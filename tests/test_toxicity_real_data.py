@@ -38,10 +38,10 @@ PAGES = DATA / "extraction" / "dragnet_test_415pages.jsonl.gz"
 BOOKS = DATA / "books" / "nltk_gutenberg_selections_2008.jsonl.gz"
 WEB = DATA / "web" / "cc_dolma_CC-MAIN-20190717121559-20190717143559-00140.jsonl.gz"
 # held-out threads of ten neutral statements about groups flagged: toxicity-v1 (0.15 for a
-# sentence naming a group) 0.97, toxicity-v2 0.37, toxicity-v3 0.39 (its document model reads
+# sentence naming a group) 0.97, toxicity-v2 0.37, toxicity-v3 0.37 (its document model reads
 # a thread about groups whole; the trade-off is in bench/RESULTS.md)
 NEUTRAL_THREADS_FLAGGED_AT_MOST = 0.5
-HELD_OUT_TEN_POST_RECALL_AT_LEAST = 0.8  # measured 0.85 (bench/RESULTS.md)
+HELD_OUT_TEN_POST_RECALL_AT_LEAST = 0.8  # measured 0.83 (bench/RESULTS.md)
 pytestmark = pytest.mark.skipif(not STORMFRONT.exists(), reason=f"{DATA} not present")
 
 
@@ -103,7 +103,7 @@ def test_web_pages_mostly_pass_and_forum_threads_and_implicit_hate_are_flagged()
     rule = ToxicityFilter(ToxicityConfig())
     web = [{"text": r["text"]} for r in _read(WEB) if (r.get("text") or "").strip()]
     assert len(_flagged(web, rule)) / len(web) <= 0.02
-    threads = _threads(30)  # the whole forum, 30 posts a thread (v3 0.99, v2 0.84, v1 0.92)
+    threads = _threads(30)  # the whole forum, 30 posts a thread (v3 0.98, v2 0.84, v1 0.92)
     assert len(_flagged(threads, rule)) / len(threads) >= 0.8
     before = ToxicityConfig(shipped_model=None, identity_threshold=0.08, reported_threshold=None)
     hate = [{"text": r["text"]} for r in _read(TOXIGEN) if r["toxic"] and _held_out(r["id"])]
@@ -127,7 +127,7 @@ def _neutral_group_statements() -> list[str]:
 
 def test_threads_of_neutral_statements_about_groups_mostly_pass() -> None:
     """Talking about a group ("I love immigrants") is not hate: toxicity-v1 flagged 97% of
-    these threads, toxicity-v2 37%, toxicity-v3 39%."""
+    these threads, toxicity-v2 37%, toxicity-v3 37%."""
     statements = _neutral_group_statements()
     assert len(statements) > 100
     rng = random.Random(0)
@@ -160,7 +160,7 @@ def _held_out_threads(per_thread: int) -> list[dict]:
 def test_held_out_forum_threads_of_ten_posts_are_found_by_the_document_model() -> None:
     """Most of a hate forum's 10-post threads hold at most one sentence its annotators
     labelled hate: the sentence rule finds 0.42 of the held-out ones, the document model (a
-    thread read whole, with one sentence of evidence) lifts that to the issue's 0.85."""
+    thread read whole, with one sentence of evidence) lifts that to 0.83 (the issue asks 0.85)."""
     threads = _held_out_threads(10)
     assert len(threads) > 80
     found = len(_flagged(threads, ToxicityFilter(ToxicityConfig()))) / len(threads)

@@ -232,9 +232,13 @@ class ToxicityClassifier:
         return cls(load_supervised(model_uri))
 
     def probabilities(self, texts: list[str]) -> list[float]:
-        if not texts:
+        return self.probabilities_of_lines([to_line(t) for t in texts])
+
+    def probabilities_of_lines(self, lines: list[str]) -> list[float]:
+        """P(toxic) of inputs already in the model's form (one line of words each)."""
+        if not lines:
             return []
-        labels, probs = self._model.predict([to_line(t) for t in texts], k=2)
+        labels, probs = self._model.predict(lines, k=2)
         return [
             min(1.0, float(dict(zip(row, p, strict=True)).get(TOXIC, 0.0)))
             for row, p in zip(labels, probs, strict=True)

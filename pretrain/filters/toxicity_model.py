@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,17 @@ from pretrain.errors import ConfigError
 
 VERSION = "toxicity-v3"  # the model the filter uses by default (ToxicityConfig.shipped_model)
 MODELS_DIR = Path(__file__).resolve().parent / "models"
+# What the document model never sees: links, e-mail addresses and markup. Forum posts link news
+# while encyclopedias and books do not, so a model that saw them learned "links = hate" and
+# read a package's README (badges, image links) as a hate thread.
+_NOT_PROSE = re.compile(r"(?:https?|ftp)://\S+|www\.\S+|\S+@\S+\.\w+|<[^>]{0,500}>")
+
+
+def document_line(text: str) -> str:
+    """The document model's input: the text without links and markup, as ``to_line`` words."""
+    from pretrain.filters.toxicity_classifier import to_line
+
+    return to_line(_NOT_PROSE.sub(" ", text))
 
 
 def available_versions() -> tuple[str, ...]:
@@ -107,4 +119,4 @@ class ShippedModel:
     def document_probabilities(self, texts: list[str]) -> list[float]:
         if self._document is None:
             raise ConfigError(f"shipped model {self.version} has no document model")
-        return self._document.probabilities(texts)
+        return self._document.probabilities_of_lines([document_line(t) for t in texts])
