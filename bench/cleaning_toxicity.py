@@ -112,7 +112,8 @@ def toxicity_report(folder: str) -> dict:
     document: dict[str, list[float]] = {}  # the document model's P(toxic), held-out, English
     shipped = load_shipped()
     seconds, scored = 0.0, 0
-    for name, (toxic, docs) in toxicity_sets().items():
+    sets = toxicity_sets()  # built once: reading every set (Reuters, the READMEs) takes a while
+    for name, (toxic, docs) in sets.items():
         docs = [d for d in docs if d["split"] in ("dev", "heldout")]
         for doc, (language, _) in zip(docs, predict([d["text"] for d in docs]), strict=True):
             doc["language"] = language
@@ -139,14 +140,14 @@ def toxicity_report(folder: str) -> dict:
                             for m, f in flagged.items()}  # fmt: skip
             entry[split]["n"] = len(idx)
         report["sets"][name] = entry
-    clean = [s for n, (t, _) in toxicity_sets().items() if not t and n != "neutral_group_threads"
+    clean = [s for n, (t, _) in sets.items() if not t and n != "neutral_group_threads"
              for s in scores[n]["heldout"]]  # fmt: skip
     report["auc_heldout"] = {
         name: auc(scores[name]["heldout"], clean)
         for name, entry in report["sets"].items()
         if entry["toxic"]
     }
-    clean_documents = [p for n, (t, _) in toxicity_sets().items()
+    clean_documents = [p for n, (t, _) in sets.items()
                        if not t and n != "neutral_group_threads" for p in document[n]]  # fmt: skip
     report["document_auc_heldout"] = {
         name: auc(document[name], clean_documents)

@@ -448,16 +448,13 @@ class ToxicityFilter(Filter):
         _, flagged, sentences, n_words, found, _, document, evidence = self._cached(doc)
         score = doc["toxicity_score"] or 0.0
         needed = min(self.config.min_toxic_sentences, sentences)
-        words = ", ".join(sorted({w.lower() for w in found})[:3])
-        counts = f"{flagged}/{sentences} sentences, {n_words} with listed words" + (
-            f": {words})" if words else ")"
-        )
-        if sentences and flagged >= needed and score >= self.config.max_toxic_share:
-            return "toxic_content", f"{score:.3f} ({counts}"
         threshold = self.config.document_threshold
-        if document is not None and threshold is not None and document >= threshold and evidence:
-            return (
-                "toxic_content",
-                f"document model {document:.3f} with {evidence} sentences of evidence ({counts}",
-            )
-        return None
+        if sentences and flagged >= needed and score >= self.config.max_toxic_share:
+            why = f"{score:.3f}"
+        elif document is not None and threshold is not None and document >= threshold and evidence:
+            why = f"document model {document:.3f} with {evidence} sentences of evidence"
+        else:
+            return None  # kept: no reason to write (this runs for every document)
+        words = ", ".join(sorted({w.lower() for w in found})[:3])
+        listed = f"{n_words} with listed words" + (f": {words}" if words else "")
+        return "toxic_content", f"{why} ({flagged}/{sentences} sentences, {listed})"
