@@ -48,6 +48,12 @@ Private names (``dagster._…``), why each is needed, and the public API checked
   backfill's timestamp is ``time.time()`` (what ``dagster._time.get_current_timestamp``
   returns outside Dagster's own tests).
 
+- ``dagster._core.storage.defs_state.base._current_storage`` (and the public-looking
+  ``DefsStateStorage.get``): the definitions-state storage that entering a ``DagsterInstance``
+  puts in a context variable and loading ``Definitions`` reads; the tests clear one left behind
+  (``tests/conftest.py``, ``clear_defs_state_storage``). Public instead: none; the context
+  manager ``set_defs_state_storage`` (also private) only sets it for a block.
+
 Public classes whose undocumented members we call (no ``@public`` in 1.13.27): the
 ``DagsterEvent.step_worker_starting`` and ``DagsterEvent.engine_event`` constructors (the
 events every step handler yields), ``DagsterInstance.from_ref``,
@@ -56,7 +62,7 @@ events every step handler yields), ``DagsterInstance.from_ref``,
 ``dagster.serialize_value`` / ``dagster.deserialize_value`` (re-exported from
 ``dagster_shared.serdes``). They are in ``SHAPES`` too.
 
-Only ``jobs/`` uses this module; importing it imports Dagster (never ray or dagster-ray).
+Only ``jobs/`` (and ``tests/conftest.py``) use this module; importing it imports Dagster (never ray or dagster-ray).
 ``jobs/ray_pool.py`` and ``jobs/backfills.py`` import it where they need it, not at import.
 """
 
@@ -81,12 +87,14 @@ from dagster._core.executor.step_delegating import (
     StepHandler,
     StepHandlerContext,
 )
+from dagster._core.storage.defs_state.base import DefsStateStorage, _current_storage
 from dagster._core.utils import make_new_backfill_id
 from dagster._grpc.types import ExecuteStepArgs
 
 __all__ = [
     "CheckStepHealthResult",
     "RetryMode",
+    "clear_defs_state_storage",
     "StepDelegatingExecutor",
     "StepHandler",
     "StepHandlerContext",
@@ -170,7 +178,18 @@ SHAPES: dict[str, str] = {
     "dagster.PartitionsDefinition.subset_with_partition_keys": "function (self, partition_keys)",
     "dagster.serialize_value": "function (val, whitelist_map=, **json_kwargs)",
     "dagster.deserialize_value": "function (val, as_type=, whitelist_map=)",
+    "dagster._core.storage.defs_state.base._current_storage": "value ContextVar",
+    "dagster._core.storage.defs_state.base.DefsStateStorage.get": "function ()",
 }
+
+
+def clear_defs_state_storage() -> bool:
+    """Clear the definitions-state storage an entered ``DagsterInstance`` left in this context;
+    True when there was one (``tests/conftest.py`` clears what a test leaves behind)."""
+    if DefsStateStorage.get() is None:
+        return False
+    _current_storage.set(None)
+    return True
 
 
 # -- what jobs/ray_executor.py and jobs/ray_pool.py call ------------------------------------------

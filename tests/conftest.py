@@ -7,15 +7,66 @@ each other).
 skipped with the reason where Slurm cannot run (not root, ``slurm-wlm``/``munge`` missing).
 Its ``SLURM_CONF`` is exported while the module's tests run, so ``sbatch``/``squeue`` and the
 ``SlurmLauncher`` talk to it.
+
+``no_inherited_defs_state_storage`` (every test): a test starts with no Dagster definitions-state
+storage in its context; a storage left behind is cleared and named in the warnings summary.
 """
 
+import gc
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from dagster import DagsterInstance
 
+from jobs.dagster_internals import clear_defs_state_storage
 from tests.helpers.packing_data import build_packed_mix, build_packed_stages
 from tests.slurm_cluster import SlurmCluster, slurm_cluster, slurm_unavailable
+
+
+def _clear_defs_state_storage(where: str) -> None:
+    if clear_defs_state_storage():
+        warnings.warn(f"a Dagster defs-state storage was left in the context {where}", stacklevel=2)
+
+
+_entered_an_instance = [False]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _note_entered_instances() -> Iterator[None]:
+    enter = DagsterInstance.__enter__
+
+    def noting(self: DagsterInstance) -> DagsterInstance:
+        _entered_an_instance[0] = True
+        return enter(self)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(DagsterInstance, "__enter__", noting)
+        yield
+
+
+@pytest.fixture(autouse=True)
+def no_inherited_defs_state_storage(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Run the test with no definitions-state storage in its context, and clear one it leaves.
+
+    Entering a ``DagsterInstance`` (``with instance:``) sets its storage in a context variable
+    that loading ``Definitions`` reads, and leaving resets it to what it was when entered. Twice
+    in CI, tests that enter no instance (``tests/test_settings.py``) found a storage there whose
+    instance was already garbage collected ("Attempted to resolve undefined DagsterInstance
+    weakref"), while a full run here never left one between tests: the likely way is an
+    instance entered inside a generator or context object that is only finalized by a later
+    garbage collection, whose exit then restores the storage of a long-gone outer instance.
+    So after a test that entered an instance, garbage is collected at once (such exits happen
+    here, not in a later test), and any storage left is cleared and named in the warnings
+    summary.
+    """
+    _clear_defs_state_storage(f"before {request.node.nodeid}")
+    _entered_an_instance[0] = False
+    yield
+    if _entered_an_instance[0]:
+        gc.collect()
+    _clear_defs_state_storage(f"by {request.node.nodeid}")
 
 
 @pytest.fixture(scope="module")
