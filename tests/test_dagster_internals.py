@@ -15,6 +15,7 @@ import importlib.metadata
 import inspect
 import re
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 
 import dagster
@@ -194,3 +195,39 @@ def test_an_asset_backfill_is_submitted_through_the_adapter() -> None:
         )
     assert backfill.backfill_id == backfill_id and backfill.tags == {"t": "1"}
     assert set(subset.get_partition_keys()) == {"a", "c"} and backfill.title == "t"
+
+
+def test_a_late_exit_leaves_a_dead_instances_storage_which_clearing_removes() -> None:
+    """How CI twice failed tests/test_settings.py ("Attempted to resolve undefined
+    DagsterInstance weakref"): an instance entered inside a generator that outlives its test in
+    a reference cycle exits only when garbage is collected, and its exit restores the storage
+    of the instance that was entered around it, long gone by then. ``tests/conftest.py``
+    collects after each test that entered an instance and clears what is left."""
+    import gc
+
+    def entered() -> Iterator[None]:
+        with dagster.DagsterInstance.ephemeral():
+            yield
+
+    @dagster.asset
+    def a() -> None: ...
+
+    gc.disable()
+    try:
+        with dagster.instance_for_test() as outer:
+            inner = entered()
+            next(inner)
+            loop: list = [inner]
+            loop.append(loop)
+            del inner, loop
+        del outer
+        assert not internals.clear_defs_state_storage()  # nothing left when the test ends
+        gc.collect()  # ... until the generator is finalized
+        with pytest.raises(
+            dagster.DagsterInvariantViolationError, match="undefined DagsterInstance"
+        ):
+            dagster.Definitions(assets=[a]).get_repository_def()
+        assert internals.clear_defs_state_storage()
+        assert dagster.Definitions(assets=[a]).get_repository_def().assets_defs_by_key
+    finally:
+        gc.enable()
