@@ -32,7 +32,7 @@ import json
 import re
 from pathlib import Path
 
-from tests.helpers.toxicity_splits import hatecheck_splits, split_of
+from tests.helpers.toxicity_splits import hatecheck_splits, split_of, stormfront_blocks_of
 
 __all__ = ["split_of"]  # the split, defined with the tests' (tests/helpers/toxicity_splits.py)
 
@@ -44,7 +44,6 @@ DAVIDSON = TOXICITY / "davidson_twitter_hate_offensive_24783.jsonl.gz"
 HATECHECK = TOXICITY / "hatecheck_functional_tests_3728.jsonl.gz"
 TOXIGEN = TOXICITY / "toxigen_seed_statements_624.jsonl.gz"
 LABELLED_FILES = (STORMFRONT, DAVIDSON, HATECHECK, TOXIGEN)  # Wikipedia: WIKIPEDIA below
-BLOCK_POSTS = 30  # Stormfront posts per split unit (the bench's longest thread)
 TWEETS_PER_THREAD = 10
 
 
@@ -57,27 +56,9 @@ def file_sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def stormfront_posts() -> dict[str, list[tuple[str, list[dict]]]]:
-    """subforum -> [(post id, its sentences in order)], posts in id order."""
-    posts: dict[tuple[str, str], list[dict]] = {}
-    for row in read(STORMFRONT):
-        posts.setdefault((row["subforum_id"], row["post_id"]), []).append(row)
-    by_subforum: dict[str, list[tuple[str, list[dict]]]] = {}
-    for (subforum, post_id), rows in sorted(posts.items()):
-        rows.sort(key=lambda r: r["sentence_no"])
-        by_subforum.setdefault(subforum, []).append((post_id, rows))
-    return by_subforum
-
-
 def stormfront_blocks() -> list[tuple[str, str, list[tuple[str, list[dict]]]]]:
     """(block key, split, posts) for every block of 30 consecutive posts of a subforum."""
-    blocks = []
-    for subforum, posts in stormfront_posts().items():
-        for start in range(0, len(posts), BLOCK_POSTS):
-            chunk = posts[start : start + BLOCK_POSTS]
-            key = f"stormfront:{subforum}:{chunk[0][0]}"
-            blocks.append((key, split_of(key), chunk))
-    return blocks
+    return stormfront_blocks_of(read(STORMFRONT))
 
 
 def davidson_blocks() -> list[tuple[str, str, list[dict]]]:

@@ -27,6 +27,8 @@ from tests.helpers.toxicity_splits import (
     VIOLENT,
     hatecheck_splits,
     split_of,
+    stormfront_blocks_of,
+    stormfront_posts_of,
 )
 
 DATA = SHARED_DATA
@@ -63,12 +65,10 @@ def _flagged(docs: list[dict], rule: ToxicityFilter) -> list[dict]:
 
 
 def _threads(per_thread: int) -> list[dict]:
-    posts: dict[tuple[str, str], list[dict]] = {}
-    for row in _read(STORMFRONT):
-        posts.setdefault((row["subforum_id"], row["post_id"]), []).append(row)
     texts = [
-        " ".join(r["text"] for r in sorted(rows, key=lambda r: r["sentence_no"]))
-        for _, rows in sorted(posts.items())
+        " ".join(r["text"] for r in sentences)
+        for posts in stormfront_posts_of(_read(STORMFRONT)).values()
+        for _, sentences in posts
     ]
     return [
         {"text": "\n\n".join(texts[i : i + per_thread])} for i in range(0, len(texts), per_thread)
@@ -138,22 +138,14 @@ def test_threads_of_neutral_statements_about_groups_mostly_pass() -> None:
 
 def _held_out_threads(per_thread: int) -> list[dict]:
     """Threads of ``per_thread`` posts cut from the held-out 30-post blocks of each subforum
-    (the unit the shipped models' split follows: ``bench/_toxicity_data.py``)."""
-    posts: dict[tuple[str, str], list[dict]] = {}
-    for row in _read(STORMFRONT):
-        posts.setdefault((row["subforum_id"], row["post_id"]), []).append(row)
-    by_subforum: dict[str, list[tuple[str, str]]] = {}
-    for (subforum, post_id), rows in sorted(posts.items()):
-        text = " ".join(r["text"] for r in sorted(rows, key=lambda r: r["sentence_no"]))
-        by_subforum.setdefault(subforum, []).append((post_id, text))
+    (the unit the shipped models' split follows)."""
     threads = []
-    for subforum, texts in by_subforum.items():
-        for start in range(0, len(texts), 30):
-            block = texts[start : start + 30]
-            if split_of(f"stormfront:{subforum}:{block[0][0]}") != "heldout":
-                continue
-            for i in range(0, len(block), per_thread):
-                threads.append({"text": "\n\n".join(t for _, t in block[i : i + per_thread])})
+    for _, split, posts in stormfront_blocks_of(_read(STORMFRONT)):
+        if split != "heldout":
+            continue
+        for i in range(0, len(posts), per_thread):
+            chunk = posts[i : i + per_thread]
+            threads.append({"text": "\n\n".join(" ".join(r["text"] for r in s) for _, s in chunk)})
     return threads
 
 

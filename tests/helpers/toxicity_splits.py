@@ -3,6 +3,7 @@ hard negative: one definition for the shipped model's training script, its bench
 ``tests/test_toxicity_real_data.py`` (a held-out row there is held out everywhere).
 
     split_of("stormfront:12:340")          # "heldout", "dev" or "train"
+    stormfront_blocks_of(rows)             # (block key, split, posts): the 30-post split units
     hatecheck_splits(rows)                 # one split per HateCheck case, by its root template
     len(VIOLENT.findall(story)) >= 2       # a news story about violence
 """
@@ -35,6 +36,34 @@ def split_of(key: str) -> str:
     """``heldout`` for a stable fifth of the keys, ``dev`` for 15%, ``train`` for the rest."""
     bucket = int(hashlib.sha1(key.encode()).hexdigest()[:8], 16) % 20
     return "heldout" if bucket < 4 else "dev" if bucket < 7 else "train"
+
+
+BLOCK_POSTS = 30  # Stormfront posts per split unit (the bench's longest thread)
+
+
+def stormfront_posts_of(rows: list[dict]) -> dict[str, list[tuple[str, list[dict]]]]:
+    """Stormfront's sentence rows as subforum -> [(post id, its sentences in order)], posts
+    (and subforums) in id order."""
+    posts: dict[tuple[str, str], list[dict]] = {}
+    for row in rows:
+        posts.setdefault((row["subforum_id"], row["post_id"]), []).append(row)
+    by_subforum: dict[str, list[tuple[str, list[dict]]]] = {}
+    for (subforum, post_id), sentences in sorted(posts.items()):
+        sentences.sort(key=lambda r: r["sentence_no"])
+        by_subforum.setdefault(subforum, []).append((post_id, sentences))
+    return by_subforum
+
+
+def stormfront_blocks_of(rows: list[dict]) -> list[tuple[str, str, list[tuple[str, list[dict]]]]]:
+    """(block key, split, posts) for every block of ``BLOCK_POSTS`` consecutive posts of a
+    subforum: the unit Stormfront is split by (``stormfront:<subforum>:<first post>``)."""
+    blocks = []
+    for subforum, posts in stormfront_posts_of(rows).items():
+        for start in range(0, len(posts), BLOCK_POSTS):
+            chunk = posts[start : start + BLOCK_POSTS]
+            key = f"stormfront:{subforum}:{chunk[0][0]}"
+            blocks.append((key, split_of(key), chunk))
+    return blocks
 
 
 def hatecheck_splits(rows: list[dict]) -> list[str]:
