@@ -62,7 +62,8 @@ events every step handler yields), ``DagsterInstance.from_ref``,
 ``dagster.serialize_value`` / ``dagster.deserialize_value`` (re-exported from
 ``dagster_shared.serdes``). They are in ``SHAPES`` too.
 
-Only ``jobs/`` (and ``tests/conftest.py``) use this module; importing it imports Dagster (never ray or dagster-ray).
+Only ``jobs/`` (and ``tests/conftest.py``) use this module; importing it imports Dagster (never
+ray or dagster-ray).
 ``jobs/ray_pool.py`` and ``jobs/backfills.py`` import it where they need it, not at import.
 """
 
@@ -94,10 +95,10 @@ from dagster._grpc.types import ExecuteStepArgs
 __all__ = [
     "CheckStepHealthResult",
     "RetryMode",
-    "clear_defs_state_storage",
     "StepDelegatingExecutor",
     "StepHandler",
     "StepHandlerContext",
+    "clear_defs_state_storage",
     "engine_event",
     "get_retries_config",
     "get_tag_concurrency_limits_config",
