@@ -113,7 +113,11 @@ def run_ours(
                 decisions[row["id"]] = None if rejection is None else rejection[0]
             if toxicity is None:
                 continue
-            toxicity.score_batch(docs)  # one model call per batch, rejects scored too
+            # one model call per batch, rejects scored too (as filter_shard: the document
+            # model reads the documents the rules kept)
+            toxicity.score_batch(
+                docs, [decisions[r["id"]] is None for r in rows[start : start + 1024]]
+            )
             for row, doc in zip(rows[start : start + 1024], docs, strict=True):
                 if decisions[row["id"]] is None:
                     rejection = toxicity.check(doc)

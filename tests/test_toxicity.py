@@ -9,12 +9,8 @@ from pathlib import Path
 import pytest
 
 from pretrain.errors import ConfigError
-from pretrain.filters.toxicity import (
-    ToxicityConfig,
-    ToxicityFilter,
-    sentence_probabilities,
-    split_sentences,
-)
+from pretrain.filters.profanity_model import sentence_probabilities
+from pretrain.filters.toxicity import ToxicityConfig, ToxicityFilter, split_sentences
 
 CALM = (
     "The library opened a new reading room on the second floor last spring. "

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from pretrain.errors import ConfigError, DataError
-from pretrain.filters.toxicity import ToxicityConfig, ToxicityFilter, sentence_probabilities
+from pretrain.filters.profanity_model import sentence_probabilities
+from pretrain.filters.toxicity import ToxicityConfig, ToxicityFilter
 from pretrain.filters.toxicity_classifier import (
     ToxicityClassifier,
     ToxicityClassifierConfig,

@@ -15,7 +15,8 @@ import pytest
 
 from pretrain.errors import ConfigError
 from pretrain.fasttext_models import train_supervised
-from pretrain.filters.toxicity import ToxicityConfig, ToxicityFilter, sentence_probabilities
+from pretrain.filters.profanity_model import sentence_probabilities
+from pretrain.filters.toxicity import ToxicityConfig, ToxicityFilter
 from pretrain.filters.toxicity_classifier import ToxicityClassifierConfig, train_toxicity_classifier
 from pretrain.filters.toxicity_model import (
     MODELS_DIR,

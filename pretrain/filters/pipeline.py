@@ -301,13 +301,18 @@ def _filter_batch(
 def _toxicity(docs: list[dict], decisions: list[Rejection | None], rules: _Rules) -> None:
     """``toxicity_score`` on every document with text (one model call per toxicity setting),
     then the toxicity rule on the prose documents still kept."""
-    groups: dict[int, tuple[ToxicityFilter, list[dict]]] = {}
-    for doc in docs:
-        toxicity = rules.of(doc).toxicity
+    groups: dict[int, tuple[ToxicityFilter, list[dict], list[bool]]] = {}
+    for doc, decision in zip(docs, decisions, strict=True):
+        source_rules = rules.of(doc)
+        toxicity = source_rules.toxicity
         if toxicity is not None and doc["text"] is not None:
-            groups.setdefault(id(toxicity), (toxicity, []))[1].append(doc)
-    for toxicity, members in groups.values():
-        toxicity.score_batch(members)
+            _, members, decidable = groups.setdefault(id(toxicity), (toxicity, [], []))
+            members.append(doc)
+            decidable.append(
+                decision is None and not is_code(doc, source_rules.config.code_sources)
+            )
+    for toxicity, members, decidable in groups.values():
+        toxicity.score_batch(members, decidable)
     for i, doc in enumerate(docs):
         source_rules = rules.of(doc)
         if decisions[i] is None and source_rules.toxicity is not None:

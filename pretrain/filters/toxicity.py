@@ -56,21 +56,20 @@ news and books (hard negatives), and are reported on the held-out split::
 
 from __future__ import annotations
 
-import functools
-import importlib.util
-import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import regex
 
 from pretrain import storage
 from pretrain.errors import ConfigError
+from pretrain.filters import profanity_model
 from pretrain.filters.base import Document, Filter, Rejection
 from pretrain.filters.terms import Terms
 from pretrain.filters.toxic_words import DEFAULT_WORD_LISTS, IDENTITY_TERMS, REPORTING_TERMS
+from pretrain.filters.toxicity_classifier import words_of
 from pretrain.filters.toxicity_model import VERSION as SHIPPED_VERSION
 from pretrain.filters.toxicity_model import ShippedModel, available_versions, load_shipped
 from pretrain.settings import check_types
@@ -81,7 +80,7 @@ MODELS = ("profanity_check",)
 # in lower case (a hard-wrapped sentence continues in lower case and stays one sentence).
 # Stdlib ``re`` (5x faster here than ``regex`` with \p{Ll}): Latin lower case spelled out.
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])\s*|\n\s*\n|\n(?![ \t]*[a-zß-öø-ÿ])")
-_WORD = re.compile(r"\w+")
+_UNREAD = object()  # a document the document model has not read yet (see score_batch)
 _MAX_SENTENCE_CHARS = 2000  # a run-on "sentence" is scored in pieces of this size
 
 
@@ -177,39 +176,14 @@ def split_sentences(text: str) -> list[str]:
     return out
 
 
-@functools.cache
-def _profanity_check_model() -> tuple[Any, Any]:
-    """(vectorizer, classifier) from the installed wheel's files, without importing the package."""
-    import joblib
-
-    spec = importlib.util.find_spec("profanity_check")
-    if spec is None or not spec.submodule_search_locations:
-        raise ConfigError(
-            "ToxicityConfig(model='profanity_check') needs the alt-profanity-check wheel: "
-            "pip install alt-profanity-check==1.9.1, or set model=None for word lists only"
-        )
-    data = os.path.join(list(spec.submodule_search_locations)[0], "data")
-    return (
-        joblib.load(os.path.join(data, "vectorizer.joblib")),
-        joblib.load(os.path.join(data, "model.joblib")),
-    )
-
-
-def sentence_probabilities(sentences: list[str]) -> list[float]:
-    """The alt-profanity-check model's probability that each (English) sentence is toxic."""
-    if not sentences:
-        return []
-    vectorizer, classifier = _profanity_check_model()
-    return classifier.predict_proba(vectorizer.transform(sentences))[:, 1].tolist()
-
-
-_Row = tuple[int, int, str | None, bool, bool]  # doc, sentence, language, names a group, reports
+# doc, sentence, language, names a group, reports, its words (an index into the batch's)
+_Row = tuple[int, int, str | None, bool, bool, int]
 
 
 class _Scorer(NamedTuple):
     """A sentence model as the filter uses it."""
 
-    probabilities: Callable[[list[str]], list[float]]
+    probabilities: Callable[[list[list[str]]], list[float]]  # of sentences' word tokens
     languages: frozenset[str]  # it scores only documents of these languages
     threshold: float
     identity_threshold: float | None  # for a sentence that names a group of people
@@ -246,7 +220,7 @@ class ToxicityFilter(Filter):
             lang: Terms(terms) for lang, terms in REPORTING_TERMS.items()
         }
         if config.model is not None:
-            _profanity_check_model()  # fail at construction, not in the middle of a shard
+            profanity_model.load()  # fail at construction, not in the middle of a shard
         self.classifier = None  # None also when the folder says training was skipped
         if config.classifier_uri is not None:
             from pretrain.filters.toxicity_classifier import ToxicityClassifier
@@ -266,7 +240,7 @@ class ToxicityFilter(Filter):
         if shipped is not None:  # trained with news-like clean prose: no raised bar for reports
             self._models.append(
                 _Scorer(
-                    shipped.probabilities,
+                    shipped.probabilities_of_words,
                     frozenset(shipped.languages),
                     config.shipped_threshold,
                     config.shipped_identity_threshold,
@@ -277,7 +251,7 @@ class ToxicityFilter(Filter):
         if config.model is not None:
             self._models.append(
                 _Scorer(
-                    sentence_probabilities,
+                    profanity_model.probabilities_of_words,
                     own,
                     config.sentence_threshold,
                     config.identity_threshold,
@@ -285,7 +259,7 @@ class ToxicityFilter(Filter):
                 )
             )
         if self.classifier is not None:
-            self._models.append(_Scorer(self.classifier.probabilities, own,
+            self._models.append(_Scorer(self.classifier.probabilities_of_words, own,
                                         config.classifier_threshold, None, reported))  # fmt: skip
         self.scored_languages = frozenset().union(*(m.languages for m in self._models))
 
@@ -308,18 +282,36 @@ class ToxicityFilter(Filter):
         return lookup.search(sentence) is not None
 
     @staticmethod
-    def _context(
-        sentences: list[str], rows: list[int], terms: Terms | None, tokens: list[str]
-    ) -> list[bool]:
-        """Per row, whether its sentence holds one of ``terms`` (a doc-wide check first)."""
+    @staticmethod
+    def _context(words: list[list[str]], terms: Terms | None, tokens: list[str]) -> list[bool]:
+        """Per sentence (its word tokens), whether it holds one of ``terms`` (a doc-wide check
+        on the document's ``tokens`` first)."""
         if terms is None or not terms.named_in_tokens(tokens):
-            return [False] * len(rows)
-        return [terms.named_in(sentences[j]) for j in rows]
+            return [False] * len(words)
+        return [terms.named_in_tokens(w) for w in words]
 
-    def score_batch(self, docs: list[Document]) -> list[float | None]:
-        """Score every document (one call per model for the batch); sets ``toxicity_score``."""
+    def score_batch(
+        self, docs: list[Document], decidable: list[bool] | None = None
+    ) -> list[float | None]:
+        """Score every document (one call per model for the batch); sets ``toxicity_score``.
+
+        ``decidable`` (default: all) marks the documents this rule may still drop: the
+        document model, which only decides, reads those now and any other one when
+        :meth:`check` asks (the filter stage scores its rejects too, and does not decide them).
+        """
         rows: list[_Row] = []
-        texts: list[str] = []
+        # The word tokens of the batch's distinct sentences, read by every model: a page's
+        # repeated lines, a thread's quoted posts and a site's boilerplate are read once.
+        words: list[list[str]] = []
+        index: dict[str, int] = {}
+
+        def words_index(sentence: str) -> int:
+            k = index.get(sentence)
+            if k is None:
+                k = index[sentence] = len(words)
+                words.append(words_of(sentence))
+            return k
+
         split: list[list[str]] = []
         flags: list[list[bool]] = []
         hits: list[list[str]] = []
@@ -329,8 +321,18 @@ class ToxicityFilter(Filter):
             lookup = self._lists.get(language, self._lists[None])
             use_models = language in self.scored_languages
             scored.append(use_models)
-            # One tokenization serves the word lists, the group and the reporting terms.
-            tokens = _WORD.findall(text.lower()) if use_models or isinstance(lookup, Terms) else []
+            # One tokenization serves the word lists, the group and reporting terms and the
+            # models: a scored document's words are its sentences' words (a run-on cut at
+            # 2,000 characters may cut a word in two, which no sentence can flag either).
+            sentences: list[str] = []
+            sentence_words: list[list[str]] = []
+            if use_models:
+                sentences = split_sentences(text)
+                keys = [words_index(s) for s in sentences]
+                sentence_words = [words[k] for k in keys]
+                tokens = [t for w in sentence_words for t in w]
+            else:
+                tokens = words_of(text) if isinstance(lookup, Terms) else []
             if lookup is None:
                 found = []
             elif isinstance(lookup, Terms):
@@ -342,12 +344,14 @@ class ToxicityFilter(Filter):
                 split.append([])  # nothing can be flagged: no score, without splitting
                 flags.append([])
                 continue
-            sentences = split_sentences(text)
+            sentences = sentences or split_sentences(text)
             split.append(sentences)
-            if found and lookup is not None:  # found implies a lookup
-                flags.append([self._listed_in(s, lookup) for s in sentences])
-            else:
+            if not found:
                 flags.append([False] * len(sentences))
+            elif isinstance(lookup, Terms) and sentence_words:
+                flags.append([lookup.named_in_tokens(w) for w in sentence_words])
+            else:
+                flags.append([self._listed_in(s, lookup) for s in sentences])
             if not use_models:
                 continue
             minimum = self.config.min_model_words
@@ -355,15 +359,15 @@ class ToxicityFilter(Filter):
                 j for j, (s, f) in enumerate(zip(sentences, flags[i], strict=True))
                 if not f and len(s.split()) >= minimum
             ]  # fmt: skip
-            named = self._context(sentences, open_rows, self._groups.get(language), tokens)
+            open_words = [sentence_words[j] for j in open_rows]
+            named = self._context(open_words, self._groups.get(language), tokens)
             reporting = self._reporting.get(language) if self.config.reported_threshold else None
-            reported = self._context(sentences, open_rows, reporting, tokens)
+            reported = self._context(open_words, reporting, tokens)
             rows.extend(zip([i] * len(open_rows), open_rows, [language] * len(open_rows),
-                            named, reported, strict=True))  # fmt: skip
-            texts.extend(sentences[j] for j in open_rows)
+                            named, reported, [keys[j] for j in open_rows], strict=True))  # fmt: skip
         word_flagged = [sum(f) for f in flags]
-        evidence = self._flag_with_models(rows, texts, flags)
-        document = self._document_probabilities(docs, scored)
+        evidence = self._flag_with_models(rows, words, flags)
+        document = self._document_probabilities(docs, scored, decidable)
         scores: list[float | None] = []
         for i, (doc, sentences, doc_flags, found, n_words, is_scored, doc_p) in enumerate(
             zip(docs, split, flags, hits, word_flagged, scored, document, strict=True)
@@ -378,24 +382,31 @@ class ToxicityFilter(Filter):
             scores.append(score)
         return scores
 
-    def _document_probabilities(self, docs: list[Document], scored: list[bool]) -> list:
-        """P(toxic) of the whole text from the shipped document model, for the documents of
-        its languages (None for the others, and when it is not used)."""
-        out: list[float | None] = [None] * len(docs)
+    def _document_probabilities(
+        self, docs: list[Document], scored: list[bool], decidable: list[bool] | None
+    ) -> list:
+        """P(toxic) of the whole text from the shipped document model, for the decidable
+        documents of its languages (``_UNREAD`` for its other documents, None for the rest and
+        when it is not used)."""
+        out: list[float | object | None] = [None] * len(docs)
         if self._document is None:
             return out
         languages = self._document.languages
-        picked = [i for i, (d, s) in enumerate(zip(docs, scored, strict=True))
-                  if s and d.get("language") in languages and (d.get("text") or "").strip()]  # fmt: skip
+        picked = []
+        for i, (doc, is_scored) in enumerate(zip(docs, scored, strict=True)):
+            if is_scored and doc.get("language") in languages and (doc.get("text") or "").strip():
+                if decidable is None or decidable[i]:
+                    picked.append(i)
+                else:
+                    out[i] = _UNREAD
         texts = [docs[i]["text"] for i in picked]
         for i, p in zip(picked, self._document.document_probabilities(texts), strict=True):
             out[i] = p
         return out
 
     def _flag_with_models(
-        self, rows: list[_Row], texts: list[str],
-        flags: list[list[bool]],
-    ) -> dict[int, int]:  # fmt: skip
+        self, rows: list[_Row], words: list[list[str]], flags: list[list[bool]]
+    ) -> dict[int, int]:
         """Flag the open sentences each model scores high enough (in its languages only).
 
         Returns, per document (its index), the sentences left unflagged that the shipped model
@@ -403,10 +414,14 @@ class ToxicityFilter(Filter):
         candidates: dict[int, set[int]] = {}
         bar = self.config.document_evidence_threshold
         for scorer in self._models:
-            picked = [k for k, row in enumerate(rows) if row[2] in scorer.languages]
-            probabilities = scorer.probabilities([texts[k] for k in picked]) if picked else []
-            for k, p in zip(picked, probabilities, strict=True):
-                i, j, _, named, reported = rows[k]
+            needed = sorted({row[5] for row in rows if row[2] in scorer.languages})
+            scores = dict(
+                zip(needed, scorer.probabilities([words[k] for k in needed]), strict=True)
+            )
+            for i, j, language, named, reported, k in rows:
+                if language not in scorer.languages:
+                    continue
+                p = scores[k]
                 limit = scorer.threshold
                 if reported:  # a report naming a group gets no lower threshold
                     limit = max(limit, scorer.reported_threshold or limit)
@@ -446,6 +461,9 @@ class ToxicityFilter(Filter):
 
     def check(self, doc: Document) -> Rejection | None:
         _, flagged, sentences, n_words, found, _, document, evidence = self._cached(doc)
+        if document is _UNREAD:  # scored as not decidable: read it now
+            assert self._document is not None
+            document = self._document.document_probabilities([doc["text"]])[0]
         score = doc["toxicity_score"] or 0.0
         needed = min(self.config.min_toxic_sentences, sentences)
         threshold = self.config.document_threshold

@@ -95,9 +95,14 @@ class _Counts(TypedDict):
     unreadable: int
 
 
+def words_of(text: str) -> list[str]:
+    """The lower-cased word tokens that the toxicity models read (punctuation dropped)."""
+    return _WORD.findall(text.lower())
+
+
 def to_line(text: str) -> str:
-    """fastText input: lower-cased word tokens on one line (punctuation dropped)."""
-    return " ".join(_WORD.findall(text.lower()))
+    """fastText input: lower-cased word tokens on one line."""
+    return " ".join(words_of(text))
 
 
 def _label(value: Any, where: str) -> bool | None:
@@ -233,6 +238,10 @@ class ToxicityClassifier:
 
     def probabilities(self, texts: list[str]) -> list[float]:
         return self.probabilities_of_lines([to_line(t) for t in texts])
+
+    def probabilities_of_words(self, words: list[list[str]]) -> list[float]:
+        """P(toxic) of sentences already split into words (:func:`words_of`)."""
+        return self.probabilities_of_lines([" ".join(w) for w in words])
 
     def probabilities_of_lines(self, lines: list[str]) -> list[float]:
         """P(toxic) of inputs already in the model's form (one line of words each)."""

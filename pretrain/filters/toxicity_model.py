@@ -116,6 +116,9 @@ class ShippedModel:
     def probabilities(self, texts: list[str]) -> list[float]:
         return self._classifier.probabilities(texts)
 
+    def probabilities_of_words(self, words: list[list[str]]) -> list[float]:
+        return self._classifier.probabilities_of_words(words)
+
     def document_probabilities(self, texts: list[str]) -> list[float]:
         if self._document is None:
             raise ConfigError(f"shipped model {self.version} has no document model")
