@@ -234,7 +234,7 @@ class _Memo:
     """A candidate model whose probabilities are computed once for the whole grid."""
 
     def __init__(self, model: Any) -> None:
-        self.model, self.cache, self.documents = model, {}, {}
+        self.model, self.cache, self.lines, self.documents = model, {}, {}, {}
         self.version, self.languages, self.card = model.version, model.languages, model.card
         self.has_document_model = model.has_document_model
 
@@ -247,6 +247,11 @@ class _Memo:
 
     def probabilities(self, texts: list[str]) -> list[float]:
         return self._memo(self.cache, self.model.probabilities, texts)
+
+    def probabilities_of_words(self, words: list[list[str]]) -> list[float]:
+        lines = [" ".join(w) for w in words]  # the filter's form: a sentence's word tokens
+        return self._memo(self.lines, lambda new: self.model.probabilities_of_words(
+            [line.split() for line in new]), lines)  # fmt: skip
 
     def document_probabilities(self, texts: list[str]) -> list[float]:
         return self._memo(self.documents, self.model.document_probabilities, texts)

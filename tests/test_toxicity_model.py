@@ -206,6 +206,22 @@ def test_the_document_model_drops_a_thread_with_evidence_in_its_sentences(tmp_pa
     )
 
 
+def test_a_document_scored_as_not_decidable_is_read_when_checked(tmp_path: Path) -> None:
+    """The filter stage scores its rejects without deciding them: the document model skips
+    them then; a later ``check`` of such a document reads it and decides as usual."""
+    shipped = _tiny_shipped(tmp_path)
+    hostile = "\n\n".join(["Greetings comrades, this quux forum thread goes on."] * 8
+                          + ["The zorblings ruin every town they enter."])  # fmt: skip
+    config = ToxicityConfig(model=None, document_threshold=0.8, document_evidence_threshold=0.6)
+    rule = ToxicityFilter(config, shipped=shipped)
+    read, skipped = _doc(hostile), _doc(hostile)
+    # distinct sentences: the repeated post once, the hostile one flagged
+    assert rule.score_batch([read, skipped], decidable=[True, False]) == [0.5, 0.5]
+    assert isinstance(read["_toxicity"][6], float)  # the document model's probability
+    assert not isinstance(skipped["_toxicity"][6], float | None)  # not read yet
+    assert rule.check(skipped) == rule.check(read) and rule.check(read) is not None
+
+
 README = """# quietpkg
 
 [![PyPI version](https://img.shields.io/pypi/v/quietpkg.svg)](https://pypi.org/project/quietpkg/)

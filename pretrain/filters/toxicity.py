@@ -56,6 +56,7 @@ news and books (hard negatives), and are reported on the held-out split::
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -330,7 +331,7 @@ class ToxicityFilter(Filter):
                 sentences = split_sentences(text)
                 keys = [words_index(s) for s in sentences]
                 sentence_words = [words[k] for k in keys]
-                tokens = [t for w in sentence_words for t in w]
+                tokens = list(itertools.chain.from_iterable(sentence_words))
             else:
                 tokens = words_of(text) if isinstance(lookup, Terms) else []
             if lookup is None:
