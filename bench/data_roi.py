@@ -21,7 +21,8 @@ admitted groups), :func:`~pretrain.experiments.pools.build_pool` per group,
    expected decision (harmful: reject, helpful: admit); each change must exceed its seed
    spread.
    ``--check-at-scale`` trains each group decided against its planted label again with the
-   larger recipe, with and without it; ``--admit-recipe`` tries another probe.
+   larger recipe, with and without it (``--scale-seeds N``: seeds 0..N-1, default 2);
+   ``--admit-recipe`` tries another probe.
 2. **search** -- RegMix over the admitted corpus (``SEARCH_CANDIDATES`` proxies, one seed,
    anneals of the seed's start: ``SearchConfig``'s recipe), then the searched, the other
    regression's proposal, natural and uniform mixtures (and ``RANK_EXTRA`` search candidates) in
@@ -381,6 +382,8 @@ def main() -> None:
                         help="admission: the proxy recipe (default AdmissionConfig's)")  # fmt: skip
     parser.add_argument("--check-at-scale", action="store_true",
                         help="admission: retry each wrongly decided group with the larger recipe")  # fmt: skip
+    parser.add_argument("--scale-seeds", type=int, default=2,
+                        help="--check-at-scale: seeds 0..N-1 of each arm")  # fmt: skip
     args = parser.parse_args()
     env = {**_ENV, "OMP_NUM_THREADS": str(args.threads)}
     if any(os.environ.get(k) != v for k, v in env.items()):  # glibc reads these at start
@@ -420,7 +423,8 @@ def main() -> None:
         out["admission"].pop("_runs")
         if args.check_at_scale:
             rows = out["admission"]["groups"]
-            out["admission"]["at_scale"] = check_at_scale(setup, rows, LARGE_SEEDS[:2])
+            scale_seeds = tuple(range(args.scale_seeds))
+            out["admission"]["at_scale"] = check_at_scale(setup, rows, scale_seeds)
     if args.part in ("search", "all"):
         out["search"] = search_part(setup, run, quick=args.quick, proxy=PROXY, large=LARGE,
                                     candidates=SEARCH_CANDIDATES, extra=RANK_EXTRA,
