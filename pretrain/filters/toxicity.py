@@ -18,7 +18,7 @@ novel, so the decision is made on the *share of toxic sentences*:
      ``shipped_identity_threshold`` when the sentence names a group of people
      (:data:`.toxic_words.IDENTITY_TERMS`);
    - the linear profanity model of the ``alt-profanity-check`` wheel (``model``, read from the
-     installed package), flagged from ``sentence_threshold`` (``identity_threshold``, off by
+     installed package by :mod:`.profanity_model`), flagged from ``sentence_threshold`` (``identity_threshold``, off by
      default, lowers it for a sentence naming a group, the rule this model alone needed);
    - a classifier trained on your own labels by the ``toxicity`` stage
      (:mod:`.toxicity_classifier`, ``classifier_uri``), flagged from ``classifier_threshold``;
