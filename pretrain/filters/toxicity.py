@@ -347,7 +347,7 @@ class ToxicityFilter(Filter):
                 continue
             sentences = sentences or split_sentences(text)
             split.append(sentences)
-            if not found:
+            if not found or lookup is None:  # found implies a lookup
                 flags.append([False] * len(sentences))
             elif isinstance(lookup, Terms) and sentence_words:
                 flags.append([lookup.named_in_tokens(w) for w in sentence_words])
