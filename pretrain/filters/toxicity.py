@@ -18,8 +18,9 @@ novel, so the decision is made on the *share of toxic sentences*:
      ``shipped_identity_threshold`` when the sentence names a group of people
      (:data:`.toxic_words.IDENTITY_TERMS`);
    - the linear profanity model of the ``alt-profanity-check`` wheel (``model``, read from the
-     installed package by :mod:`.profanity_model`), flagged from ``sentence_threshold`` (``identity_threshold``, off by
-     default, lowers it for a sentence naming a group, the rule this model alone needed);
+     installed package by :mod:`.profanity_model`), flagged from ``sentence_threshold``
+     (``identity_threshold``, off by default, lowers it for a sentence naming a group, the
+     rule this model alone needed);
    - a classifier trained on your own labels by the ``toxicity`` stage
      (:mod:`.toxicity_classifier`, ``classifier_uri``), flagged from ``classifier_threshold``;
      ``own_model="combine"`` adds it to the shipped model, ``"replace"`` uses it instead.
@@ -282,7 +283,6 @@ class ToxicityFilter(Filter):
             return lookup.named_in(sentence)
         return lookup.search(sentence) is not None
 
-    @staticmethod
     @staticmethod
     def _context(words: list[list[str]], terms: Terms | None, tokens: list[str]) -> list[bool]:
         """Per sentence (its word tokens), whether it holds one of ``terms`` (a doc-wide check
