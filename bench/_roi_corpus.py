@@ -1,5 +1,5 @@
 """The corpus of ``bench/data_roi.py``: five real sources from ``../shared/data`` cut into shard
-groups, and six planted groups (three harmful that pass the filters, three helpful).
+groups, and seven planted groups (three harmful that pass the filters, four meant to help).
 
     corpus = build_corpus(Path("/tmp/roi/corpus"), seed=0)
     corpus.base            # {"news": ".../news-0000/documents.parquet", ...}  the admitted corpus
@@ -15,9 +15,10 @@ Sources (each document's id is ``doc_id`` of its text, as the ingest stage makes
 
 Each source's documents are ordered by a seeded hash of their id and cut by characters: the
 first ``BASE_CHARS[source]`` make ``<source>-0000`` (the admitted corpus and the experiment
-basis; books dominate it), the next ``HELPFUL_CHARS`` of news, web and wiki make the helpful
-groups ``<source>-0001`` (clean text of sources the validation data measures, which the
-admitted corpus has little of), and what is left of the books feeds the harmful generators,
+basis; books dominate it), the next ``HELPFUL_CHARS`` of news, web, code and wiki make the
+helpful groups ``<source>-0001`` (clean text of sources the validation data measures, which the
+admitted corpus has little of; whether each one helps is settled by larger runs,
+``data_roi.py --truth-at-scale``), and what is left of the books feeds the harmful generators,
 each labelled ``books`` (a new crawl of book text that every filter keeps):
 
 - ``shuffled-0000``: held-out book sentences with their words shuffled (the first word
@@ -57,7 +58,7 @@ SOURCES = ("news", "books", "web", "code", "wiki")
 # web: the filter stage keeps about a third of these crawl pages (the pools hold what it kept)
 BASE_CHARS = {"books": 5_000_000, "code": 1_500_000, "wiki": 500_000, "news": 500_000,
               "web": 1_400_000}  # fmt: skip
-HELPFUL_SOURCES = ("news", "web", "wiki")
+HELPFUL_SOURCES = ("news", "web", "code", "wiki")
 HELPFUL_CHARS = 800_000
 HARMFUL_CHARS = 800_000
 NEARCOPY_DOCS = 3

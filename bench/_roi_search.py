@@ -96,7 +96,10 @@ def search_part(
                      if m != report["model"]})  # fmt: skip
     mixtures.update({f"c{i:03d}": drawn[i] for i in range(extra)})
     full = [name for name in mixtures if not name.startswith("c")]
-    seeds = {name: tuple(large_seeds) if name in full else tuple(large_seeds[:1])
+    # the searched mixture and its baselines at every seed; the other regression's proposal at
+    # three, a search candidate at one (rank agreement only)
+    seeds = {name: tuple(large_seeds) if name in ("natural", "uniform", "searched")
+             else tuple(large_seeds[:3]) if name in full else tuple(large_seeds[:1])
              for name in mixtures}  # fmt: skip
     proxy_runs: dict[str, list] = {f"c{i:03d}": [search_runs[i]] for i in range(extra)}
     large_runs: dict[str, list] = {}

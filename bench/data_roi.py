@@ -7,7 +7,7 @@
 
 The corpus (``bench/_roi_corpus.py``, read from ``../shared/data``; the bench skips cleanly
 without it): five sources (news, books, web, code, wiki), their ``-0000`` groups the admitted
-corpus, and six planted groups. Everything goes through the library, as the assets would call
+corpus, and seven planted groups. Everything goes through the library, as the assets would call
 it: :func:`~pretrain.experiments.basis.build_basis` (proxy tokenizer + validation set from the
 admitted groups), :func:`~pretrain.experiments.pools.build_pool` per group,
 :func:`~pretrain.experiments.run.run_experiment` (in-process training) per experiment.
@@ -20,9 +20,11 @@ admitted groups), :func:`~pretrain.experiments.pools.build_pool` per group,
    seed continue one ``proxy_cpu_admit`` proxy trained on the admitted corpus). Baseline: the
    expected decision (harmful: reject, helpful: admit); each change must exceed its seed
    spread.
-   ``--check-at-scale`` trains each group decided against its planted label again with the
-   larger recipe, with and without it (``--scale-seeds N``: seeds 0..N-1, default 2);
-   ``--admit-recipe`` tries another probe.
+   ``--truth-at-scale`` trains every group again with the larger recipe, from scratch, with
+   and without it (``--scale-seeds N``: seeds 0..N-1, default 3): their verdict (helpful,
+   harmful, no effect) is the truth the decisions are scored against, next to the planted
+   label. ``--groups`` decides only some groups (two processes can share the work folder once
+   its setup exists); ``--admit-recipe`` tries another probe.
 2. **search** -- RegMix over the admitted corpus (``SEARCH_CANDIDATES`` proxies, one seed,
    anneals of the seed's start: ``SearchConfig``'s recipe), then the searched, the other
    regression's proposal, natural and uniform mixtures (and ``RANK_EXTRA`` search candidates) in
@@ -63,9 +65,9 @@ VOCAB = 1024  # the proxy tokenizer (BasisConfig.vocab_size)
 ADMISSION_SEEDS = (10, 11, 12)  # the dev runs that chose the recipe used 0, 1, 2
 PROBE_SHARE = 0.25
 SEARCH_SEED = 0
-SEARCH_CANDIDATES = 10
+SEARCH_CANDIDATES = 10  # --candidates 32 was measured too (bench/RESULTS.md)
 RANK_EXTRA = 1  # search candidates also trained at the larger scale (rank agreement)
-LARGE_SEEDS = (0, 1, 2)
+LARGE_SEEDS = (0, 1, 2, 3, 4)  # searched, natural, uniform; the other proposal: the first 3
 PROXY, LARGE = "proxy_cpu_mix_anneal", "proxy_cpu_large"  # SearchConfig().recipe: anneals
 OVERHEAD_PROXY = "proxy_cpu"  # a proxy trained from scratch (one partition, no start to run)
 ADMIT = "proxy_cpu_anneal"  # AdmissionConfig().recipe: anneals of a shared proxy_cpu_admit
@@ -109,7 +111,11 @@ def build_setup(work: Path) -> Setup:
         marker.exists()
         and json.loads(marker.read_text()).get("fingerprint") != fingerprint.hexdigest()
     ):
-        shutil.rmtree(work)  # another corpus or basis: its pools and runs are stale
+        # another corpus or basis: rebuild them; keep runs/, each is reused only when the
+        # pools it reads are described the same (sizes, tokenizer digest: see ``run``)
+        for stale in ("corpus", "filtered", "basis", "pools", "setup.json"):
+            path = work / stale
+            shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
     if marker.exists():
         saved = json.loads(marker.read_text())
         corpus = Corpus(base=saved["base"], chars=saved["chars"],
@@ -247,17 +253,22 @@ def _mean_sd(values: list[float]) -> tuple[float, float]:
     return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
 
 
-def check_at_scale(setup: Setup, rows: list[dict], seeds: tuple[int, ...]) -> dict:
-    """Each group decided against its planted label, tried again where the label would be
-    settled: the larger recipe trained from scratch with the group at the probe share and
-    without it (paired seeds). Which side is right, the proxies or the planted label?"""
+def _verdict(delta: float, spread: float) -> str:
+    return "helpful" if delta < -spread else "harmful" if delta > spread else "unsettled"
+
+
+def truth_at_scale(setup: Setup, rows: list[dict], seeds: tuple[int, ...]) -> dict:
+    """Every group tried again where its value is settled rather than planted: the larger
+    recipe trained from scratch with the group at the probe share and without it (paired
+    seeds). The larger runs' verdict -- helpful (Δ below minus its spread), harmful (above
+    its spread) or unsettled (within it: these runs cannot tell) -- sets the decision the
+    proxies should have made: admit, reject, or none to score. Each row gets ``scale`` and
+    ``correct_at_scale`` (``None`` when unsettled)."""
     from pretrain.experiments.admission import admission_evidence
     from pretrain.experiments.config import DataVariant, ExperimentSpec, experiment_name
 
     out = {}
     for row in rows:
-        if row["correct"]:
-            continue
         group = row["group"]
         variants = {"with": DataVariant(include_groups=(group,), boost={group: PROBE_SHARE}),
                     "base": DataVariant()}  # fmt: skip
@@ -274,15 +285,41 @@ def check_at_scale(setup: Setup, rows: list[dict], seeds: tuple[int, ...]) -> di
         evidence = admission_evidence(
             group=group, with_runs=arms["with"], without_runs=arms["base"]
         )
-        out[group] = {"recipe": LARGE, "seeds": list(seeds), "delta_bpb": evidence.delta_bpb,
-                      "spread_bpb": evidence.spread_bpb, "planted": row["expected"],
-                      "proxies_decided": row["decision"]}  # fmt: skip
         delta, spread = evidence.delta_bpb["mean"], evidence.spread_bpb["mean"]
+        verdict = _verdict(delta, spread)
+        right = {"helpful": "admit", "harmful": "reject"}
+        row["scale"] = {"recipe": LARGE, "seeds": list(seeds), "delta_bpb": evidence.delta_bpb,
+                        "spread_bpb": evidence.spread_bpb, "verdict": verdict,
+                        "deltas": [w.mean_bits_per_byte - b.mean_bits_per_byte
+                                   for w, b in zip(arms["with"], arms["base"], strict=True)]}  # fmt: skip
+        row["correct_at_scale"] = row["decision"] == right[verdict] if verdict in right else None
+        # the group's own source: is it good data for what it is labelled? (the mean also
+        # carries what its probe share displaces from the other sources)
+        own = row["source"]
+        row["own_source"] = {
+            "proxy": _verdict(row["delta_bpb"][own], row["spread_bpb"][own]),
+            "scale": _verdict(evidence.delta_bpb[own], evidence.spread_bpb[own]),
+            "proxy_delta": row["delta_bpb"][own], "proxy_spread": row["spread_bpb"][own],
+            "scale_delta": evidence.delta_bpb[own], "scale_spread": evidence.spread_bpb[own],
+        }  # fmt: skip
+        out[group] = row["scale"]
         print(
-            f"at {LARGE} scale, {group}: {delta:+.4f} bits/byte (spread {spread:.4f}) "
-            f"with it; planted {row['expected']}, proxies {row['decision']}",
+            f"at {LARGE} scale, {group}: {delta:+.4f} bits/byte (spread {spread:.4f}) with it "
+            f"-> {verdict}; planted {row['kind']}, proxies {row['decision']}",
             flush=True,
         )
+    print(f"\nadmission against the larger runs ({LARGE}, seeds {list(seeds)})")
+    print(f"{'group':15s} {'planted':8s} {'mean delta':>10s} {'spread':>7s} {'verdict':>9s} "
+          f"{'proxies':>8s} {'right?':>6s} | own source: {'proxy':>16s} {'larger':>16s} "
+          f"{'verdicts':>20s}")  # fmt: skip
+    for row in rows:
+        sc, own = row["scale"], row["own_source"]
+        print(f"{row['group']:15s} {row['kind']:8s} {sc['delta_bpb']['mean']:+10.4f} "
+              f"{sc['spread_bpb']['mean']:7.4f} {sc['verdict']:>9s} {row['decision']:>8s} "
+              f"{ {True: 'yes', False: 'NO', None: '-'}[row['correct_at_scale']]:>6s} | "
+              f"{row['source']:>11s} {own['proxy_delta']:+.4f}±{own['proxy_spread']:.4f} "
+              f"{own['scale_delta']:+.4f}±{own['scale_spread']:.4f} "
+              f"{own['proxy'] + '/' + own['scale']:>20s}")  # fmt: skip
     return out
 
 
@@ -333,7 +370,8 @@ def admission_part(setup: Setup, seeds: tuple[int, ...], groups: list[str]) -> d
             "expected": expected, "decision": decision.decision, "reason": decision.reason,
             "correct": decision.decision == expected, "delta_mean_bpb": delta,
             "spread_mean_bpb": spread, "exceeds_spread": abs(delta) > spread,
-            "delta_bpb": evidence.delta_bpb, "kept_share": check["kept_share"],
+            "delta_bpb": evidence.delta_bpb, "spread_bpb": evidence.spread_bpb,
+            "kept_share": check["kept_share"],
             "dropped": check["dropped"], "noise_risk": check["noise"].risk,
             "yardstick": yardstick, "yardstick_noise_risk": corpus.risk if corpus else None,
             "filter_cpu_s": check["cost"].cpu_seconds,
@@ -347,12 +385,12 @@ def admission_part(setup: Setup, seeds: tuple[int, ...], groups: list[str]) -> d
     base_cost, start_cost = cost_of(base), cost_of(list(starts.values()))
     print("\nadmission (policy: AdmissionPolicy() defaults; baseline: the planted truth)")
     print(f"{'group':15s} {'kind':8s} {'kept':>6s} {'expected':>8s} {'decision':>8s} "
-          f"{'delta':>8s} {'spread':>7s} {'|d|/sd':>6s} {'cpu_s':>6s}")  # fmt: skip
+          f"{'delta':>8s} {'spread':>7s} {'|d|/sd':>6s} {'own src':>8s} {'cpu_s':>6s}")  # fmt: skip
     for r in rows:
         ratio = abs(r["delta_mean_bpb"]) / max(r["spread_mean_bpb"], 1e-12)
         print(f"{r['group']:15s} {r['kind']:8s} {r['kept_share']:6.1%} {r['expected']:>8s} "
               f"{r['decision']:>8s} {r['delta_mean_bpb']:+8.4f} {r['spread_mean_bpb']:7.4f} "
-              f"{ratio:6.1f} {r['proxy_cpu_s']:6.0f}")  # fmt: skip
+              f"{ratio:6.1f} {r['delta_bpb'][r['source']]:+8.4f} {r['proxy_cpu_s']:6.0f}")  # fmt: skip
     print(f"shared 'without' arm: {len(seeds)} proxies, {base_cost['cpu_s']:.0f} CPU s, "
           f"{base_cost['flops']:.3g} FLOPs")  # fmt: skip
     print(
@@ -380,10 +418,14 @@ def main() -> None:
     parser.add_argument("--ray", action="store_true", help="overhead: also on the Ray executor")
     parser.add_argument("--admit-recipe", default=ADMIT,
                         help="admission: the proxy recipe (default AdmissionConfig's)")  # fmt: skip
-    parser.add_argument("--check-at-scale", action="store_true",
-                        help="admission: retry each wrongly decided group with the larger recipe")  # fmt: skip
-    parser.add_argument("--scale-seeds", type=int, default=2,
-                        help="--check-at-scale: seeds 0..N-1 of each arm")  # fmt: skip
+    parser.add_argument("--truth-at-scale", action="store_true",
+                        help="admission: every group again with the larger recipe (the truth)")  # fmt: skip
+    parser.add_argument("--scale-seeds", type=int, default=3,
+                        help="--truth-at-scale: seeds 0..N-1 of each arm")  # fmt: skip
+    parser.add_argument("--candidates", type=int, default=SEARCH_CANDIDATES,
+                        help="search: proxies the regression is fitted on")  # fmt: skip
+    parser.add_argument("--groups", default="",
+                        help="admission: comma-separated planted groups (default: all)")  # fmt: skip
     args = parser.parse_args()
     env = {**_ENV, "OMP_NUM_THREADS": str(args.threads)}
     if any(os.environ.get(k) != v for k, v in env.items()):  # glibc reads these at start
@@ -418,16 +460,27 @@ def main() -> None:
                            "large": list(LARGE_SEEDS)}}  # fmt: skip
     if args.part in ("admission", "all"):
         groups = sorted(setup.corpus.planted)
+        if args.groups:
+            unknown = set(args.groups.split(",")) - set(groups)
+            if unknown:
+                parser.error(f"--groups: unknown {sorted(unknown)}; planted: {groups}")
+            groups = sorted(args.groups.split(","))
         seeds = ADMISSION_SEEDS[:2] if args.quick else ADMISSION_SEEDS
         out["admission"] = admission_part(setup, seeds, groups)
         out["admission"].pop("_runs")
-        if args.check_at_scale:
+        if args.truth_at_scale:
             rows = out["admission"]["groups"]
             scale_seeds = tuple(range(args.scale_seeds))
-            out["admission"]["at_scale"] = check_at_scale(setup, rows, scale_seeds)
+            out["admission"]["at_scale"] = truth_at_scale(setup, rows, scale_seeds)
+            settled = [r for r in rows if r["correct_at_scale"] is not None]
+            out["admission"]["settled_at_scale"] = len(settled)
+            out["admission"]["correct_at_scale"] = sum(r["correct_at_scale"] for r in settled)
+            own = [r["own_source"] for r in rows if r["own_source"]["scale"] != "unsettled"]
+            out["admission"]["own_source_settled_at_scale"] = len(own)
+            out["admission"]["own_source_proxy_agrees"] = sum(o["proxy"] == o["scale"] for o in own)
     if args.part in ("search", "all"):
         out["search"] = search_part(setup, run, quick=args.quick, proxy=PROXY, large=LARGE,
-                                    candidates=SEARCH_CANDIDATES, extra=RANK_EXTRA,
+                                    candidates=args.candidates, extra=RANK_EXTRA,
                                     search_seed=SEARCH_SEED, large_seeds=LARGE_SEEDS)  # fmt: skip
         out["search"].pop("_runs")
     if args.part in ("overhead", "all"):
