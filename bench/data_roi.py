@@ -336,6 +336,7 @@ def admission_part(setup: Setup, seeds: tuple[int, ...], groups: list[str]) -> d
     )
 
     policy = AdmissionPolicy()
+    own_policy = AdmissionPolicy(judge="own_source")  # judged on the group's own source
     recipe = ADMIT
     rows, runs = [], []
     # the proxies every arm of a seed continues (trained from scratch on the admitted corpus)
@@ -358,17 +359,22 @@ def admission_part(setup: Setup, seeds: tuple[int, ...], groups: list[str]) -> d
                  for s in with_specs]  # fmt: skip
         runs += [r for r in base + with_ if not r["reused"]]
         evidence = admission_evidence(group=group, with_runs=[r["result"] for r in with_],
-                                      without_runs=[r["result"] for r in base])  # fmt: skip
+                                      without_runs=[r["result"] for r in base],
+                                      sources=sources[group])  # fmt: skip
         yardstick = yardstick_groups(group, sources, list(admitted))
         corpus = corpus_noise([admitted[g]["noise"] for g in yardstick])
         decision = decide_admission(evidence, noise=check["noise"], cost=check["cost"],
                                     policy=policy, corpus=corpus)  # fmt: skip
+        by_own = decide_admission(evidence, noise=check["noise"], cost=check["cost"],
+                                  policy=own_policy, corpus=corpus)  # fmt: skip
         expected = "reject" if planted.kind == "harmful" else "admit"
         delta, spread = evidence.delta_bpb["mean"], evidence.spread_bpb["mean"]
         rows.append({
             "group": group, "kind": planted.kind, "how": planted.how, "source": planted.source,
             "expected": expected, "decision": decision.decision, "reason": decision.reason,
             "correct": decision.decision == expected, "delta_mean_bpb": delta,
+            "own_source_decision": by_own.decision, "own_source_reason": by_own.reason,
+            "own_source_correct": by_own.decision == expected,
             "spread_mean_bpb": spread, "exceeds_spread": abs(delta) > spread,
             "delta_bpb": evidence.delta_bpb, "spread_bpb": evidence.spread_bpb,
             "kept_share": check["kept_share"],
@@ -385,12 +391,14 @@ def admission_part(setup: Setup, seeds: tuple[int, ...], groups: list[str]) -> d
     base_cost, start_cost = cost_of(base), cost_of(list(starts.values()))
     print("\nadmission (policy: AdmissionPolicy() defaults; baseline: the planted truth)")
     print(f"{'group':15s} {'kind':8s} {'kept':>6s} {'expected':>8s} {'decision':>8s} "
-          f"{'delta':>8s} {'spread':>7s} {'|d|/sd':>6s} {'own src':>8s} {'cpu_s':>6s}")  # fmt: skip
+          f"{'delta':>8s} {'spread':>7s} {'|d|/sd':>6s} {'own src':>8s} {'by own':>7s} "
+          f"{'cpu_s':>6s}")  # fmt: skip
     for r in rows:
         ratio = abs(r["delta_mean_bpb"]) / max(r["spread_mean_bpb"], 1e-12)
         print(f"{r['group']:15s} {r['kind']:8s} {r['kept_share']:6.1%} {r['expected']:>8s} "
               f"{r['decision']:>8s} {r['delta_mean_bpb']:+8.4f} {r['spread_mean_bpb']:7.4f} "
-              f"{ratio:6.1f} {r['delta_bpb'][r['source']]:+8.4f} {r['proxy_cpu_s']:6.0f}")  # fmt: skip
+              f"{ratio:6.1f} {r['delta_bpb'][r['source']]:+8.4f} "
+              f"{r['own_source_decision']:>7s} {r['proxy_cpu_s']:6.0f}")  # fmt: skip
     print(f"shared 'without' arm: {len(seeds)} proxies, {base_cost['cpu_s']:.0f} CPU s, "
           f"{base_cost['flops']:.3g} FLOPs")  # fmt: skip
     print(
@@ -403,6 +411,8 @@ def admission_part(setup: Setup, seeds: tuple[int, ...], groups: list[str]) -> d
             "without_arm": base_cost, "start_proxies": start_cost,
             "admitted_noise_risk": {g: c["noise"].risk for g, c in admitted.items()},
             "all_correct": all(r["correct"] for r in rows),
+            "correct": sum(r["correct"] for r in rows),
+            "own_source_correct": sum(r["own_source_correct"] for r in rows),
             "all_exceed_spread": all(r["exceeds_spread"] for r in rows), "_runs": runs}  # fmt: skip
 
 

@@ -237,7 +237,10 @@ def admission_inputs(
         )
     with_runs = [found[s.name] for s in with_specs]
     without_runs = [found[s.name] for s in without_specs]
-    evidence = admission_evidence(group=group, with_runs=with_runs, without_runs=without_runs)
+    evidence = admission_evidence(
+        group=group, with_runs=with_runs, without_runs=without_runs,
+        sources=group_sources(store, group),
+    )  # fmt: skip
     noise = group_noise(store, group)
     peers = admitted(instance, store)
     sources = {g: group_sources(store, g) for g in [*peers, group]}

@@ -23,6 +23,7 @@ from pretrain.experiments.admission import (
     AdmissionReview,
     CleaningCost,
     NoiseRisk,
+    admission_evidence,
     corpus_noise,
     decide_admission,
     noise_from_stats,
@@ -42,6 +43,7 @@ from pretrain.experiments.decisions import (
     record_review,
 )
 from pretrain.experiments.pools import PoolInfo
+from pretrain.experiments.run import ExperimentResult
 from pretrain.experiments.search import (
     SearchConfig,
     SearchSpace,
@@ -216,6 +218,46 @@ def test_policy(delta: float, spread: float, expected: str, why: str) -> None:
         evidence(delta, spread), noise=None, cost=None, policy=AdmissionPolicy()
     )
     assert decision.decision == expected and why in decision.reason, decision.reason
+
+
+def test_own_source_judges_a_group_by_the_source_it_joins() -> None:
+    """More clean code at the probe share: code improves, every other source pays for the
+    tokens it displaces (bench/RESULTS.md, the truth at scale). ``mean`` rejects it,
+    ``own_source`` admits it; a group of a source the validation does not measure falls back
+    to the mean."""
+
+    def result(name: str, seed: int, bpb: dict[str, float]) -> ExperimentResult:
+        return ExperimentResult(
+            name=name, spec={"seed": seed}, shares={}, rows={}, loss={}, bits_per_byte=bpb,
+            tasks={}, cost={"flops": 1.0, "wall_s": 1.0},
+        )  # fmt: skip
+
+    without = [result(f"b{s}", s, {"code": 2.3, "news": 3.0, "web": 3.8}) for s in (0, 1)]
+    with_ = [result(f"w{s}", s, {"code": 2.25 - 0.01 * s, "news": 3.04, "web": 3.84})
+             for s in (0, 1)]  # fmt: skip
+    for sources, judge, expected in (
+        ({"code"}, "mean", "reject"),
+        ({"code"}, "own_source", "admit"),
+        ({"forum"}, "own_source", "reject"),  # unmeasured: the mean decides
+    ):
+        evidence = admission_evidence(
+            group="code-0007", with_runs=with_, without_runs=without, sources=sources
+        )
+        decision = decide_admission(
+            evidence, noise=None, cost=None, policy=AdmissionPolicy(judge=judge)
+        )
+        assert decision.decision == expected, (sources, judge, decision.reason)
+    assert evidence.own_sources == () and "own" not in evidence.delta_bpb
+    own = admission_evidence(group="c", with_runs=with_, without_runs=without, sources={"code"})
+    assert own.own_sources == ("code",) and math.isclose(own.delta_bpb["own"], -0.055)
+    assert (
+        "own source's (code)"
+        in decide_admission(
+            own, noise=None, cost=None, policy=AdmissionPolicy(judge="own_source")
+        ).reason
+    )
+    with pytest.raises(ConfigError, match="judge"):
+        AdmissionPolicy(judge="median")
 
 
 def test_a_negligible_change_can_go_to_review_instead() -> None:

@@ -17,7 +17,7 @@ judged against what they found in the admitted corpus's groups; the cleaning cos
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -28,11 +28,13 @@ from pretrain.experiments.run import ExperimentResult
 from pretrain.settings import check_types
 
 DECISIONS = ("admit", "hold", "reject")
+JUDGES = ("mean", "own_source")
 
 
 @dataclass(frozen=True, kw_only=True)
 class AdmissionPolicy:
-    """Thresholds, in validation bits per byte averaged over sources (lower is better).
+    """Thresholds, in validation bits per byte averaged over sources, or over the group's own
+    sources with ``judge="own_source"`` (lower is better).
 
     ``min_gain``: admit only when the group lowers it at least this much; ``max_harm``: reject
     when it raises it at least this much; between the two, or when the change is within
@@ -55,6 +57,11 @@ class AdmissionPolicy:
     max_excess_noise: float = 0.2
     max_toxic_share: float = 0.05
     no_gain: str = "reject"  # "reject" or "hold": a conclusively negligible change (see above)
+    # "mean": the change averaged over every validation source (what the probe share displaces
+    # counts); "own_source": the change on the group's own sources only -- is it good data for
+    # what it is? -- for campaigns whose source weights are set (searched or configured), so that
+    # admitting a group changes no source's weight. A group with no measured source: the mean.
+    judge: str = "mean"
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -65,6 +72,8 @@ class AdmissionPolicy:
                 f"AdmissionPolicy.min_seeds={self.min_seeds}: at least 2 seeds, or no spread "
                 "can be measured"
             )
+        if self.judge not in JUDGES:
+            raise ConfigError(f"AdmissionPolicy.judge={self.judge!r}: use one of {JUDGES}")
         if self.no_gain not in ("reject", "hold"):
             raise ConfigError(f"AdmissionPolicy.no_gain={self.no_gain!r}: use 'reject' or 'hold'")
         for name in ("max_noise_risk", "max_excess_noise", "max_toxic_share"):
@@ -116,12 +125,13 @@ class AdmissionConfig:
 class AdmissionEvidence:
     group: str
     seeds: tuple[int, ...]
-    delta_bpb: dict[str, float]  # source (and "mean") -> mean paired change, with - without
-    spread_bpb: dict[str, float]  # source (and "mean") -> std over seeds of that change
+    delta_bpb: dict[str, float]  # source, "mean" (and "own") -> mean paired change, with - without
+    spread_bpb: dict[str, float]  # the same keys -> std over seeds of that change
     with_experiments: tuple[str, ...]
     without_experiments: tuple[str, ...]
     proxy_flops: float
     proxy_seconds: float
+    own_sources: tuple[str, ...] = ()  # the group's sources the validation set measures ("own")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -244,22 +254,33 @@ def _by_seed(runs: Sequence[ExperimentResult], side: str) -> dict[int, Experimen
 
 
 def admission_evidence(
-    *, group: str, with_runs: Sequence[ExperimentResult], without_runs: Sequence[ExperimentResult]
+    *,
+    group: str,
+    with_runs: Sequence[ExperimentResult],
+    without_runs: Sequence[ExperimentResult],
+    sources: Collection[str] = (),
 ) -> AdmissionEvidence:
-    """Paired per-seed changes in validation bits per byte, per source and on average."""
+    """Paired per-seed changes in validation bits per byte, per source and on average; with
+    the group's ``sources``, also ``"own"``: the average over those the validation measures."""
     with_, without = _by_seed(with_runs, "with"), _by_seed(without_runs, "without")
     seeds = tuple(sorted(set(with_) & set(without)))
     if not seeds:
         raise DataError(f"admission of {group!r}: no seed has both a with and a without run")
-    sources = sorted(
+    group_sources = sources
+    measured = sorted(
         set.intersection(*(set(r.bits_per_byte) for r in (*with_runs, *without_runs))) - {"overall"}
     )
-    changes: dict[str, list[float]] = {s: [] for s in [*sources, "mean"]}
+    own = tuple(sorted(set(group_sources) & set(measured)))
+    changes: dict[str, list[float]] = {
+        s: [] for s in [*measured, "mean", *(["own"] if own else [])]
+    }
     for seed in seeds:
         a, b = with_[seed], without[seed]
-        for s in sources:
+        for s in measured:
             changes[s].append(a.bits_per_byte[s] - b.bits_per_byte[s])
         changes["mean"].append(a.mean_bits_per_byte - b.mean_bits_per_byte)
+        if own:
+            changes["own"].append(float(np.mean([changes[s][-1] for s in own])))
     runs = [*with_.values(), *without.values()]
     return AdmissionEvidence(
         group=group,
@@ -272,6 +293,7 @@ def admission_evidence(
         without_experiments=tuple(without[s].name for s in seeds),
         proxy_flops=sum(r.cost["flops"] for r in runs),
         proxy_seconds=sum(r.cost["wall_s"] for r in runs),
+        own_sources=own,
     )
 
 
@@ -286,9 +308,15 @@ def decide_admission(
     """Admit, hold for review or reject (see :class:`AdmissionPolicy`), with the reason;
     ``corpus`` is the admitted corpus's funnel (:func:`corpus_noise`), when known."""
     excess = noise.risk - corpus.risk if noise is not None and corpus is not None else None
-    delta, spread = evidence.delta_bpb["mean"], evidence.spread_bpb["mean"]
+    key = "own" if policy.judge == "own_source" and "own" in evidence.delta_bpb else "mean"
+    delta, spread = evidence.delta_bpb[key], evidence.spread_bpb[key]
     bound = policy.spread_factor * spread
-    said = f"adding it changes mean validation bits per byte by {delta:+.4f} (seed spread {spread:.4f})"
+    what = (
+        f"its own source's ({', '.join(evidence.own_sources)}) validation bits per byte"
+        if key == "own"
+        else "mean validation bits per byte"
+    )
+    said = f"adding it changes {what} by {delta:+.4f} (seed spread {spread:.4f})"
     if len(evidence.seeds) < policy.min_seeds:
         decision, why = (
             "hold",
