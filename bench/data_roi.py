@@ -14,7 +14,7 @@ admitted groups), :func:`~pretrain.experiments.pools.build_pool` per group,
 
 1. **admission** -- each planted group with and without (``admission_specs``, seeds
    ``ADMISSION_SEEDS``), decided by :func:`decide_admission` with the default
-   :class:`AdmissionPolicy`, its noise risk from the real filter stage (``filter_shard`` with
+   :class:`AdmissionPolicy` (``judge="mean"``) and again with ``judge="own_source"``, its noise risk from the real filter stage (``filter_shard`` with
    ``FilterConfig()``: the kept share shows the harmful groups pass it) against the admitted
    groups' own, recipe ``proxy_cpu_anneal`` (``AdmissionConfig``'s default: both arms of a
    seed continue one ``proxy_cpu_admit`` proxy trained on the admitted corpus). Baseline: the
