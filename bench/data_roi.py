@@ -16,15 +16,16 @@ admitted groups), :func:`~pretrain.experiments.pools.build_pool` per group,
    ``ADMISSION_SEEDS``), decided by :func:`decide_admission` with the default
    :class:`AdmissionPolicy` (``judge="mean"``) and again with ``judge="own_source"``, its
    noise risk from the real filter stage (``filter_shard`` with ``FilterConfig()``: the kept
-   share shows the harmful groups pass it) against the admitted groups' own, recipe ``proxy_cpu_anneal`` (``AdmissionConfig``'s default: both arms of a
-   seed continue one ``proxy_cpu_admit`` proxy trained on the admitted corpus). Baseline: the
-   expected decision (harmful: reject, helpful: admit); each change must exceed its seed
-   spread.
+   share shows the harmful groups pass it) against the admitted groups' own, recipe
+   ``proxy_cpu_anneal`` (``AdmissionConfig``'s default: both arms of a seed continue one
+   ``proxy_cpu_admit`` proxy trained on the admitted corpus). Baseline: the expected decision
+   (harmful: reject, helpful: admit); each change must exceed its seed spread.
    ``--truth-at-scale`` trains every group again with the larger recipe, from scratch, with
    and without it (``--scale-seeds N``: seeds 0..N-1, default 3): their verdict (helpful,
-   harmful, unsettled; on the mean and on the group's own source) is the truth the decisions are scored against, next to the planted
-   label. ``--groups`` decides only some groups (two processes can share the work folder once
-   its setup exists); ``--admit-recipe`` tries another probe.
+   harmful or unsettled, on the mean and on the group's own source) is the truth the
+   decisions are scored against, next to the planted label. ``--groups`` decides only some
+   groups (two processes can share the work folder once its setup exists);
+   ``--admit-recipe`` tries another probe.
 2. **search** -- RegMix over the admitted corpus (``SEARCH_CANDIDATES`` proxies, one seed,
    anneals of the seed's start: ``SearchConfig``'s recipe), then the searched, the other
    regression's proposal, natural and uniform mixtures (and ``RANK_EXTRA`` search candidates) in
