@@ -237,13 +237,12 @@ def admission_inputs(
         )
     with_runs = [found[s.name] for s in with_specs]
     without_runs = [found[s.name] for s in without_specs]
-    evidence = admission_evidence(
-        group=group, with_runs=with_runs, without_runs=without_runs,
-        sources=group_sources(store, group),
-    )  # fmt: skip
-    noise = group_noise(store, group)
     peers = admitted(instance, store)
     sources = {g: group_sources(store, g) for g in [*peers, group]}
+    evidence = admission_evidence(
+        group=group, with_runs=with_runs, without_runs=without_runs, sources=sources[group]
+    )
+    noise = group_noise(store, group)
     corpus = corpus_noise(
         [n for g in yardstick_groups(group, sources, peers) if (n := group_noise(store, g))]
     )

@@ -266,11 +266,10 @@ def admission_evidence(
     seeds = tuple(sorted(set(with_) & set(without)))
     if not seeds:
         raise DataError(f"admission of {group!r}: no seed has both a with and a without run")
-    group_sources = sources
     measured = sorted(
         set.intersection(*(set(r.bits_per_byte) for r in (*with_runs, *without_runs))) - {"overall"}
     )
-    own = tuple(sorted(set(group_sources) & set(measured)))
+    own = tuple(sorted(set(sources) & set(measured)))
     changes: dict[str, list[float]] = {
         s: [] for s in [*measured, "mean", *(["own"] if own else [])]
     }
