@@ -2,11 +2,18 @@
 natural and uniform mixtures (and a few search candidates) in larger runs at equal tokens.
 
     out = search_part(setup, run, quick=False, proxy="proxy_cpu", large="proxy_cpu_large",
-                      candidates=16, extra=3, search_seed=0, large_seeds=(0, 1, 2))
+                      candidates=16, extra=3, search_seed=0, large_seeds=(0, 1, 2),
+                      target="mean_bpb", prefetch=None)
 
 The larger runs are the same trainer on views of the same pools with another recipe; every run
 is scored on the same validation set. With an anneal proxy recipe every candidate continues the
-start proxy of its seed (trained on the natural mixture), and the search's FLOPs include it. The searched mixture wins when its mean over seeds beats
+start proxy of its seed (trained on the natural mixture), and the search's FLOPs include it.
+The search also trains its anchors (natural, uniform: ``SearchConfig.anchors``) and proposes
+as the library does, verification included (the regression's proposal as a proxy, taken only
+when it measures better than every mixture before it); when the verification keeps a measured
+mixture, the regression's own proposal runs at the larger scale too (``regression``), to show
+what it turned down. ``prefetch`` trains the from-scratch runs (larger runs, anneal starts) ahead, several at
+a time. The searched mixture wins when its mean over seeds beats
 each baseline's by more than the larger of the two seed standard deviations (the paired
 per-seed differences are reported too). Rank agreement: Spearman between the proxy-scale and
 the larger-scale target of every mixture trained at both (means over the seeds each has).
@@ -14,10 +21,9 @@ the larger-scale target of every mixture trained at both (means over the seeds e
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections.abc import Callable, Sequence
-
-TARGET = "mean_bpb"
 
 
 def _stats(values: Sequence[float]) -> dict:
@@ -37,7 +43,8 @@ def _vs(searched: dict, baseline: dict) -> dict:
 
 def search_part(
     setup, run: Callable, *, quick: bool, proxy: str, large: str, candidates: int,
-    extra: int, search_seed: int, large_seeds: Sequence[int],
+    extra: int, search_seed: int, large_seeds: Sequence[int], target: str = "mean_bpb",
+    prefetch: Callable | None = None,
 ) -> dict:  # fmt: skip
     from scipy.stats import spearmanr
 
@@ -51,8 +58,10 @@ def search_part(
     from pretrain.experiments.search import (
         SearchConfig,
         SearchSpace,
+        anchor_mixtures,
         sample_mixtures,
         search_report,
+        verify_proposal,
     )
 
     groups = setup.base_groups
@@ -67,13 +76,17 @@ def search_part(
     count = 6 if quick else candidates
     large_seeds = tuple(large_seeds[:2]) if quick else tuple(large_seeds)
     extra = min(extra, count)
-    config = SearchConfig(candidates=count, seeds=(0,), recipe=proxy, target=TARGET,
+    config = SearchConfig(candidates=count, seeds=(0,), recipe=proxy, target=target,
                           target_tokens=large_tokens, seed=search_seed)  # fmt: skip
     space = SearchSpace.from_pools(pools, target_tokens=large_tokens, default_max_epochs=4.0)
     drawn = sample_mixtures(space, count=count, seed=search_seed)
-    specs = registry.search_specs(config.search_id(), drawn, recipe=proxy, seeds=(0,))
-    print(f"\nsearch: {count} candidates over {list(space.sources)}, proxy {proxy}, target "
-          f"{TARGET}, larger runs {large} ({large_tokens:,} tokens)", flush=True)  # fmt: skip
+    anchors = anchor_mixtures(space, config.anchors)
+    labels = [*(f"c{i:03d}" for i in range(count)), *anchors]
+    specs = registry.search_specs(config.search_id(), [*drawn, *anchors.values()],
+                                  recipe=proxy, seeds=(0,), labels=labels)  # fmt: skip
+    print(f"\nsearch: {count} candidates + anchors {list(anchors)} over {list(space.sources)}, "
+          f"proxy {proxy}, target {target}, larger runs {large} ({large_tokens:,} tokens)",
+          flush=True)  # fmt: skip
     starts: dict[int, dict] = {}  # an anneal proxy's start, per seed (trained on natural weights)
 
     def start_of(seed: int):
@@ -86,11 +99,21 @@ def search_part(
 
     search_runs = [run(setup, s, groups, base=start_of(s.seed)) for s in specs]
     search_starts = list(starts.values())  # what the search itself trained before its candidates
-    targets = [r["result"].target(TARGET) for r in search_runs]
-    report = search_report(space, config, drawn, targets)
+    targets = [r["result"].target(target) for r in search_runs]
+    report = search_report(space, config, [*drawn, *anchors.values()], targets, labels)
+    # SearchConfig.verify: the regression's proposal as a proxy before it is taken
+    check = registry.search_specs(config.search_id(), [report["regression_proposal"]],
+                                  recipe=proxy, seeds=(0,), labels=["proposal"])  # fmt: skip
+    verify_runs = [run(setup, s, groups, base=start_of(s.seed)) for s in check]
+    report = verify_proposal(
+        report, statistics.fmean(r["result"].target(target) for r in verify_runs)
+    )
+    search_runs_all = [*search_runs, *verify_runs]
     searched = report["proposal"]["weights"]
-    uniform = {s: 1.0 / len(space.sources) for s in space.sources}
+    uniform = anchors.get("uniform") or {s: 1.0 / len(space.sources) for s in space.sources}
     mixtures: dict[str, dict | None] = {"natural": None, "uniform": uniform, "searched": searched}
+    if report["proposal"]["chosen_by"] == "measured":  # what the verification turned down
+        mixtures["regression"] = report["regression_proposal"]
     # the other regression's proposal, checked the same way (it is not the search's answer)
     mixtures.update({f"searched_{m}": w for m, w in report["proposals"].items()
                      if m != report["model"]})  # fmt: skip
@@ -103,6 +126,16 @@ def search_part(
              for name in mixtures}  # fmt: skip
     proxy_runs: dict[str, list] = {f"c{i:03d}": [search_runs[i]] for i in range(extra)}
     large_runs: dict[str, list] = {}
+
+    def large_spec(name: str, s: int) -> ExperimentSpec:
+        variant = DataVariant(weights=mixtures[name])
+        return ExperimentSpec(name=experiment_name("scale", variant, s, large), variant=variant,
+                              recipe=large, seed=s, label=name)  # fmt: skip
+
+    if prefetch is not None:  # from scratch, so they can train side by side
+        ahead = [large_spec(n, s) for n in mixtures for s in seeds[n]]
+        ahead += [spec for s in large_seeds if (spec := registry.start_spec(proxy, s))]
+        prefetch([(spec, groups) for spec in dict((sp.name, sp) for sp in ahead).values()])
     extra_proxies = []
     for name, weights in mixtures.items():
         variant = DataVariant(weights=weights)
@@ -115,60 +148,61 @@ def search_part(
                                       base=start.name if start else "")  # fmt: skip
                 proxy_runs[name].append(run(setup, spec, groups, base=start_of(s)))
             extra_proxies += proxy_runs[name]
-        large_runs[name] = []
-        for s in seeds[name]:
-            spec = ExperimentSpec(name=experiment_name("scale", variant, s, large),
-                                  variant=variant, recipe=large, seed=s, label=name)  # fmt: skip
-            large_runs[name].append(run(setup, spec, groups))
+        large_runs[name] = [run(setup, large_spec(name, s), groups) for s in seeds[name]]
     rows = {}
     for name in mixtures:
         weights = mixtures[name] if mixtures[name] is not None else dict(report["natural"])
         rows[name] = {
             "weights": {k: round(v, 4) for k, v in weights.items()},
-            "proxy": _stats([r["result"].target(TARGET) for r in proxy_runs[name]]),
-            "large": _stats([r["result"].target(TARGET) for r in large_runs[name]]),
+            "proxy": _stats([r["result"].target(target) for r in proxy_runs[name]]),
+            "large": _stats([r["result"].target(target) for r in large_runs[name]]),
             "large_bpb": {
                 s: statistics.fmean(r["result"].bits_per_byte[s] for r in large_runs[name])
                 for s in space.sources
             },  # fmt: skip
         }
-    names = list(mixtures)
+    # one point per distinct mixture (the guard may propose an anchor: the same runs)
+    names = list(dict((json.dumps(mixtures[n], sort_keys=True), n) for n in mixtures).values())
     rho = spearmanr([rows[n]["proxy"]["mean"] for n in names],
                     [rows[n]["large"]["mean"] for n in names]).statistic  # fmt: skip
     rho_seed0 = spearmanr([rows[n]["proxy"]["values"][0] for n in names],
                           [rows[n]["large"]["values"][0] for n in names]).statistic  # fmt: skip
-    search_flops = sum(r["result"].cost["flops"] for r in search_runs + search_starts)
+    search_flops = sum(r["result"].cost["flops"] for r in search_runs_all + search_starts)
     check_starts = [r for r in starts.values() if r not in search_starts]
     check_flops = sum(r["result"].cost["flops"] for r in extra_proxies + check_starts)
-    large_all = [r for runs in large_runs.values() for r in runs]
+    # one entry per run: a proposal equal to an anchor is the same runs
+    large_all = list(
+        {r["result"].spec["name"]: r for rs in large_runs.values() for r in rs}.values()
+    )
     large_flops = sum(r["result"].cost["flops"] for r in large_all)
     one_large = large_all[0]["result"].cost["flops"]
     one_proxy = search_runs[0]["result"].cost["flops"]
     cost = {
         "proxy_flops": one_proxy, "large_flops": one_large,
         "large_over_proxy": one_large / one_proxy,
-        "search_proxies": len(search_runs), "search_start_proxies": len(search_starts),
+        "search_proxies": len(search_runs_all), "search_start_proxies": len(search_starts),
         "search_flops": search_flops,
         "large_runs": len(large_all), "large_flops_total": large_flops,
         "share_of_large_runs": search_flops / large_flops,
         "share_with_check_proxies": (search_flops + check_flops) / large_flops,
         "share_of_one_large_run": search_flops / one_large,
-        "search_cpu_s": sum(r["cpu_s"] for r in search_runs + search_starts),
+        "search_cpu_s": sum(r["cpu_s"] for r in search_runs_all + search_starts),
         "large_cpu_s": sum(r["cpu_s"] for r in large_all),
         "proxy_cpu_s_mean": statistics.fmean(r["cpu_s"] for r in search_runs),
         "proxy_wall_s_mean": statistics.fmean(r["result"].cost["wall_s"] for r in search_runs),
         "large_cpu_s_mean": statistics.fmean(r["cpu_s"] for r in large_all),
     }  # fmt: skip
     out = {
-        "target": TARGET, "sources": list(space.sources), "large_tokens": large_tokens,
+        "target": target, "sources": list(space.sources), "large_tokens": large_tokens,
         "heldout_spearman": report["heldout_spearman"], "model": report["model"],
+        "anchors": report["anchors"], "regression_proposal": report["regression_proposal"],
         "proposal": report["proposal"], "proposals": report["proposals"],
         "best_candidate": report["best_candidate"], "mixtures": rows,
         "searched_vs_natural": _vs(rows["searched"]["large"], rows["natural"]["large"]),
         "searched_vs_uniform": _vs(rows["searched"]["large"], rows["uniform"]["large"]),
         "rank_spearman": rho, "rank_spearman_seed0": rho_seed0, "rank_mixtures": names,
         "cost": cost,
-        "_runs": [r for r in [*search_runs, *extra_proxies, *large_all, *starts.values()]
+        "_runs": [r for r in [*search_runs_all, *extra_proxies, *large_all, *starts.values()]
                   if not r["reused"]],
     }  # fmt: skip
     _print(out)
@@ -176,10 +210,11 @@ def search_part(
 
 
 def _print(out: dict) -> None:
-    sources = out["sources"]
+    sources, target = out["sources"], out["target"]
     print(f"\nregression held-out Spearman: {out['heldout_spearman']} -> {out['model']} proposes")
+    print(f"proposal chosen by {out['proposal']['chosen_by']}: {out['proposal']['reason']}")
     print(f"{'mixture':17s} " + " ".join(f"{s:>6s}" for s in sources)
-          + f" {'proxy ' + TARGET:>20s} {'larger ' + TARGET:>20s}")  # fmt: skip
+          + f" {'proxy ' + target:>20s} {'larger ' + target:>20s}")  # fmt: skip
     for name, row in out["mixtures"].items():
         p, g = row["proxy"], row["large"]
         print(f"{name:17s} " + " ".join(f"{row['weights'][s]:6.3f}" for s in sources)

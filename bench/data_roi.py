@@ -31,7 +31,9 @@ admitted groups), :func:`~pretrain.experiments.pools.build_pool` per group,
    regression's proposal, natural and uniform mixtures (and ``RANK_EXTRA`` search candidates) in
    larger runs (recipe ``proxy_cpu_large``) at equal tokens, seeds ``LARGE_SEEDS``; rank
    agreement proxy vs larger run (Spearman over the mixtures trained at both); the proxies'
-   FLOPs as a share of the larger runs'.
+   FLOPs as a share of the larger runs'. ``--target`` picks the search's target (RegMix's own
+   was one domain's validation loss: ``bpb:web``); ``--jobs 2`` trains the larger runs two at
+   a time.
 3. **overhead** -- per proxy, what a run costs beyond its training steps: in process (from
    every proxy this bench ran: ``wall_s`` - the steps' own time), and through Dagster
    (``bench/_roi_dagster.py``: ``proxy_runs`` materialized in process and on the Ray executor).
@@ -241,6 +243,39 @@ def run(setup: Setup, spec, groups: list[str], base=None) -> dict:
     return {**cost, "result": result, "reused": False}
 
 
+def _worker(threads: int, quick: bool) -> None:
+    import torch
+
+    torch.set_num_threads(threads)
+    if quick:
+        quick_recipes()
+
+
+def _run_quietly(job: tuple) -> str:
+    setup, spec, groups = job
+    run(setup, spec, groups)
+    return spec.name
+
+
+def prefetcher(setup: Setup, jobs: int, threads: int, quick: bool):
+    """``prefetch(todo)``: train the (spec, groups) runs of ``todo`` -- from scratch, no
+    anneals -- ``jobs`` at a time in spawned processes; each lands in ``work/runs`` as ``run``
+    leaves it, so the sequential pass that follows reuses it. ``None`` for one job."""
+    if jobs <= 1:
+        return None
+
+    def prefetch(todo: list) -> None:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(jobs, mp_context=context, initializer=_worker,
+                                 initargs=(threads, quick)) as pool:  # fmt: skip
+            list(pool.map(_run_quietly, [(setup, spec, groups) for spec, groups in todo]))
+
+    return prefetch
+
+
 def saved_runs(setup: Setup) -> list[dict]:
     """Every experiment of ``work/runs`` with its bench costs (reused ones included)."""
     from pretrain.experiments.run import read_result
@@ -438,6 +473,10 @@ def main() -> None:
                         help="--truth-at-scale: seeds 0..N-1 of each arm")  # fmt: skip
     parser.add_argument("--candidates", type=int, default=SEARCH_CANDIDATES,
                         help="search: proxies the regression is fitted on")  # fmt: skip
+    parser.add_argument("--target", default="mean_bpb",
+                        help="search: the target (mean_bpb, bpb:<source>, task_likelihood)")  # fmt: skip
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="search: from-scratch runs trained side by side")  # fmt: skip
     parser.add_argument("--groups", default="",
                         help="admission: comma-separated planted groups (default: all)")  # fmt: skip
     args = parser.parse_args()
@@ -495,7 +534,10 @@ def main() -> None:
     if args.part in ("search", "all"):
         out["search"] = search_part(setup, run, quick=args.quick, proxy=PROXY, large=LARGE,
                                     candidates=args.candidates, extra=RANK_EXTRA,
-                                    search_seed=SEARCH_SEED, large_seeds=LARGE_SEEDS)  # fmt: skip
+                                    search_seed=SEARCH_SEED, large_seeds=LARGE_SEEDS,
+                                    target=args.target,
+                                    prefetch=prefetcher(setup, args.jobs, args.threads,
+                                                        args.quick))  # fmt: skip
         out["search"].pop("_runs")
     if args.part in ("overhead", "all"):
         from _roi_dagster import dagster_overhead, in_process_overhead

@@ -48,9 +48,11 @@ from pretrain.experiments.run import ExperimentResult
 from pretrain.experiments.search import (
     SearchConfig,
     SearchSpace,
+    anchor_mixtures,
     fit_chart_png,
     sample_mixtures,
     search_report,
+    verify_proposal,
 )
 from pretrain.filters.config import FilterConfig
 from resources.storage import ArtifactStore
@@ -123,38 +125,78 @@ class SearchFound:
 def search_candidates(
     instance: DagsterInstance, store: ArtifactStore, config: SearchConfig
 ) -> tuple[SearchSpace, list[dict[str, float]], list[registry.ExperimentSpec]]:
-    """The search's space, candidate weights and experiment specs (deterministic from config)."""
+    """The search's space, its mixtures (the sampled candidates, then the anchors) and their
+    experiment specs, deterministic from config."""
     pools, _ = variant_pools(instance, store, DataVariant())
     space = SearchSpace.from_pools(
         pools, target_tokens=config.target_tokens, max_epochs=config.max_epochs,
         default_max_epochs=config.default_max_epochs,
     )  # fmt: skip
     candidates = sample_mixtures(space, count=config.candidates, seed=config.seed)
+    anchors = anchor_mixtures(space, config.anchors)
     specs = registry.search_specs(
-        config.search_id(), candidates, recipe=config.recipe, seeds=config.seeds
-    )
-    return space, candidates, specs
+        config.search_id(), [*candidates, *anchors.values()], recipe=config.recipe,
+        seeds=config.seeds, labels=[*(f"c{i:03d}" for i in range(len(candidates))), *anchors],
+    )  # fmt: skip
+    return space, [*candidates, *anchors.values()], specs
+
+
+def _mean_targets(
+    specs: Sequence[registry.ExperimentSpec],
+    found: dict[str, ExperimentResult],
+    config: SearchConfig,
+) -> list[float]:
+    """Each mixture's target, the mean over its seeds (``specs`` holds them seed-minor)."""
+    per = len(config.seeds)
+    return [
+        float(np.mean([found[s.name].target(config.target) for s in specs[i : i + per]]))
+        for i in range(0, len(specs), per)
+    ]
+
+
+def _results(store: ArtifactStore, specs: Sequence[registry.ExperimentSpec], what: str,
+             config: SearchConfig) -> dict[str, ExperimentResult]:  # fmt: skip
+    found = registry.results(store.root, [s.name for s in specs])
+    missing = [s.name for s in specs if s.name not in found]
+    if missing:
+        raise DataError(
+            f"{len(missing)} of {len(specs)} {what} proxies of {config.search_id()} have not "
+            f"run (e.g. {missing[0]}): launch the search_mixture job (or `pretrain experiments "
+            "search`); experiment_sensor runs the rest and fits the search when they are done"
+        )
+    return found
+
+
+def search_fit(
+    instance: DagsterInstance, store: ArtifactStore, config: SearchConfig
+) -> tuple[dict[str, Any], list[registry.ExperimentSpec], dict[str, ExperimentResult]]:
+    """(the regression's report over every candidate and anchor, their specs, their results);
+    a DataError when one has not run."""
+    space, candidates, specs = search_candidates(instance, store, config)
+    found = _results(store, specs, "candidate", config)
+    labels = [s.label for s in specs[:: len(config.seeds)]]
+    report = search_report(space, config, candidates, _mean_targets(specs, found, config), labels)
+    return report, specs, found
+
+
+def verification_specs(
+    config: SearchConfig, report: dict[str, Any]
+) -> list[registry.ExperimentSpec]:
+    """The regression's proposal as a proxy at the search's seeds (``SearchConfig.verify``)."""
+    return registry.search_specs(config.search_id(), [report["regression_proposal"]],
+                                 recipe=config.recipe, seeds=config.seeds, labels=["proposal"])  # fmt: skip
 
 
 def search_result(
     instance: DagsterInstance, store: ArtifactStore, config: SearchConfig
 ) -> SearchFound:
-    space, candidates, specs = search_candidates(instance, store, config)
-    found = registry.results(store.root, [s.name for s in specs])
-    missing = [s.name for s in specs if s.name not in found]
-    if missing:
-        raise DataError(
-            f"{len(missing)} of {len(specs)} candidate proxies of {config.search_id()} have not "
-            f"run (e.g. {missing[0]}): launch the search_mixture job (or `pretrain experiments "
-            "search`) and materialize mixture_search when its backfill is done"
-        )
-    per_candidate = len(config.seeds)
-    targets = [
-        float(np.mean([found[s.name].target(config.target) for s in specs[i : i + per_candidate]]))
-        for i in range(0, len(specs), per_candidate)
-    ]
-    report = search_report(space, config, candidates, targets)
-    flops = sum(r.cost["flops"] for r in found.values())
+    report, specs, found = search_fit(instance, store, config)
+    if config.verify:
+        checks = verification_specs(config, report)
+        found = {**found, **_results(store, checks, "verification", config)}
+        report = verify_proposal(report, _mean_targets(checks, found, config)[0])
+        specs = [*specs, *checks]
+    flops = sum(found[s.name].cost["flops"] for s in dict((s.name, s) for s in specs).values())
     summary = {
         "search_id": report["search_id"], "target": config.target,
         "proposed_weights": report["proposal"]["weights"],
@@ -163,7 +205,10 @@ def search_result(
         "heldout_spearman_lightgbm": report["heldout_spearman"]["lightgbm"],
         "heldout_spearman_linear": report["heldout_spearman"]["linear"],
         "proposed_by": report["model"],
-        "candidates": len(candidates), "proxies": len(specs), "proxy_flops": flops,
+        "chosen_by": report["proposal"]["chosen_by"],
+        "choice": report["proposal"]["reason"],
+        "anchors": report["anchors"],
+        "candidates": config.candidates, "proxies": len(specs), "proxy_flops": flops,
     }  # fmt: skip
     report["proxy_flops"] = flops
     return SearchFound(
@@ -340,6 +385,22 @@ def record_search(store: ArtifactStore, config: SearchConfig, launched: dict[str
     uri = store.uri("mixture_search", "launched", f"{config.search_id()}.json")
     storage.write_json({"config": dataclasses.asdict(config), **launched}, uri)
     return uri
+
+
+def verification_of(
+    instance: DagsterInstance, store: ArtifactStore, config: SearchConfig, record: dict[str, Any]
+) -> list[str]:
+    """The names of a launched search's verification proxies, once its candidates have run:
+    fitted and registered the first time, then kept in the launch record."""
+    if "verification" not in record:
+        report, _, _ = search_fit(instance, store, config)
+        specs = verification_specs(config, report)
+        for spec in specs:
+            registry.register(store.root, spec)
+        record = {**record, "verification": [s.name for s in specs]}
+        uri = store.uri("mixture_search", "launched", f"{config.search_id()}.json")
+        storage.write_json(record, uri)
+    return list(record["verification"])
 
 
 def launched_searches(store: ArtifactStore) -> list[tuple[SearchConfig, dict[str, Any]]]:

@@ -184,9 +184,15 @@ def run_experiments(
     args: argparse.Namespace, defs: Definitions, instance: DagsterInstance, store: ArtifactStore
 ) -> dict[str, Any]:
     """A small mixture search: the experiment basis and pools, ``--search-candidates`` proxies
-    (``proxy_tiny``, in this process), the fit. A daemon would run the candidates as one
-    backfill (the ``search_mixture`` job); the demo has none, so it runs each partition."""
-    from jobs.experiments import register_experiments, search_candidates
+    and the anchors (``proxy_tiny``, in this process), the proposal's verification proxy, the
+    fit. A daemon would run the candidates as one backfill (the ``search_mixture`` job) and
+    ``experiment_sensor`` the rest; the demo has neither, so it runs each partition."""
+    from jobs.experiments import (
+        register_experiments,
+        search_candidates,
+        search_fit,
+        verification_specs,
+    )
     from pretrain.experiments.search import SearchConfig
 
     basis = execute(defs, "make_basis", instance)
@@ -201,6 +207,11 @@ def run_experiments(
     started = time.monotonic()
     for name in names:
         execute(defs, "run_proxies", instance, partition_key=name, run_config=proxy, quiet=True)
+    report, _, _ = search_fit(instance, store, config)  # the proposal, checked by a proxy
+    checks = register_experiments(instance, store, verification_specs(config, report))
+    for name in checks:
+        execute(defs, "run_proxies", instance, partition_key=name, run_config=proxy, quiet=True)
+    names += checks
     print(f"  run_proxies: {len(names)} proxies ok in {time.monotonic() - started:.1f}s")
     search = {"search": dataclasses.asdict(config)}
     fit = execute(defs, "fit_search", instance, run_config=run_configs(search)["fit_search"])

@@ -232,7 +232,7 @@ def proxy_runs(
 @asset(
     deps=[AssetDep(proxy_runs, partition_mapping=AllPartitionMapping())],
     group_name="experiments",
-    code_version="search-v1",
+    code_version="search-v2",
 )
 def mixture_search(
     context: AssetExecutionContext, config: SearchRunConfig, store: ArtifactStore

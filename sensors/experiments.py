@@ -11,7 +11,8 @@ Each tick, from what the store and the instance hold (no cursor: every request h
 3. **Searches.** A search launched by ``search_mixture`` (or ``pretrain experiments search``)
    whose candidates have all run is fitted (``fit_search``, with the settings it was launched
    with). An anneal search's candidates are asked for here, once the proxies they continue
-   have run (``launch_search`` launched those first).
+   have run (``launch_search`` launched those first). With ``SearchConfig.verify`` the
+   proposal is trained as a proxy before the fit that decides on it.
 
 Nothing happens until ``experiment_basis`` is materialized: the groups present then are the
 corpus, and every later group is new.
@@ -37,7 +38,7 @@ from jobs.asset_jobs import (
     proxy_pools_job,
     proxy_runs_job,
 )
-from jobs.experiments import corpus_groups, launched_searches, not_run
+from jobs.experiments import corpus_groups, launched_searches, not_run, verification_of
 from jobs.partitions import EXPERIMENT_PARTITIONS_NAME, experiment_partitions
 from jobs.stages import run_configs
 from pretrain import identity, storage
@@ -147,10 +148,14 @@ def review_requests(store: ArtifactStore, config: AdmissionConfig) -> list[RunRe
     return requests
 
 
-def search_requests(store: ArtifactStore) -> list[RunRequest]:
-    """Fit each launched search whose candidates have all run; run the candidates of an anneal
-    search once the proxies they continue have run."""
-    requests = []
+def search_requests(
+    context: SensorEvaluationContext, store: ArtifactStore
+) -> tuple[list[RunRequest], list[str]]:
+    """(run requests, partitions to add): run the candidates of an anneal search once the
+    proxies they continue have run; once every candidate has, the proposal's verification
+    proxies (``SearchConfig.verify``); then fit the search."""
+    requests: list[RunRequest] = []
+    partitions: list[str] = []
     for config, record in launched_searches(store):
         names = record.get("names") or []
         todo = not_run(store, names)
@@ -161,15 +166,22 @@ def search_requests(store: ArtifactStore) -> list[RunRequest]:
             continue
         if not names or todo:
             continue
+        checks = verification_of(context.instance, store, config, record) if config.verify else []
+        partitions += checks
+        waiting = not_run(store, checks)
+        if waiting:
+            requests += [RunRequest(job_name="run_proxies", partition_key=n,
+                                    run_key=f"proxy:{n}") for n in waiting]  # fmt: skip
+            continue
         settings = {"search": record["config"]}
         requests.append(
             RunRequest(
                 job_name="fit_search",
-                run_key=f"fit:{config.search_id()}:{_version(names, store)}",
+                run_key=f"fit:{config.search_id()}:{_version([*names, *checks], store)}",
                 run_config=run_configs(settings)["fit_search"],
             )  # fmt: skip
         )
-    return requests
+    return requests, partitions
 
 
 def experiment_sensor_for(config: AdmissionConfig) -> SensorDefinition:
@@ -189,7 +201,9 @@ def experiment_sensor_for(config: AdmissionConfig) -> SensorDefinition:
                 "experiment_basis is not materialized: there is no corpus to compare to"
             )
         requests, partitions = admission_requests(context, store, config)
-        requests += review_requests(store, config) + search_requests(store)
+        searches, checks = search_requests(context, store)
+        requests += review_requests(store, config) + searches
+        partitions += checks
         if not requests:
             return SkipReason("no shard group awaiting a decision, no review, no search to fit")
         known = set(context.instance.get_dynamic_partitions(EXPERIMENT_PARTITIONS_NAME))

@@ -11,7 +11,9 @@ same documents with their words shuffled (every filter keeps them). Then, as the
    sensor re-decides;
 3. ``search_mixture`` registers a search's candidates (anneals of a start proxy, of a seed the
    admission did not use) and submits the start as ONE backfill of ``proxy_runs``; once it has
-   run the sensor asks for the candidates, and once they have run it fits ``mixture_search``;
+   run the sensor asks for the candidates (and the anchors: natural; uniform breaks a cap here), once they
+   have run for the proxy that verifies the regression's proposal, then it fits
+   ``mixture_search``;
 4. ``data_mixture`` leaves the rejected group out and takes the searched weights
    (``weights_from: searched``), with lineage to both;
 5. ``pretrain experiments list/compare`` and ``pretrain plan`` read it all back.
@@ -169,6 +171,10 @@ def flow(tmp_path_factory: pytest.TempPathFactory) -> dict:
         seen["candidate_jobs"] = {r.job_name for r in candidates.run_requests}
         for name in names:
             _run(defs, instance, "run_proxies", name, IN_PROCESS)
+        verify = _tick(instance, store)  # the proposal, trained before it is taken
+        seen["verify"] = [(r.job_name, r.partition_key) for r in verify.run_requests]
+        for _, name in seen["verify"]:
+            _run(defs, instance, "run_proxies", name, IN_PROCESS)
         fit = _tick(instance, store)
         seen["fit_requests"] = [r.job_name for r in fit.run_requests]
         (request,) = fit.run_requests
@@ -232,12 +238,25 @@ def test_a_search_is_one_backfill_then_a_fit(flow: dict) -> None:
     [backfill] = flow["backfills"]
     [start] = registry.starts_of(SEARCH["recipe"], SEARCH["seeds"])
     assert list(flow["backfilled"]) == [start.name] and backfill.tags["pretrain/search"]
-    assert len(flow["names"]) == SEARCH["candidates"] and flow["candidate_jobs"] == {"run_proxies"}
+    anchors = flow["search"]["anchors"]  # uniform breaks a cap here: the licences are small
+    assert set(anchors) == {"natural"}
+    assert len(flow["names"]) == SEARCH["candidates"] + 1 and flow["candidate_jobs"] == {
+        "run_proxies"
+    }
     for name in flow["names"]:
         assert registry.load_spec(flow["root"], name).base == start.name
+    [(job, check)] = flow["verify"]
+    assert job == "run_proxies" and registry.load_spec(flow["root"], check).label == "proposal"
     assert flow["fit_requests"] == ["fit_search"]
     search = flow["search"]
-    assert len(search["candidates"]) == SEARCH["candidates"]
+    assert len(search["candidates"]) == SEARCH["candidates"] + 1
+    proposal = search["proposal"]
+    assert proposal["chosen_by"] in ("verified", "measured") and "measured" in proposal
+    best = min(c["target"] for c in search["candidates"])
+    if proposal["chosen_by"] == "verified":
+        assert proposal["measured"] < best and proposal["weights"] == search["regression_proposal"]
+    else:
+        assert proposal["weights"] == search["best_candidate"]["weights"]
     assert set(search["heldout_spearman"]) == {"lightgbm", "linear"}
     weights = search["proposal"]["weights"]
     assert abs(sum(weights.values()) - 1) < 1e-6 and set(weights) == set(search["sources"])
@@ -262,7 +281,7 @@ def test_the_cli_reads_experiments_back(flow: dict) -> None:
         return out.stdout
 
     listing = cli("experiments", "--root", flow["root"], "list", "--kind", "search")
-    assert listing.count("proxy_tiny") == SEARCH["candidates"]
+    assert listing.count("proxy_tiny") == SEARCH["candidates"] + 2  # natural, the verification
     compare = cli("experiments", "--root", flow["root"], "compare", "--group", flow["new"])
     assert "with" in compare and "base" in compare and "mean bpb" in compare
     plan = cli("plan", "--root", flow["root"], "--gpus", "8", "--days", "1")

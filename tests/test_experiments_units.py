@@ -47,9 +47,12 @@ from pretrain.experiments.run import ExperimentResult
 from pretrain.experiments.search import (
     SearchConfig,
     SearchSpace,
+    anchor_mixtures,
     fit_mixtures,
     propose,
     sample_mixtures,
+    search_report,
+    verify_proposal,
 )
 from pretrain.experiments.view import plan_view, write_view
 from pretrain.filters.config import FilterConfig
@@ -178,9 +181,40 @@ def test_a_linear_target_is_proposed_by_the_linear_fit() -> None:
     assert 3.0 - SPACE.vector(proposal.weights) @ rates < best_seen
 
 
+def test_a_search_trains_its_anchors_and_keeps_the_best_unless_its_proposal_verifies() -> None:
+    """Natural and uniform run beside the candidates. The regression's proposal stands only
+    when its own proxies measure it better than every mixture measured before it; else the
+    best of those (here uniform) is proposed."""
+    anchors = anchor_mixtures(SPACE)
+    assert anchors == {"natural": dict(zip(SPACE.sources, SPACE.natural, strict=True)),
+                       "uniform": dict.fromkeys(SPACE.sources, 0.25)}  # fmt: skip
+    one_epoch = dataclasses.replace(SPACE, max_epochs=(1.0, 1.0, 1.0, 1.0))
+    assert list(anchor_mixtures(one_epoch)) == ["natural"]  # uniform's books need 2.5 epochs
+    candidates = [*sample_mixtures(SPACE, count=10, seed=3), *anchors.values()]
+    labels = [*(f"c{i:03d}" for i in range(10)), *anchors]
+    targets = np.random.default_rng(1).normal(3.0, 0.01, len(candidates))
+    targets[-1] = 2.9  # uniform measured best
+    config = SearchConfig(candidates=10, top_k=50, proposal_samples=5000)
+    report = search_report(SPACE, config, candidates, targets.tolist(), labels)
+    assert report["anchors"]["uniform"] == 2.9 and report["best_candidate"]["label"] == "uniform"
+    fitted = report["proposal"]
+    assert (
+        fitted["chosen_by"] == "regression" and fitted["weights"] == report["regression_proposal"]
+    )
+    kept = verify_proposal(report, 2.95)["proposal"]
+    assert kept["chosen_by"] == "measured" and kept["weights"] == anchors["uniform"]
+    assert "uniform is proposed instead" in kept["reason"]
+    stands = verify_proposal(report, 2.85)["proposal"]
+    assert stands["chosen_by"] == "verified" and stands["weights"] == report["regression_proposal"]
+    assert stands["measured"] == 2.85 and report["proposal"] == fitted  # not changed in place
+    with pytest.raises(ConfigError, match="anchors"):
+        SearchConfig(anchors=("best",))
+
+
 def test_search_settings_are_checked_and_named() -> None:
     assert SearchConfig().search_id() == SearchConfig(target="task_likelihood").search_id()
     assert SearchConfig().search_id() != SearchConfig(seed=1).search_id()
+    assert SearchConfig().search_id() != SearchConfig(anchors=()).search_id()
     with pytest.raises(ConfigError, match=">= 6"):
         SearchConfig(candidates=3)
     with pytest.raises(ConfigError, match="target"):

@@ -140,11 +140,18 @@ def starts_of(recipe: str, seeds: Sequence[int]) -> list[ExperimentSpec]:
 
 
 def search_specs(
-    search_id: str, candidates: Sequence[dict[str, float]], *, recipe: str, seeds: Sequence[int]
+    search_id: str,
+    candidates: Sequence[dict[str, float]],
+    *,
+    recipe: str,
+    seeds: Sequence[int],
+    labels: Sequence[str] | None = None,
 ) -> list[ExperimentSpec]:
-    """One proxy per candidate and seed; with an anneal recipe each continues the proxy of its
-    seed (:func:`starts_of`), so candidates differ by their mixture alone."""
+    """One proxy per candidate and seed (``labels``: the candidates' names, default
+    ``c000``…); with an anneal recipe each continues the proxy of its seed
+    (:func:`starts_of`), so candidates differ by their mixture alone."""
     starts = {s: start_spec(recipe, s) for s in seeds}
+    labels = list(labels or [f"c{i:03d}" for i in range(len(candidates))])
     return [
         ExperimentSpec(
             name=experiment_name("mix", DataVariant(weights=w), s, recipe),
@@ -153,10 +160,10 @@ def search_specs(
             seed=s,
             kind="search",
             group=search_id,
-            label=f"c{i:03d}",
+            label=label,
             base=start.name if (start := starts[s]) else "",
         )  # fmt: skip
-        for i, w in enumerate(candidates)
+        for label, w in zip(labels, candidates, strict=True)
         for s in seeds
     ]
 

@@ -14,6 +14,19 @@ it has. The regression is judged on proxies it did not see: k-fold held-out pred
 their Spearman correlation with what the proxies measured; the regression that ranks them
 better proposes. The proposal is the mean of the top-k of many sampled mixtures by predicted
 target (RegMix averages its top 100), which is smoother than the single best prediction.
+
+Every search also trains its **anchors**, the natural and the uniform mixture, next to the
+candidates: they join the fit, and they are the baselines a proposal must beat. With
+``verify`` (the default) the proposal is itself trained as a proxy at the search's seeds before
+it is taken (:func:`verify_proposal`): it stands only when it measures better than every anchor
+and candidate; otherwise the search proposes the best mixture it measured
+(``proposal.chosen_by``: ``verified``, ``measured``, or ``regression`` without ``verify``). A
+regression fitted on tens of proxies can propose a corner it has not seen, and its own held-out
+error, measured inside the candidates, says nothing about that corner (bench/RESULTS.md, "Data
+value engine").
+
+    report = search_report(space, config, mixtures, targets, labels)   # the fit's proposal
+    report = verify_proposal(report, measured)   # measured: the proposal's proxies, mean
 """
 
 from __future__ import annotations
@@ -31,6 +44,7 @@ from pretrain.experiments.pools import PoolInfo
 from pretrain.settings import check_types
 
 TARGETS = ("mean_bpb", "task_likelihood")  # or "bpb:<source>"
+ANCHORS = ("natural", "uniform")  # the baselines every search trains beside its candidates
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,7 +54,10 @@ class SearchConfig:
     ``target`` is ``mean_bpb`` (validation bits per byte averaged over sources),
     ``bpb:<source>`` (one source) or ``task_likelihood`` (the eval tasks' probability of the
     correct answer, maximised). ``target_tokens`` is the size of the run the mixture is for;
-    its epoch caps bound the candidates (``None``: every pool token once)."""
+    its epoch caps bound the candidates (``None``: every pool token once). ``anchors`` are
+    trained too (those within the caps) and join the fit; with ``verify`` the proposal is
+    trained as a proxy too, and taken only when it measures better than every mixture the
+    search trained (else the best of those is proposed)."""
 
     candidates: int = 32
     seeds: tuple[int, ...] = (0,)
@@ -52,6 +69,8 @@ class SearchConfig:
     seed: int = 0
     top_k: int = 100  # the proposal averages the best top_k predicted mixtures
     proposal_samples: int = 100_000
+    anchors: tuple[str, ...] = ANCHORS
+    verify: bool = True
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -66,6 +85,9 @@ class SearchConfig:
             raise ConfigError(f"SearchConfig.target={self.target!r}: use {TARGETS} or bpb:<source>")
         if min(self.top_k, self.proposal_samples) < 1 or self.top_k > self.proposal_samples:
             raise ConfigError("SearchConfig: 1 <= top_k <= proposal_samples")
+        unknown = sorted(set(self.anchors) - set(ANCHORS))
+        if unknown:
+            raise ConfigError(f"SearchConfig.anchors: unknown {unknown}; use some of {ANCHORS}")
 
     def search_id(self) -> str:
         """Names the candidates: the settings that choose and train them (not the target)."""
@@ -73,7 +95,7 @@ class SearchConfig:
         import json
 
         keys = ("candidates", "seeds", "recipe", "target_tokens", "max_epochs",
-                "default_max_epochs", "seed")  # fmt: skip
+                "default_max_epochs", "seed", "anchors")  # fmt: skip
         blob = json.dumps({k: getattr(self, k) for k in keys}, sort_keys=True, default=list)
         return "search-" + hashlib.sha256(blob.encode()).hexdigest()[:8]
 
@@ -286,14 +308,35 @@ def propose(
     )
 
 
+def anchor_mixtures(
+    space: SearchSpace, names: Sequence[str] = ANCHORS
+) -> dict[str, dict[str, float]]:
+    """The anchors a search trains beside its candidates, by name: ``natural`` (the token
+    shares) and ``uniform`` (one share per source), each only when within the caps."""
+    shapes = {"natural": np.asarray(space.natural, dtype=float),
+              "uniform": np.full(len(space.sources), 1.0 / len(space.sources))}  # fmt: skip
+    found = {}
+    for name in names:
+        weights = np.round(shapes[name], 6)
+        weights = weights / weights.sum()
+        if space.within_caps(weights[None, :])[0]:
+            found[name] = space.as_dict(weights)
+    return found
+
+
 def search_report(
     space: SearchSpace,
     config: SearchConfig,
     candidates: Sequence[dict[str, float]],
     targets: Sequence[float],
+    labels: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """Fit, held-out check and proposal for candidates whose targets the proxies measured (the
-    mean over seeds for each): what ``mixture_search`` writes to ``search.json``."""
+    """Fit, held-out check and proposal for mixtures whose targets the proxies measured (the
+    mean over seeds for each): what ``mixture_search`` writes to ``search.json``. ``labels``
+    name the mixtures (``c000``…, and the anchors by name; default: ``c000``…)."""
+    labels = list(labels or [f"c{i:03d}" for i in range(len(candidates))])
+    if len(labels) != len(candidates):
+        raise ConfigError(f"{len(labels)} labels for {len(candidates)} mixtures")
     weights = np.array([space.vector(c) for c in candidates])
     fit = fit_mixtures(space.sources, weights, targets, seed=config.seed)
     proposals = {
@@ -301,31 +344,58 @@ def search_report(
                       samples=config.proposal_samples, top_k=config.top_k)
         for name in fit.heldout_spearman
     }  # fmt: skip
-    proposal = proposals[fit.model]
+    regression = proposals[fit.model]
     best = int(np.argmin(targets))
+    rows = [
+        {"label": label, "weights": dict(c), "target": float(t)}
+        for label, c, t in zip(labels, candidates, targets, strict=True)
+    ]
     return {
         "search_id": config.search_id(),
         "target": config.target,
         "sources": list(space.sources),
         "natural": space.as_dict(np.asarray(space.natural)),
         "target_tokens": space.target_tokens,
-        "candidates": [
-            {"weights": dict(c), "target": float(t)}
-            for c, t in zip(candidates, targets, strict=True)
-        ],
+        "candidates": rows,
+        "anchors": {r["label"]: r["target"] for r in rows if r["label"] in ANCHORS},
         "heldout_spearman": fit.heldout_spearman,
         "heldout_predictions": fit.heldout_predictions,
         "model": fit.model,
         "proposal": {
-            "weights": proposal.weights,
-            "predicted": proposal.predicted,
-            "predicted_natural": proposal.predicted_natural,
-            "sampled": proposal.sampled,
-            "top_k": proposal.top_k,
+            "weights": regression.weights,
+            "chosen_by": "regression",  # verify_proposal decides, when the search verifies
+            "reason": f"the {fit.model} fit's best predicted mixture (not trained)",
+            "predicted": regression.predicted,
+            "predicted_natural": regression.predicted_natural,
+            "sampled": regression.sampled,
+            "top_k": regression.top_k,
         },
+        "regression_proposal": regression.weights,
         "proposals": {name: p.weights for name, p in proposals.items()},  # by each regression
-        "best_candidate": {"weights": dict(candidates[best]), "target": float(targets[best])},
+        "best_candidate": rows[best],  # the best measured mixture, anchors included
     }
+
+
+def verify_proposal(report: dict[str, Any], measured: float) -> dict[str, Any]:
+    """``report`` with its proposal decided by a measurement: ``measured`` is the regression's
+    proposal's target, trained as a proxy at the search's seeds (their mean). It stands when
+    it beats every mixture the search measured; otherwise the best of them is proposed."""
+    best = report["best_candidate"]
+    won = measured < best["target"]
+    proposal = {
+        **report["proposal"],
+        "weights": dict(report["regression_proposal"] if won else best["weights"]),
+        "chosen_by": "verified" if won else "measured",
+        "measured": measured,
+        "best_measured": best["label"],
+        "reason": (
+            f"the {report['model']} fit's proposal measured {measured:.4f} as a proxy (predicted "
+            f"{report['proposal']['predicted']:.4f}); the best mixture measured before it, "
+            f"{best['label']}, {best['target']:.4f}: "
+            + ("the proposal stands" if won else f"{best['label']} is proposed instead")
+        ),
+    }
+    return {**report, "proposal": proposal}
 
 
 def fit_chart_png(report: dict[str, Any]) -> bytes:
