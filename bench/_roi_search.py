@@ -41,6 +41,23 @@ def _vs(searched: dict, baseline: dict) -> dict:
             "paired": _stats(paired) if paired else None}  # fmt: skip
 
 
+def _same_share_controls(target: str, searched: dict, natural: dict) -> dict[str, dict]:
+    """For a one-source target (``bpb:<source>``): the searched mixture's share of that source
+    with the rest natural, and with the rest uniform. They tell what the search found about
+    the other sources from what "more of the target source" alone buys."""
+    if not target.startswith("bpb:") or target[4:] not in searched:
+        return {}
+    source, share = target[4:], searched[target[4:]]
+    others = [s for s in natural if s != source]
+    rest = sum(natural[s] for s in others)
+    return {
+        f"{source}_share_natural_rest": {source: share, **{s: (1 - share) * natural[s] / rest
+                                                           for s in others}},
+        f"{source}_share_uniform_rest": {source: share, **{s: (1 - share) / len(others)
+                                                           for s in others}},
+    }  # fmt: skip
+
+
 def search_part(
     setup, run: Callable, *, quick: bool, proxy: str, large: str, candidates: int,
     extra: int, search_seed: int, large_seeds: Sequence[int], target: str = "mean_bpb",
@@ -117,11 +134,14 @@ def search_part(
     # the other regression's proposal, checked the same way (it is not the search's answer)
     mixtures.update({f"searched_{m}": w for m, w in report["proposals"].items()
                      if m != report["model"]})  # fmt: skip
+    controls = _same_share_controls(target, searched, report["natural"])
+    mixtures.update(controls)
     mixtures.update({f"c{i:03d}": drawn[i] for i in range(extra)})
     full = [name for name in mixtures if not name.startswith("c")]
     # the searched mixture and its baselines at every seed; the other regression's proposal at
     # three, a search candidate at one (rank agreement only)
-    seeds = {name: tuple(large_seeds) if name in ("natural", "uniform", "searched")
+    every = ("natural", "uniform", "searched", *controls)
+    seeds = {name: tuple(large_seeds) if name in every
              else tuple(large_seeds[:3]) if name in full else tuple(large_seeds[:1])
              for name in mixtures}  # fmt: skip
     proxy_runs: dict[str, list] = {f"c{i:03d}": [search_runs[i]] for i in range(extra)}
@@ -200,6 +220,8 @@ def search_part(
         "best_candidate": report["best_candidate"], "mixtures": rows,
         "searched_vs_natural": _vs(rows["searched"]["large"], rows["natural"]["large"]),
         "searched_vs_uniform": _vs(rows["searched"]["large"], rows["uniform"]["large"]),
+        "searched_vs_controls": {c: _vs(rows["searched"]["large"], rows[c]["large"])
+                                 for c in controls},  # fmt: skip
         "rank_spearman": rho, "rank_spearman_seed0": rho_seed0, "rank_mixtures": names,
         "cost": cost,
         "_runs": [r for r in [*search_runs_all, *extra_proxies, *large_all, *starts.values()]
@@ -220,8 +242,8 @@ def _print(out: dict) -> None:
         print(f"{name:17s} " + " ".join(f"{row['weights'][s]:6.3f}" for s in sources)
               + f" {p['mean']:9.4f} ±{p['sd']:.4f} n{p['n']} {g['mean']:9.4f} ±{g['sd']:.4f} "
               f"n{g['n']}")  # fmt: skip
-    for base in ("natural", "uniform"):
-        vs = out[f"searched_vs_{base}"]
+    versus = {b: out[f"searched_vs_{b}"] for b in ("natural", "uniform")}
+    for base, vs in {**versus, **out["searched_vs_controls"]}.items():
         print(f"searched vs {base}: margin {vs['margin']:+.4f} bits/byte, seed spread "
               f"{vs['spread']:.4f} -> {'wins' if vs['wins'] else 'does NOT win'}")  # fmt: skip
     c = out["cost"]
