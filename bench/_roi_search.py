@@ -12,8 +12,8 @@ The search also trains its anchors (natural, uniform: ``SearchConfig.anchors``) 
 as the library does, verification included (the regression's proposal as a proxy, taken only
 when it measures better than every mixture before it); when the verification keeps a measured
 mixture, the regression's own proposal runs at the larger scale too (``regression``), to show
-what it turned down. ``prefetch`` trains the from-scratch runs (larger runs, anneal starts) ahead, several at
-a time. The searched mixture wins when its mean over seeds beats
+what it turned down. ``prefetch`` trains the from-scratch runs (larger runs, anneal starts)
+ahead, several at a time. The searched mixture wins when its mean over seeds beats
 each baseline's by more than the larger of the two seed standard deviations (the paired
 per-seed differences are reported too). Rank agreement: Spearman between the proxy-scale and
 the larger-scale target of every mixture trained at both (means over the seeds each has).
@@ -73,10 +73,10 @@ def search_part(
         get_proxy_recipe,
     )
     from pretrain.experiments.search import (
+        ANCHORS,
         SearchConfig,
         SearchSpace,
-        anchor_mixtures,
-        sample_mixtures,
+        search_mixtures,
         search_report,
         verify_proposal,
     )
@@ -96,10 +96,11 @@ def search_part(
     config = SearchConfig(candidates=count, seeds=(0,), recipe=proxy, target=target,
                           target_tokens=large_tokens, seed=search_seed)  # fmt: skip
     space = SearchSpace.from_pools(pools, target_tokens=large_tokens, default_max_epochs=4.0)
-    drawn = sample_mixtures(space, count=count, seed=search_seed)
-    anchors = anchor_mixtures(space, config.anchors)
-    labels = [*(f"c{i:03d}" for i in range(count)), *anchors]
-    specs = registry.search_specs(config.search_id(), [*drawn, *anchors.values()],
+    trained = search_mixtures(space, config)  # the candidates, then the anchors
+    labels = list(trained)
+    drawn = [trained[label] for label in labels if label not in ANCHORS]
+    anchors = {label: w for label, w in trained.items() if label in ANCHORS}
+    specs = registry.search_specs(config.search_id(), list(trained.values()),
                                   recipe=proxy, seeds=(0,), labels=labels)  # fmt: skip
     print(f"\nsearch: {count} candidates + anchors {list(anchors)} over {list(space.sources)}, "
           f"proxy {proxy}, target {target}, larger runs {large} ({large_tokens:,} tokens)",
@@ -117,7 +118,7 @@ def search_part(
     search_runs = [run(setup, s, groups, base=start_of(s.seed)) for s in specs]
     search_starts = list(starts.values())  # what the search itself trained before its candidates
     targets = [r["result"].target(target) for r in search_runs]
-    report = search_report(space, config, [*drawn, *anchors.values()], targets, labels)
+    report = search_report(space, config, list(trained.values()), targets, labels)
     # SearchConfig.verify: the regression's proposal as a proxy before it is taken
     check = registry.search_specs(config.search_id(), [report["regression_proposal"]],
                                   recipe=proxy, seeds=(0,), labels=["proposal"])  # fmt: skip
@@ -181,7 +182,7 @@ def search_part(
                 for s in space.sources
             },  # fmt: skip
         }
-    # one point per distinct mixture (the guard may propose an anchor: the same runs)
+    # one point per distinct mixture (a proposal the verification turned into an anchor is the same runs)
     names = list(dict((json.dumps(mixtures[n], sort_keys=True), n) for n in mixtures).values())
     rho = spearmanr([rows[n]["proxy"]["mean"] for n in names],
                     [rows[n]["large"]["mean"] for n in names]).statistic  # fmt: skip

@@ -48,9 +48,8 @@ from pretrain.experiments.run import ExperimentResult
 from pretrain.experiments.search import (
     SearchConfig,
     SearchSpace,
-    anchor_mixtures,
     fit_chart_png,
-    sample_mixtures,
+    search_mixtures,
     search_report,
     verify_proposal,
 )
@@ -132,13 +131,12 @@ def search_candidates(
         pools, target_tokens=config.target_tokens, max_epochs=config.max_epochs,
         default_max_epochs=config.default_max_epochs,
     )  # fmt: skip
-    candidates = sample_mixtures(space, count=config.candidates, seed=config.seed)
-    anchors = anchor_mixtures(space, config.anchors)
+    mixtures = search_mixtures(space, config)
     specs = registry.search_specs(
-        config.search_id(), [*candidates, *anchors.values()], recipe=config.recipe,
-        seeds=config.seeds, labels=[*(f"c{i:03d}" for i in range(len(candidates))), *anchors],
+        config.search_id(), list(mixtures.values()), recipe=config.recipe, seeds=config.seeds,
+        labels=list(mixtures),
     )  # fmt: skip
-    return space, [*candidates, *anchors.values()], specs
+    return space, list(mixtures.values()), specs
 
 
 def _mean_targets(
@@ -398,8 +396,7 @@ def verification_of(
         for spec in specs:
             registry.register(store.root, spec)
         record = {**record, "verification": [s.name for s in specs]}
-        uri = store.uri("mixture_search", "launched", f"{config.search_id()}.json")
-        storage.write_json(record, uri)
+        record_search(store, config, record)
     return list(record["verification"])
 
 

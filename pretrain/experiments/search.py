@@ -324,6 +324,15 @@ def anchor_mixtures(
     return found
 
 
+def search_mixtures(space: SearchSpace, config: SearchConfig) -> dict[str, dict[str, float]]:
+    """What a search trains, by label: its sampled candidates (``c000``…), then its anchors."""
+    candidates = sample_mixtures(space, count=config.candidates, seed=config.seed)
+    return {
+        **{f"c{i:03d}": weights for i, weights in enumerate(candidates)},
+        **anchor_mixtures(space, config.anchors),
+    }
+
+
 def search_report(
     space: SearchSpace,
     config: SearchConfig,
