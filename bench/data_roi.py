@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import hashlib
 import inspect
 import json
@@ -105,8 +106,11 @@ def build_setup(work: Path) -> Setup:
     marker = work / "setup.json"
     import _roi_corpus
 
+    import pretrain.experiments.basis as basis_module
+
     corpus_code = _roi_corpus.fingerprint().encode()
-    setup_code = inspect.getsource(build_setup) + inspect.getsource(kept_documents)
+    setup_code = (inspect.getsource(build_setup) + inspect.getsource(kept_documents)
+                  + inspect.getsource(basis_module))  # fmt: skip
     fingerprint = hashlib.sha256(
         corpus_code + setup_code.encode() + f"{VOCAB}:{CORPUS_SEED}:{BASIS_SEED}".encode()
     )
@@ -115,7 +119,8 @@ def build_setup(work: Path) -> Setup:
         and json.loads(marker.read_text()).get("fingerprint") != fingerprint.hexdigest()
     ):
         # another corpus or basis: rebuild them; keep runs/, each is reused only when the
-        # pools it reads are described the same (sizes, tokenizer digest: see ``run``)
+        # pools it reads are described the same (sizes, tokenizer digest: see ``run``), and
+        # rescored when only the validation set changed
         for stale in ("corpus", "filtered", "basis", "pools", "setup.json"):
             path = work / stale
             if path.is_dir():
@@ -199,22 +204,44 @@ def _steps_s(out: Path) -> float:
     return sum(float(r.get("step_time_s") or 0.0) for r in rows)
 
 
+@functools.cache
+def _tokens_digest(pool_dir: str) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(Path(pool_dir).glob("*.bin")):
+        digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
 def _pools_digest(setup: Setup, groups: list[str]) -> str:
-    """Names the pools a run reads (their sizes and paths): a rebuilt pool is another run."""
-    described = [dataclasses.asdict(p) for p in setup.pools_of(sorted(groups))]
+    """Names the pools a run reads by what they hold (sizes, tokenizer, a digest of their
+    tokens), not where they lie: a rebuilt pool with the same tokens is the same run."""
+    described = [
+        {**{k: v for k, v in dataclasses.asdict(p).items() if k != "path"},
+         "tokens_sha256": _tokens_digest(p.path)}
+        for p in setup.pools_of(sorted(groups))
+    ]  # fmt: skip
     return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def _val_digest(setup: Setup) -> str:
+    """Names the validation set every run is scored on (its packed token files)."""
+    digest = hashlib.sha256()
+    for path in sorted((setup.work / "basis" / "validation").glob("val-*.bin")):
+        digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def run(setup: Setup, spec, groups: list[str], base=None) -> dict:
-    """One experiment (reused when ``work/runs/<name>`` holds it with the same recipe):
-    its result and what it cost (wall, CPU, the steps' own time, the load average). An
-    anneal gets ``base``, the result of the proxy it continues."""
+    """One experiment (reused when ``work/runs/<name>`` holds it with the same recipe and
+    pools; rescored, not retrained, when only the validation set changed): its result and
+    what it cost (wall, CPU, the steps' own time, the load average). An anneal gets
+    ``base``, the result of the proxy it continues."""
     from pretrain.experiments.config import ExperimentSpec, get_proxy_recipe
-    from pretrain.experiments.run import read_result, run_experiment
+    from pretrain.experiments.run import read_result, rescore_experiment, run_experiment
 
     out = setup.work / "runs" / spec.name
     recipe = dataclasses.asdict(get_proxy_recipe(spec.recipe))
-    pools = _pools_digest(setup, groups)
+    pools, val = _pools_digest(setup, groups), _val_digest(setup)
     side = out / "bench.json"
     saved = json.loads(side.read_text()) if side.exists() else {}
     if saved.get("recipe") == recipe and saved.get("pools") == pools:
@@ -225,7 +252,16 @@ def run(setup: Setup, spec, groups: list[str], base=None) -> dict:
             result is not None
             and ExperimentSpec.from_dict(result.spec).settings() == spec.settings()
         ):
-            return {**json.loads(side.read_text()), "result": result, "reused": True}
+            if saved.get("val") != val:
+                result = rescore_experiment(
+                    str(out), val_packed_dir=str(setup.work / "basis" / "validation"),
+                    tokenizer_uri=str(setup.work / "basis" / "tokenizer"),
+                )  # fmt: skip
+                saved["val"] = val
+                side.write_text(json.dumps(saved))
+                print(f"  {spec.name:34s} rescored on the new validation set: "
+                      f"mean_bpb={result.mean_bits_per_byte:.4f}", flush=True)  # fmt: skip
+            return {**saved, "result": result, "reused": True}
     shutil.rmtree(out, ignore_errors=True)
     load = os.getloadavg()[0]
     cpu = time.process_time()
@@ -233,7 +269,7 @@ def run(setup: Setup, spec, groups: list[str], base=None) -> dict:
         spec, setup.pools_of(groups), val_packed_dir=str(setup.work / "basis" / "validation"),
         tokenizer_uri=str(setup.work / "basis" / "tokenizer"), out_dir=str(out), base=base,
     )  # fmt: skip
-    cost = {"recipe": recipe, "pools": pools, "cpu_s": time.process_time() - cpu,
+    cost = {"recipe": recipe, "pools": pools, "val": val, "cpu_s": time.process_time() - cpu,
             "steps_s": _steps_s(out),
             "load_before": load, "load_after": os.getloadavg()[0]}  # fmt: skip
     side.write_text(json.dumps(cost))
@@ -296,7 +332,7 @@ def _verdict(delta: float, spread: float) -> str:
     return "helpful" if delta < -spread else "harmful" if delta > spread else "unsettled"
 
 
-def truth_at_scale(setup: Setup, rows: list[dict], seeds: tuple[int, ...]) -> dict:
+def truth_at_scale(setup: Setup, rows: list[dict], seeds: tuple[int, ...], prefetch=None) -> dict:
     """Every group tried again where its value is settled rather than planted: the larger
     recipe trained from scratch with the group at the probe share and without it (paired
     seeds). The larger runs' verdict -- helpful (Δ below minus its spread), harmful (above
@@ -306,21 +342,24 @@ def truth_at_scale(setup: Setup, rows: list[dict], seeds: tuple[int, ...]) -> di
     from pretrain.experiments.admission import admission_evidence
     from pretrain.experiments.config import DataVariant, ExperimentSpec, experiment_name
 
+    prefix = {"with": "check-with", "base": "scale"}  # base: the search's natural larger runs
+
+    def arm(group: str, label: str) -> list[tuple]:
+        """(spec, groups) of one arm's larger runs, one per seed."""
+        variant = (DataVariant(include_groups=(group,), boost={group: PROBE_SHARE})
+                   if label == "with" else DataVariant())  # fmt: skip
+        groups = sorted([*setup.base_groups, group]) if label == "with" else setup.base_groups
+        return [(ExperimentSpec(name=experiment_name(prefix[label], variant, s, LARGE),
+                                variant=variant, recipe=LARGE, seed=s, label=label), groups)
+                for s in seeds]  # fmt: skip
+
+    if prefetch is not None:  # --jobs: train them all first, N at a time
+        prefetch([job for row in rows for label in prefix for job in arm(row["group"], label)])
     out = {}
     for row in rows:
         group = row["group"]
-        variants = {"with": DataVariant(include_groups=(group,), boost={group: PROBE_SHARE}),
-                    "base": DataVariant()}  # fmt: skip
-        arms: dict[str, list] = {}
-        prefix = {"with": "check-with", "base": "scale"}  # base: the search's natural larger runs
-        for label, variant in variants.items():
-            groups = sorted([*setup.base_groups, group]) if label == "with" else setup.base_groups
-            arms[label] = [
-                run(setup, ExperimentSpec(name=experiment_name(prefix[label], variant, s, LARGE),
-                                          variant=variant, recipe=LARGE, seed=s, label=label),
-                    groups)["result"]
-                for s in seeds
-            ]  # fmt: skip
+        arms = {label: [run(setup, spec, groups)["result"] for spec, groups in arm(group, label)]
+                for label in prefix}  # fmt: skip
         evidence = admission_evidence(
             group=group, with_runs=arms["with"], without_runs=arms["base"]
         )
@@ -524,7 +563,9 @@ def main() -> None:
         if args.truth_at_scale:
             rows = out["admission"]["groups"]
             scale_seeds = tuple(range(args.scale_seeds))
-            out["admission"]["at_scale"] = truth_at_scale(setup, rows, scale_seeds)
+            out["admission"]["at_scale"] = truth_at_scale(
+                setup, rows, scale_seeds, prefetcher(setup, args.jobs, args.threads, args.quick)
+            )
             settled = [r for r in rows if r["correct_at_scale"] is not None]
             out["admission"]["settled_at_scale"] = len(settled)
             out["admission"]["correct_at_scale"] = sum(r["correct_at_scale"] for r in settled)

@@ -46,7 +46,7 @@ else:
     partitions_def=checkpoint_partitions,
     deps=[checkpoints, "tokenizer"],
     group_name="training",
-    code_version="eval-v2",
+    code_version="eval-v3",  # v3: a capped source is scored over all its sequences
     check_specs=[AssetCheckSpec("metrics_finite", asset="eval_reports")],
 )
 def eval_reports(

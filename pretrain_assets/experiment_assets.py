@@ -75,7 +75,7 @@ def _version(uri: str) -> str:
 @asset(
     deps=[AssetDep(deduped_shards, partition_mapping=AllPartitionMapping())],
     group_name="experiments",
-    code_version="basis-v1",
+    code_version="basis-v2",  # v2: long validation documents are windows
 )
 def experiment_basis(
     context: AssetExecutionContext, config: BasisRunConfig, store: ArtifactStore
@@ -146,7 +146,7 @@ def _launcher_train(context: AssetExecutionContext, launcher: Launcher) -> Train
     return train
 
 
-PROXY_CODE_VERSION = "proxy-v1"
+PROXY_CODE_VERSION = "proxy-v2"  # v2: a capped source is scored over all its sequences
 
 
 def start_of(

@@ -13,6 +13,7 @@ from pretrain.checkpoint.checkpointer import save_checkpoint
 from pretrain.distributed import ProcessInfo
 from pretrain.errors import CheckpointError, DataError
 from pretrain.eval import EvalConfig, evaluate_checkpoint
+from pretrain.eval.evaluate import scored_rows
 from pretrain.train.events import NullSink
 from pretrain.train.loop import train
 from pretrain.train.metrics import NullMetrics
@@ -102,3 +103,12 @@ def test_tokenizer_mismatch_is_refused(trained: tuple[Path, Path], tmp_path: Pat
         evaluate_checkpoint(
             str(checkpoint), str(other), str(tmp_path / "out"), EvalConfig(task_dir="")
         )
+
+
+def test_a_capped_source_is_scored_evenly_over_its_sequences() -> None:
+    # packing keeps a document's sequences together: the first N would be a few documents
+    assert scored_rows(10, 4).tolist() == [0, 3, 6, 9]
+    assert scored_rows(3, 8).tolist() == [0, 1, 2]  # fewer than the cap: all of them
+    rows = scored_rows(236, 64)
+    assert len(rows) == 64 == len(set(rows.tolist()))
+    assert rows[0] == 0 and rows[-1] == 235 and (rows[1:] - rows[:-1]).max() <= 4

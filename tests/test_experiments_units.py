@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import random
 from collections import Counter
@@ -29,6 +30,7 @@ from pretrain.experiments.admission import (
     noise_from_stats,
     yardstick_groups,
 )
+from pretrain.experiments.basis import BasisConfig, build_basis, clip_document, validation_ids
 from pretrain.experiments.config import (
     PROXY_RECIPES,
     DataVariant,
@@ -57,7 +59,7 @@ from pretrain.experiments.search import (
 from pretrain.experiments.view import plan_view, write_view
 from pretrain.filters.config import FilterConfig
 from pretrain.packing import PackedSplit, read_packed_index
-from tests.helpers.experiments import synthetic_setup
+from tests.helpers.experiments import group_documents, sentences, synthetic_setup, write_group
 
 
 def pool(group: str, source: str, sequences: int) -> PoolInfo:
@@ -111,6 +113,36 @@ def test_a_view_reads_pool_rows_without_copying(tmp_path: Path) -> None:
     counts, pool_rows = Counter(map(tuple, rows.tolist())), set(map(tuple, source.tolist()))
     assert set(counts) == pool_rows and all(counts[r] >= 2 for r in pool_rows)
     assert sum(counts[r] - 2 for r in pool_rows) == 7
+
+
+# -- the basis: the validation set every experiment is scored on ---------------------------------
+def test_a_long_validation_document_is_scored_on_a_window(tmp_path: Path) -> None:
+    text = "\n".join(f"line {i}: " + "word " * 20 for i in range(400))  # ~44,000 characters
+    window = clip_document(text, 4096, 500_000)
+    assert 3072 <= len(window) <= 4096 and window in text
+    assert text[text.index(window) - 1] == "\n"  # it starts at a line
+    assert clip_document(text, 4096, 500_000) == window != clip_document(text, 4096, 900_000)
+    assert clip_document(text, 4096, 0).startswith("line 0:")
+    assert clip_document("short", 4096, 7) == "short"
+    # in the basis: each held-out document weighs at most val_doc_chars, and nothing else
+    # changes (the same documents held out, the same tokenizer: pools stay valid)
+    rng = random.Random(0)
+    rows = group_documents("alpha", "clean", 1, docs=40)
+    rows = [{**r, "text": sentences("alpha", rng, 200)} for r in rows]  # ~5,000 characters
+    uri = write_group(tmp_path, "alpha-0000", rows)
+    packed = {}
+    for chars in (512, 8192):
+        out = str(tmp_path / f"basis-{chars}")
+        build_basis([uri], out, BasisConfig(vocab_size=300, seq_len=64, val_fraction=0.2,
+                                            val_doc_chars=chars))  # fmt: skip
+        index = json.loads((Path(out) / "validation" / "index.json").read_text())
+        packed[chars] = (index["split_tokens"]["val"]["tokenized"], index["tokenizer_sha256"],
+                         validation_ids(out))  # fmt: skip
+    held = len(packed[512][2])
+    assert held >= 2 and packed[512][1:] == packed[8192][1:]
+    assert packed[512][0] <= held * (512 + 2) < packed[8192][0]  # a token is at least a byte
+    with pytest.raises(ConfigError, match="val_doc_chars"):
+        BasisConfig(val_doc_chars=100)
 
 
 # -- search -------------------------------------------------------------------------------------

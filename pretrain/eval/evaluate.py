@@ -5,10 +5,11 @@
                                 tokenizer_uri="art/tokenizer")
 
 Loads the checkpoint in this process (no process group; any number of training ranks wrote
-it), scores the first ``max_sequences_per_source`` sequences of each validation source
-(``val`` files grouped by their ``source``; files without one count as ``default``) with
-next-token cross-entropy, and writes ``report.json`` and ``report.md`` under
-``output_dir_uri`` (local or ``s3://``) through :mod:`pretrain.storage`. The loss is
+it), scores ``max_sequences_per_source`` sequences of each validation source (``val`` files
+grouped by their ``source``; files without one count as ``default``), evenly spaced over it
+(all of them when it has fewer: the first ones would be a few documents, as packing keeps a
+document's sequences together), with next-token cross-entropy, and writes ``report.json`` and
+``report.md`` under ``output_dir_uri`` (local or ``s3://``) through :mod:`pretrain.storage`. The loss is
 token-weighted (pad targets are not scored); ``perplexity = exp(loss)`` and ``bits_per_token
 = loss / ln 2``. A non-finite number raises :class:`CheckpointError` instead of being reported.
 The checkpoint's tokenizer hash must match the packed data's.
@@ -81,6 +82,16 @@ def val_sources(index: PackedIndex) -> list[str | None]:
     return list(seen)
 
 
+def scored_rows(total: int, cap: int) -> Any:
+    """Indices of the sequences scored: all ``total`` when ``cap`` allows, else ``cap`` of them
+    evenly spaced from the first to the last (``scored_rows(10, 4)`` -> ``[0, 3, 6, 9]``)."""
+    import numpy as np
+
+    if total <= cap:
+        return np.arange(total)
+    return np.unique(np.linspace(0, total - 1, cap).round().astype(np.int64))
+
+
 def _score(
     model: Any,
     split: PackedSplit,
@@ -89,15 +100,15 @@ def _score(
     ignore_index: int,
     byte_lengths: Any | None,
 ) -> tuple[int, int, float, int | None]:
-    """(sequences, tokens, summed loss, bytes or None) over the first sequences of ``split``."""
-    import numpy as np
+    """(sequences, tokens, summed loss, bytes or None) over :func:`scored_rows` of ``split``."""
     import torch
     import torch.nn.functional as F
 
-    count = min(len(split), cfg.max_sequences_per_source)
+    picked = scored_rows(len(split), cfg.max_sequences_per_source)
+    count = len(picked)
     loss_sum, num_tokens, num_bytes = 0.0, 0, 0
     for start in range(0, count, cfg.batch_size):
-        rows = split.rows(np.arange(start, min(count, start + cfg.batch_size)))
+        rows = split.rows(picked[start : start + cfg.batch_size])
         batch = torch.from_numpy(rows).to(device)
         targets = batch[:, 1:]
         logits = model(batch[:, :-1]).float()

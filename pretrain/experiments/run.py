@@ -186,6 +186,67 @@ def _keep_checkpoint(checkpoint: str, out_dir: str, local: str) -> str:
     return dest
 
 
+def _scores(
+    recipe: ProxyRecipe,
+    checkpoint: str,
+    val_packed_dir: str,
+    tokenizer_uri: str,
+    out_dir: str,
+    tasks: tuple[TaskSpec, ...],
+) -> dict[str, Any]:
+    """The checkpoint's ``loss``, ``bits_per_byte`` and ``tasks`` (as :class:`ExperimentResult`
+    holds them), scored as the recipe says; the report lands in ``out_dir/eval``."""
+    eval_config = EvalConfig(
+        max_sequences_per_source=recipe.max_val_sequences,
+        batch_size=16,
+        device=recipe.device,
+        tasks=tasks,
+        task_dir="" if not tasks else None,
+        max_examples_per_task=recipe.max_task_examples,
+        generation=None,
+    )
+    stats = evaluate_checkpoint(
+        checkpoint, val_packed_dir, storage.join(out_dir, "eval"), eval_config,
+        tokenizer_uri=tokenizer_uri,
+    )  # fmt: skip
+    scored = [*stats.per_source, stats.overall]
+    return {
+        "loss": {s.source: s.loss for s in scored},
+        "bits_per_byte": {s.source: float(s.bits_per_byte or math.nan) for s in scored},
+        "tasks": {
+            name: {k: t[k] for k in ("correct_prob", "correct_logprob_per_byte", "acc")}
+            for name, t in stats.tasks.items()
+            if t.get("status") == "ok"
+        },
+    }
+
+
+def rescore_experiment(
+    out_dir: str,
+    *,
+    val_packed_dir: str,
+    tokenizer_uri: str,
+    tasks: tuple[TaskSpec, ...] = (),
+) -> ExperimentResult:
+    """Score a finished experiment's kept checkpoint again, on other validation data (a rebuilt
+    basis whose training side is unchanged), without retraining it: ``result.json`` is
+    rewritten with the new scores, its training and cost kept (``eval_s`` is the new
+    scoring's). ``rescore_experiment("art/proxy_runs/mix-…-s0", val_packed_dir=…,
+    tokenizer_uri=…)``."""
+    result = read_result(out_dir)
+    if result is None or not result.checkpoint or not storage.exists(result.checkpoint):
+        raise DataError(f"{out_dir}: no finished experiment with a kept checkpoint to rescore")
+    recipe = get_proxy_recipe(ExperimentSpec.from_dict(result.spec).recipe)
+    started = time.perf_counter()
+    scores = _scores(recipe, result.checkpoint, val_packed_dir, tokenizer_uri, out_dir, tasks)
+    eval_s = time.perf_counter() - started
+    cost = {**result.cost, "eval_s": eval_s,
+            "wall_s": result.cost["wall_s"] - result.cost["eval_s"] + eval_s}  # fmt: skip
+    rescored = dataclasses.replace(result, **scores, cost=cost)
+    storage.write_json(rescored.to_dict(), storage.join(out_dir, RESULT_FILE))
+    return rescored
+
+
 def _loss_curve(metrics_path: Path) -> list[tuple[int, float]]:
     curve = []
     for line in metrics_path.read_text().splitlines() if metrics_path.exists() else []:
@@ -248,37 +309,18 @@ def run_experiment(
         train_fn(cfg, config_path)
         train_s = time.perf_counter() - trained_at
         checkpoint = str(cfg.branch_dir() / f"step-{steps:08d}")
-        eval_config = EvalConfig(
-            max_sequences_per_source=recipe.max_val_sequences,
-            batch_size=16,
-            device=recipe.device,
-            tasks=tasks,
-            task_dir="" if not tasks else None,
-            max_examples_per_task=recipe.max_task_examples,
-            generation=None,
-        )
         evaluated_at = time.perf_counter()
-        stats = evaluate_checkpoint(
-            checkpoint, val_packed_dir, storage.join(out_dir, "eval"), eval_config,
-            tokenizer_uri=tokenizer_uri,
-        )  # fmt: skip
+        scores = _scores(recipe, checkpoint, val_packed_dir, tokenizer_uri, out_dir, tasks)
         eval_s = time.perf_counter() - evaluated_at
         curve = _loss_curve(cfg.metrics_path())
         kept = _keep_checkpoint(checkpoint, out_dir, local)
-    scored = [*stats.per_source, stats.overall]
     tokens = steps * recipe.global_batch_sequences * (length - 1)
     result = ExperimentResult(
         name=spec.name,
         spec=spec.to_dict(),
         shares=plan.shares(pools),
         rows=plan.rows,
-        loss={s.source: s.loss for s in scored},
-        bits_per_byte={s.source: float(s.bits_per_byte or math.nan) for s in scored},
-        tasks={
-            name: {k: t[k] for k in ("correct_prob", "correct_logprob_per_byte", "acc")}
-            for name, t in stats.tasks.items()
-            if t.get("status") == "ok"
-        },
+        **scores,
         cost={
             "params": float(num_params(cfg.model)),
             "steps": float(steps),
