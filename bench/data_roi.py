@@ -14,7 +14,7 @@ admitted groups), :func:`~pretrain.experiments.pools.build_pool` per group,
 
 1. **admission** -- each planted group with and without (``admission_specs``, seeds
    ``ADMISSION_SEEDS``), decided by :func:`decide_admission` with the default
-   :class:`AdmissionPolicy` (``judge="mean"``) and again with ``judge="own_source"``, its
+   :class:`AdmissionPolicy` (``judge="own_source"``) and again with ``judge="mean"``, its
    noise risk from the real filter stage (``filter_shard`` with ``FilterConfig()``: the kept
    share shows the harmful groups pass it) against the admitted groups' own, recipe
    ``proxy_cpu_anneal`` (``AdmissionConfig``'s default: both arms of a seed continue one
@@ -22,8 +22,8 @@ admitted groups), :func:`~pretrain.experiments.pools.build_pool` per group,
    (harmful: reject, helpful: admit); each change must exceed its seed spread.
    ``--truth-at-scale`` trains every group again with the larger recipe, from scratch, with
    and without it (``--scale-seeds N``: seeds 0..N-1, default 3): their verdict (helpful,
-   harmful or unsettled, on the mean and on the group's own source) is the truth the
-   decisions are scored against, next to the planted label. ``--groups`` decides only some
+   harmful or unsettled, on the group's own source for the default judge, on the mean for
+   ``judge="mean"``) is the truth the decisions are scored against, next to the planted label. ``--groups`` decides only some
    groups (two processes can share the work folder once its setup exists);
    ``--admit-recipe`` tries another probe.
 2. **search** -- RegMix over the admitted corpus (``SEARCH_CANDIDATES`` proxies, one seed,
@@ -360,44 +360,40 @@ def truth_at_scale(setup: Setup, rows: list[dict], seeds: tuple[int, ...], prefe
         group = row["group"]
         arms = {label: [run(setup, spec, groups)["result"] for spec, groups in arm(group, label)]
                 for label in prefix}  # fmt: skip
-        evidence = admission_evidence(
-            group=group, with_runs=arms["with"], without_runs=arms["base"]
-        )
-        delta, spread = evidence.delta_bpb["mean"], evidence.spread_bpb["mean"]
-        verdict = _verdict(delta, spread)
+        evidence = admission_evidence(group=group, with_runs=arms["with"],
+                                      without_runs=arms["base"], sources={row["source"]})  # fmt: skip
         right = {"helpful": "admit", "harmful": "reject"}
+        verdicts = {key: _verdict(evidence.delta_bpb[key], evidence.spread_bpb[key])
+                    for key in ("own", "mean")}  # fmt: skip
         row["scale"] = {"recipe": LARGE, "seeds": list(seeds), "delta_bpb": evidence.delta_bpb,
-                        "spread_bpb": evidence.spread_bpb, "verdict": verdict,
-                        "deltas": [w.mean_bits_per_byte - b.mean_bits_per_byte
-                                   for w, b in zip(arms["with"], arms["base"], strict=True)]}  # fmt: skip
-        row["correct_at_scale"] = row["decision"] == right[verdict] if verdict in right else None
-        # the group's own source: is it good data for what it is labelled? (the mean also
-        # carries what its probe share displaces from the other sources)
-        own = row["source"]
-        row["own_source"] = {
-            "proxy": _verdict(row["delta_bpb"][own], row["spread_bpb"][own]),
-            "scale": _verdict(evidence.delta_bpb[own], evidence.spread_bpb[own]),
-            "proxy_delta": row["delta_bpb"][own], "proxy_spread": row["spread_bpb"][own],
-            "scale_delta": evidence.delta_bpb[own], "scale_spread": evidence.spread_bpb[own],
-        }  # fmt: skip
+                        "spread_bpb": evidence.spread_bpb, "verdict": verdicts["own"],
+                        "mean_verdict": verdicts["mean"]}  # fmt: skip
+        # the default judge (the own source) against the own-source verdict; judge="mean"
+        # against the mean's, which also carries what the probe share displaces
+        for key, decided, field in (("own", "decision", "correct_at_scale"),
+                                    ("mean", "mean_decision", "mean_correct_at_scale")):  # fmt: skip
+            verdict = verdicts[key]
+            row[field] = row[decided] == right[verdict] if verdict in right else None
         out[group] = row["scale"]
         print(
-            f"at {LARGE} scale, {group}: {delta:+.4f} bits/byte (spread {spread:.4f}) with it "
-            f"-> {verdict}; planted {row['kind']}, proxies {row['decision']}",
+            f"at {LARGE} scale, {group}: own source {evidence.delta_bpb['own']:+.4f} ± "
+            f"{evidence.spread_bpb['own']:.4f} -> {verdicts['own']}, mean "
+            f"{evidence.delta_bpb['mean']:+.4f} ± {evidence.spread_bpb['mean']:.4f} -> "
+            f"{verdicts['mean']}; planted {row['kind']}, proxies {row['decision']}",
             flush=True,
         )
+    mark = {True: "yes", False: "NO", None: "-"}
     print(f"\nadmission against the larger runs ({LARGE}, seeds {list(seeds)})")
-    print(f"{'group':15s} {'planted':8s} {'mean delta':>10s} {'spread':>7s} {'verdict':>9s} "
-          f"{'proxies':>8s} {'right?':>6s} | own source: {'proxy':>16s} {'larger':>16s} "
-          f"{'verdicts':>20s}")  # fmt: skip
+    print(f"{'group':15s} {'planted':8s} | own: {'larger':>16s} {'verdict':>9s} {'proxies':>8s} "
+          f"{'right?':>6s} | mean: {'larger':>16s} {'verdict':>9s} {'by mean':>8s} "
+          f"{'right?':>6s}")  # fmt: skip
     for row in rows:
-        sc, own = row["scale"], row["own_source"]
-        print(f"{row['group']:15s} {row['kind']:8s} {sc['delta_bpb']['mean']:+10.4f} "
-              f"{sc['spread_bpb']['mean']:7.4f} {sc['verdict']:>9s} {row['decision']:>8s} "
-              f"{ {True: 'yes', False: 'NO', None: '-'}[row['correct_at_scale']]:>6s} | "
-              f"{row['source']:>11s} {own['proxy_delta']:+.4f}±{own['proxy_spread']:.4f} "
-              f"{own['scale_delta']:+.4f}±{own['scale_spread']:.4f} "
-              f"{own['proxy'] + '/' + own['scale']:>20s}")  # fmt: skip
+        sc = row["scale"]
+        d, sd = sc["delta_bpb"], sc["spread_bpb"]
+        print(f"{row['group']:15s} {row['kind']:8s} | {d['own']:+10.4f}±{sd['own']:.4f} "
+              f"{sc['verdict']:>9s} {row['decision']:>8s} {mark[row['correct_at_scale']]:>6s} | "
+              f"{d['mean']:+11.4f}±{sd['mean']:.4f} {sc['mean_verdict']:>9s} "
+              f"{row['mean_decision']:>8s} {mark[row['mean_correct_at_scale']]:>6s}")  # fmt: skip
     return out
 
 
@@ -413,8 +409,8 @@ def admission_part(setup: Setup, seeds: tuple[int, ...], groups: list[str]) -> d
         yardstick_groups,
     )
 
-    policy = AdmissionPolicy()
-    own_policy = AdmissionPolicy(judge="own_source")  # judged on the group's own source
+    policy = AdmissionPolicy()  # judge="own_source": the change on the group's own source
+    mean_policy = AdmissionPolicy(judge="mean")  # the change averaged over every source
     recipe = ADMIT
     rows, runs = [], []
     # the proxies every arm of a seed continues (trained from scratch on the admitted corpus)
@@ -443,17 +439,20 @@ def admission_part(setup: Setup, seeds: tuple[int, ...], groups: list[str]) -> d
         corpus = corpus_noise([admitted[g]["noise"] for g in yardstick])
         decision = decide_admission(evidence, noise=check["noise"], cost=check["cost"],
                                     policy=policy, corpus=corpus)  # fmt: skip
-        by_own = decide_admission(evidence, noise=check["noise"], cost=check["cost"],
-                                  policy=own_policy, corpus=corpus)  # fmt: skip
+        by_mean = decide_admission(evidence, noise=check["noise"], cost=check["cost"],
+                                   policy=mean_policy, corpus=corpus)  # fmt: skip
         expected = "reject" if planted.kind == "harmful" else "admit"
-        delta, spread = evidence.delta_bpb["mean"], evidence.spread_bpb["mean"]
+        delta, spread = evidence.delta_bpb["own"], evidence.spread_bpb["own"]
         rows.append({
             "group": group, "kind": planted.kind, "how": planted.how, "source": planted.source,
             "expected": expected, "decision": decision.decision, "reason": decision.reason,
-            "correct": decision.decision == expected, "delta_mean_bpb": delta,
-            "own_source_decision": by_own.decision, "own_source_reason": by_own.reason,
-            "own_source_correct": by_own.decision == expected,
-            "spread_mean_bpb": spread, "exceeds_spread": abs(delta) > spread,
+            "correct": decision.decision == expected, "delta_own_bpb": delta,
+            "spread_own_bpb": spread, "exceeds_spread": abs(delta) > spread,
+            "mean_decision": by_mean.decision, "mean_reason": by_mean.reason,
+            "mean_correct": by_mean.decision == expected,
+            "delta_mean_bpb": evidence.delta_bpb["mean"],
+            "spread_mean_bpb": evidence.spread_bpb["mean"],
+            "mean_exceeds_spread": abs(evidence.delta_bpb["mean"]) > evidence.spread_bpb["mean"],
             "delta_bpb": evidence.delta_bpb, "spread_bpb": evidence.spread_bpb,
             "kept_share": check["kept_share"],
             "dropped": check["dropped"], "noise_risk": check["noise"].risk,
@@ -467,16 +466,17 @@ def admission_part(setup: Setup, seeds: tuple[int, ...], groups: list[str]) -> d
                           "cpu_s": sum(r["cpu_s"] for r in rs),
                           "flops": sum(r["result"].cost["flops"] for r in rs)}  # fmt: skip
     base_cost, start_cost = cost_of(base), cost_of(list(starts.values()))
-    print("\nadmission (policy: AdmissionPolicy() defaults; baseline: the planted truth)")
+    print("\nadmission (policy: AdmissionPolicy() defaults, judged by the own source; then "
+          "judge='mean'; baseline: the planted truth)")  # fmt: skip
     print(f"{'group':15s} {'kind':8s} {'kept':>6s} {'expected':>8s} {'decision':>8s} "
-          f"{'delta':>8s} {'spread':>7s} {'|d|/sd':>6s} {'own src':>8s} {'by own':>7s} "
-          f"{'cpu_s':>6s}")  # fmt: skip
+          f"{'own d':>8s} {'spread':>7s} {'|d|/sd':>6s} {'mean d':>8s} {'spread':>7s} "
+          f"{'by mean':>7s} {'cpu_s':>6s}")  # fmt: skip
     for r in rows:
-        ratio = abs(r["delta_mean_bpb"]) / max(r["spread_mean_bpb"], 1e-12)
+        ratio = abs(r["delta_own_bpb"]) / max(r["spread_own_bpb"], 1e-12)
         print(f"{r['group']:15s} {r['kind']:8s} {r['kept_share']:6.1%} {r['expected']:>8s} "
-              f"{r['decision']:>8s} {r['delta_mean_bpb']:+8.4f} {r['spread_mean_bpb']:7.4f} "
-              f"{ratio:6.1f} {r['delta_bpb'][r['source']]:+8.4f} "
-              f"{r['own_source_decision']:>7s} {r['proxy_cpu_s']:6.0f}")  # fmt: skip
+              f"{r['decision']:>8s} {r['delta_own_bpb']:+8.4f} {r['spread_own_bpb']:7.4f} "
+              f"{ratio:6.1f} {r['delta_mean_bpb']:+8.4f} {r['spread_mean_bpb']:7.4f} "
+              f"{r['mean_decision']:>7s} {r['proxy_cpu_s']:6.0f}")  # fmt: skip
     print(f"shared 'without' arm: {len(seeds)} proxies, {base_cost['cpu_s']:.0f} CPU s, "
           f"{base_cost['flops']:.3g} FLOPs")  # fmt: skip
     print(
@@ -490,8 +490,10 @@ def admission_part(setup: Setup, seeds: tuple[int, ...], groups: list[str]) -> d
             "admitted_noise_risk": {g: c["noise"].risk for g, c in admitted.items()},
             "all_correct": all(r["correct"] for r in rows),
             "correct": sum(r["correct"] for r in rows),
-            "own_source_correct": sum(r["own_source_correct"] for r in rows),
-            "all_exceed_spread": all(r["exceeds_spread"] for r in rows), "_runs": runs}  # fmt: skip
+            "all_exceed_spread": all(r["exceeds_spread"] for r in rows),
+            "mean_correct": sum(r["mean_correct"] for r in rows),
+            "mean_all_exceed_spread": all(r["mean_exceeds_spread"] for r in rows),
+            "_runs": runs}  # fmt: skip
 
 
 def main() -> None:
@@ -566,12 +568,9 @@ def main() -> None:
             out["admission"]["at_scale"] = truth_at_scale(
                 setup, rows, scale_seeds, prefetcher(setup, args.jobs, args.threads, args.quick)
             )
-            settled = [r for r in rows if r["correct_at_scale"] is not None]
-            out["admission"]["settled_at_scale"] = len(settled)
-            out["admission"]["correct_at_scale"] = sum(r["correct_at_scale"] for r in settled)
-            own = [r["own_source"] for r in rows if r["own_source"]["scale"] != "unsettled"]
-            out["admission"]["own_source_settled_at_scale"] = len(own)
-            out["admission"]["own_source_proxy_agrees"] = sum(o["proxy"] == o["scale"] for o in own)
+            for field in ("correct_at_scale", "mean_correct_at_scale"):
+                settled = [r[field] for r in rows if r[field] is not None]
+                out["admission"][field] = f"{sum(settled)} of {len(settled)} settled"
     if args.part in ("search", "all"):
         out["search"] = search_part(setup, run, quick=args.quick, proxy=PROXY, large=LARGE,
                                     candidates=args.candidates, extra=RANK_EXTRA,
