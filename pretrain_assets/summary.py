@@ -95,8 +95,10 @@ def _search_lines(experiments: dict[str, Any]) -> list[str]:
     weights = getattr(search.get("proposed_weights"), "value", search.get("proposed_weights"))
     weights = json.loads(weights) if isinstance(weights, str) else weights or {}
     shares = ", ".join(f"{k} {v:.2f}" for k, v in sorted(weights.items()))
+    chosen = getattr(search.get("chosen_by"), "value", search.get("chosen_by")) or "regression"
     return [
-        f"  mixture search       {experiments['proxies']:>10} proxies; proposed {shares}",
+        f"  mixture search       {experiments['proxies']:>10} proxies; proposed {shares} "
+        f"(chosen by: {chosen})",
         f"  (held-out Spearman {float(search['heldout_spearman_lightgbm']):.2f} LightGBM, "
         f"{float(search['heldout_spearman_linear']):.2f} linear; proxy_tiny only shows the path)",
     ]
