@@ -133,8 +133,12 @@ def test_a_long_validation_document_is_scored_on_a_window(tmp_path: Path) -> Non
     packed = {}
     for chars in (512, 8192):
         out = str(tmp_path / f"basis-{chars}")
-        build_basis([uri], out, BasisConfig(vocab_size=300, seq_len=64, val_fraction=0.2,
-                                            val_doc_chars=chars))  # fmt: skip
+        stats = build_basis([uri], out, BasisConfig(vocab_size=300, seq_len=64, val_fraction=0.2,
+                                                    val_doc_chars=chars))  # fmt: skip
+        # what the windows left out is counted (every document here is longer than 512)
+        held = stats.sources["alpha"]
+        assert stats.clipped == ({"alpha": held} if chars == 512 else {})
+        assert (stats.clipped_chars.get("alpha", 0) > held * 3000) == (chars == 512)
         index = json.loads((Path(out) / "validation" / "index.json").read_text())
         packed[chars] = (index["split_tokens"]["val"]["tokenized"], index["tokenizer_sha256"],
                          validation_ids(out))  # fmt: skip

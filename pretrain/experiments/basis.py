@@ -70,6 +70,8 @@ class BasisConfig:
 @dataclass(frozen=True, kw_only=True)
 class BasisStats:
     sources: dict[str, int]  # source -> validation documents
+    clipped: dict[str, int]  # source -> validation documents scored on a window
+    clipped_chars: dict[str, int]  # source -> characters those windows left out
     unscored_sources: tuple[str, ...]  # too few documents to hold one out
     shard_groups: tuple[str, ...]
     vocab_size: int
@@ -105,11 +107,17 @@ def build_basis(
         picked += ordered[: min(take, config.val_docs_per_source)]
     is_val = pc.is_in(table["id"], pa.array(picked, pa.string()))
     train, val = table.filter(pc.invert(is_val)), table.filter(is_val)
-    clipped = [
-        clip_document(text, config.val_doc_chars, hash_score(config.seed + 1, i))
-        for text, i in zip(val["text"].to_pylist(), val["id"].to_pylist(), strict=True)
-    ]
-    val = val.set_column(val.schema.get_field_index("text"), "text", pa.array(clipped, pa.string()))
+    clipped: dict[str, int] = {}
+    clipped_chars: dict[str, int] = {}
+    windows = []
+    for text, i, source in zip(
+        *(val[c].to_pylist() for c in ("text", "id", "source")), strict=True
+    ):
+        windows.append(clip_document(text, config.val_doc_chars, hash_score(config.seed + 1, i)))
+        if len(windows[-1]) < len(text):
+            clipped[source] = clipped.get(source, 0) + 1
+            clipped_chars[source] = clipped_chars.get(source, 0) + len(text) - len(windows[-1])
+    val = val.set_column(val.schema.get_field_index("text"), "text", pa.array(windows, pa.string()))
     # a source of one document trains the proxies but cannot also be scored
     unscored = sorted(set(table["source"].to_pylist()) - set(val["source"].to_pylist()))
     if val.num_rows == 0:
@@ -143,6 +151,8 @@ def build_basis(
         counts[source] = counts.get(source, 0) + 1
     return BasisStats(
         sources=counts,
+        clipped=clipped,
+        clipped_chars=clipped_chars,
         unscored_sources=tuple(unscored),
         shard_groups=tuple(shard_groups),
         vocab_size=config.vocab_size,
