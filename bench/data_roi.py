@@ -23,8 +23,9 @@ admitted groups), :func:`~pretrain.experiments.pools.build_pool` per group,
    ``--truth-at-scale`` trains every group again with the larger recipe, from scratch, with
    and without it (``--scale-seeds N``: seeds 0..N-1, default 3): their verdict (helpful,
    harmful or unsettled, on the group's own source for the default judge, on the mean for
-   ``judge="mean"``) is the truth the decisions are scored against, next to the planted label. ``--groups`` decides only some
-   groups (two processes can share the work folder once its setup exists);
+   ``judge="mean"``) is the truth the decisions are scored against, next to the planted
+   label. ``--groups`` decides only some groups (two processes can share the work folder once
+   its setup exists);
    ``--admit-recipe`` tries another probe.
 2. **search** -- RegMix over the admitted corpus (``SEARCH_CANDIDATES`` proxies, one seed,
    anneals of the seed's start: ``SearchConfig``'s recipe), then the searched, the other
@@ -205,9 +206,11 @@ def _steps_s(out: Path) -> float:
 
 
 @functools.cache
-def _tokens_digest(pool_dir: str) -> str:
+def _files_digest(folder: str, pattern: str) -> str:
+    """sha256 of the names and bytes of ``folder``'s files matching ``pattern`` (read once per
+    process: a setup is built, or rebuilt, before any run)."""
     digest = hashlib.sha256()
-    for path in sorted(Path(pool_dir).glob("*.bin")):
+    for path in sorted(Path(folder).glob(pattern)):
         digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()
 
@@ -217,7 +220,7 @@ def _pools_digest(setup: Setup, groups: list[str]) -> str:
     tokens), not where they lie: a rebuilt pool with the same tokens is the same run."""
     described = [
         {**{k: v for k, v in dataclasses.asdict(p).items() if k != "path"},
-         "tokens_sha256": _tokens_digest(p.path)}
+         "tokens_sha256": _files_digest(p.path, "*.bin")}
         for p in setup.pools_of(sorted(groups))
     ]  # fmt: skip
     return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]
@@ -225,10 +228,7 @@ def _pools_digest(setup: Setup, groups: list[str]) -> str:
 
 def _val_digest(setup: Setup) -> str:
     """Names the validation set every run is scored on (its packed token files)."""
-    digest = hashlib.sha256()
-    for path in sorted((setup.work / "basis" / "validation").glob("val-*.bin")):
-        digest.update(path.name.encode() + path.read_bytes())
-    return digest.hexdigest()[:16]
+    return _files_digest(str(setup.work / "basis" / "validation"), "val-*.bin")[:16]
 
 
 def run(setup: Setup, spec, groups: list[str], base=None) -> dict:
