@@ -39,6 +39,8 @@ from resources.launching import (
     RemotePipes,
     pipes_session,
     read_log_tail,
+    stopping_on_interrupt,
+    warn_if_cancel_outlasts,
 )
 
 
@@ -122,6 +124,7 @@ class KubernetesLauncher(RemotePipes):
         name = f"pretrain-{context.run_id[:8]}"
         Path(run_dir).mkdir(parents=True, exist_ok=True)
         log_path = Path(run_dir) / f"{name}.log"
+        warn_if_cancel_outlasts(context, self.longest_stop_s())
         drain = MessageDrain(on_message)
         injector, reader = self.channels(context, run_dir=run_dir, job_name=name)
         with pipes_session(context, injector, reader) as session:
@@ -130,15 +133,10 @@ class KubernetesLauncher(RemotePipes):
             )
             self._kubectl(["apply", "-f", "-"], stdin=manifest)
             context.log.info(f"applied PyTorchJob {self.namespace}/{name} (log: {log_path})")
-            try:
+            with stopping_on_interrupt(context, f"PyTorchJob {name}", lambda: self.terminate(name)):
                 while (state := self.job_state(name)) not in ("Succeeded", "Failed"):
                     drain(session)
                     time.sleep(self.poll_interval_s)
-            except BaseException:
-                context.log.warning(f"interrupted: deleting PyTorchJob {name}")
-                self.terminate(name)
-                context.log.warning(f"no pod of {name} is left")
-                raise
             self.save_master_log(name, log_path)
         drain(session)  # messages read after the job ended
         return LaunchResult(
@@ -163,6 +161,10 @@ class KubernetesLauncher(RemotePipes):
         partial = log_path.with_name(log_path.name + ".partial")
         partial.write_text(text + "\n")
         os.replace(partial, log_path)
+
+    def longest_stop_s(self) -> float:
+        """The pods' grace period after SIGTERM (then the kubelet kills them)."""
+        return float(self.termination_grace_s)
 
     def terminate(self, job_id: str) -> None:
         """Delete the job and wait until none of its pods is left."""

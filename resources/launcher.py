@@ -43,6 +43,8 @@ from resources.launching import (
     inherited_environment,
     pipes_session,
     read_log_tail,
+    stopping_on_interrupt,
+    warn_if_cancel_outlasts,
 )
 from resources.process_tree import stop_process_tree
 
@@ -101,6 +103,7 @@ class TorchrunLauncher(ConfigurableResource):
         """Run the trainer to completion; the result's log is ``torchrun-<run_id>.log``."""
         log_path = Path(run_dir) / f"torchrun-{context.run_id}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
+        warn_if_cancel_outlasts(context, self.longest_stop_s())
         drain = MessageDrain(on_message)
         with (
             open(log_path, "ab") as log,
@@ -116,15 +119,12 @@ class TorchrunLauncher(ConfigurableResource):
             )
             job_id = str(proc.pid)
             self._procs[job_id] = proc
+            what = f"torchrun {proc.pid} and its workers"
             try:
-                while proc.poll() is None:
-                    drain(session)
-                    time.sleep(self.poll_interval_s)
-            except BaseException:
-                context.log.warning(f"interrupted: stopping torchrun {proc.pid} and its workers")
-                self.terminate(job_id)
-                context.log.warning("torchrun and every worker are gone")
-                raise
+                with stopping_on_interrupt(context, what, lambda: self.terminate(job_id)):
+                    while proc.poll() is None:
+                        drain(session)
+                        time.sleep(self.poll_interval_s)
             finally:
                 self._procs.pop(job_id, None)
         drain(session)  # messages read after the process exited and the reader closed
@@ -134,6 +134,9 @@ class TorchrunLauncher(ConfigurableResource):
             log_path=str(log_path),
             log_tail=read_log_tail(log_path),
         )
+
+    def longest_stop_s(self) -> float:
+        return self.term_timeout_s + self.kill_timeout_s
 
     def terminate(self, job_id: str) -> None:
         """SIGTERM torchrun and every worker, SIGKILL after ``term_timeout_s``; return when gone."""

@@ -10,6 +10,10 @@ The ``train_model`` op is typed to :class:`Launcher`, a protocol that the local
   calls ``terminate`` on its own job and re-raises once nothing of the job is left.
 - ``terminate(job_id)`` stops one job (a torchrun process tree, a Slurm job, a PyTorchJob) and
   returns only when none of its processes or pods is left.
+- ``longest_stop_s()`` bounds how long ``terminate`` can take by the launcher's settings. At
+  launch, :func:`warn_if_cancel_outlasts` checks it against the instance's
+  ``run_monitoring.cancel_timeout_seconds``: the run monitor marks a run still stopping after
+  that long CANCELED, which frees the ``gpu`` pool for the next run while the job still runs.
 - :class:`LaunchResult` carries the return code, the job id and the launcher's *own* log (the
   torchrun output, the Slurm job's ``%x-%j.log``, the master pod's log), so the op's failure
   shows the log of whatever ran.
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -58,6 +63,9 @@ PIPES_EVENT_SINK = "jobs.pipes_sink:PipesEventSink"
 # 2.0 delivers a checkpoint event within ~8 s; 0 within ~3 s, for twice the S3 requests.
 PIPES_S3_INTERVAL_S = 2.0
 LOG_TAIL_CHARS = 4000
+# Dagster's own end of a step after the op: it waits up to 30 s for each of its compute-log
+# ``tail`` and orphan-watcher processes (dagster/_core/execution/compute_logs.py)
+DAGSTER_STEP_CLEANUP_S = 60.0
 
 OnMessage = Callable[[dict[str, Any]], None]
 
@@ -98,6 +106,61 @@ class Launcher(Protocol):
     ) -> LaunchResult: ...
 
     def terminate(self, job_id: str) -> None: ...
+
+    def longest_stop_s(self) -> float: ...
+
+
+def cancel_timeout_problem(cancel_timeout_s: float, longest_stop_s: float) -> str | None:
+    """Why run monitoring would call a stopping run CANCELED too early, or None when it won't.
+
+    >>> cancel_timeout_problem(420, 250) is None
+    True
+    """
+    needed = longest_stop_s + DAGSTER_STEP_CLEANUP_S
+    if cancel_timeout_s >= needed:
+        return None
+    return (
+        f"run_monitoring.cancel_timeout_seconds is {cancel_timeout_s:.0f} s, but stopping this"
+        f" launcher's job can take {longest_stop_s:.0f} s, and Dagster's step cleanup"
+        f" {DAGSTER_STEP_CLEANUP_S:.0f} s more: a terminated run could show CANCELED, and free"
+        " the gpu pool for the next run, while its job still runs. Set cancel_timeout_seconds"
+        f" to at least {needed:.0f} in dagster.yaml"
+    )
+
+
+def warn_if_cancel_outlasts(context: OpExecutionContext, longest_stop_s: float) -> None:
+    """Warn in the run's log when the instance's cancel timeout is shorter than a stop."""
+    instance = context.instance
+    if instance.run_monitoring_enabled:
+        problem = cancel_timeout_problem(
+            instance.run_monitoring_cancel_timeout_seconds, longest_stop_s
+        )
+        if problem:
+            context.log.warning(problem)
+
+
+@contextmanager
+def stopping_on_interrupt(
+    context: OpExecutionContext, what: str, stop: Callable[[], None]
+) -> Iterator[None]:
+    """Wrap a launcher's wait for its job: on any interruption, stop the job, then re-raise.
+
+    The stop comes before any write to the instance. The interruption can land inside one (a
+    checkpoint's materialization, while Pipes messages are drained), and a log write that then
+    fails must not leave the job running. The line before the stop goes to stderr, which the
+    step's compute log shows at once.
+
+        with stopping_on_interrupt(context, f"Slurm job {job_id}", lambda: self.terminate(job_id)):
+            while not done():
+                time.sleep(poll_s)
+    """
+    try:
+        yield
+    except BaseException:
+        print(f"interrupted: stopping {what}", file=sys.stderr, flush=True)
+        stop()
+        context.log.warning(f"interrupted: stopped {what}; nothing of it is left")
+        raise
 
 
 def read_log_tail(

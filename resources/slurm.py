@@ -50,6 +50,8 @@ from resources.launching import (
     pipes_session,
     read_log_tail,
     s3_environment,
+    stopping_on_interrupt,
+    warn_if_cancel_outlasts,
 )
 
 TERMINAL_STATES = {
@@ -178,6 +180,7 @@ class SlurmLauncher(RemotePipes):
         """Submit the batch script, relay Pipes messages until the job ends; cancel on interrupt."""
         log_dir = Path(run_dir)
         log_dir.mkdir(parents=True, exist_ok=True)
+        warn_if_cancel_outlasts(context, self.longest_stop_s())
         job_name = f"pretrain-{context.run_id[:8]}"
         script = log_dir / f"{job_name}.sbatch"
         script.write_text(
@@ -203,15 +206,11 @@ class SlurmLauncher(RemotePipes):
                 else str(log_dir / f"{job_name}-{job_id}.log")
             )
             context.log.info(f"submitted Slurm job {job_id} ({script}; log: {log_path})")
-            try:
+            what = f"Slurm job {job_id}"
+            with stopping_on_interrupt(context, what, lambda: self.terminate(job_id)):
                 while (state := self.job_state(job_id))[0] not in TERMINAL_STATES:
                     drain(session)
                     time.sleep(self.poll_interval_s)
-            except BaseException:
-                context.log.warning(f"interrupted: cancelling Slurm job {job_id}")
-                self.terminate(job_id)
-                context.log.warning(f"Slurm job {job_id} has left the queue")
-                raise
         drain(session)  # messages read after the job ended
         name, exit_code = state
         context.log.info(f"Slurm job {job_id} ended {name} (exit code {exit_code})")
@@ -245,6 +244,20 @@ class SlurmLauncher(RemotePipes):
         if done.returncode != 0 and "Invalid job id" not in done.stderr:
             raise RuntimeError(f"squeue -j {job_id} failed: {done.stderr.strip()}")
         return done.returncode == 0 and bool(done.stdout.strip())
+
+    def kill_wait_s(self) -> float:
+        """The cluster's ``KillWait`` (``scontrol show config``): how long a hard ``scancel``
+        waits between SIGTERM and SIGKILL; Slurm's default, 30 s, when it cannot be read."""
+        try:
+            done = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True)
+        except OSError:
+            return 30.0
+        found = re.search(r"^KillWait\s*=\s*(\d+)", done.stdout, re.MULTILINE)
+        return float(found.group(1)) if found else 30.0
+
+    def longest_stop_s(self) -> float:
+        """``term_timeout_s`` for the steps to end on SIGTERM, then the hard cancel's KillWait."""
+        return self.term_timeout_s + self.kill_wait_s()
 
     def terminate(self, job_id: str) -> None:
         """SIGTERM the job's steps, wait, then cancel hard; return once the job left the queue.

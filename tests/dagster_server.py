@@ -68,6 +68,22 @@ def dagster_dev(
                 proc.wait()
 
 
+def run_log(tmp_path: Path, run_id: str, last: int = 60) -> str:
+    """The last ``last`` entries of a run's event log in the ``dagster_dev`` home under
+    ``tmp_path``: what a failing test prints to say where the run was (op logs, engine events,
+    the run monitor's own verdicts)."""
+    from dagster import DagsterInstance
+
+    with DagsterInstance.from_config(str(tmp_path / "dagster_home")) as instance:
+        entries = instance.all_logs(run_id)[-last:]
+    return "\n".join(
+        f"{time.strftime('%H:%M:%S', time.gmtime(e.timestamp))} "
+        f"{e.dagster_event.event_type_value if e.dagster_event else 'LOG'} "
+        f"{e.step_key or ''} {e.user_message[:300]}"
+        for e in entries
+    )
+
+
 def wait_for(what: str, predicate: Any, timeout_s: float = 300.0, poll_s: float = 0.2) -> Any:
     """Poll ``predicate`` until it returns something truthy (returned); fail after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s

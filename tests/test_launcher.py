@@ -5,14 +5,25 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+import yaml
 
 from pretrain import storage
 from pretrain.checkpoint import dcp as ckpt
+from resources.kubernetes import KubernetesLauncher
 from resources.launcher import TorchrunLauncher
+from resources.launching import (
+    DAGSTER_STEP_CLEANUP_S,
+    cancel_timeout_problem,
+    stopping_on_interrupt,
+)
 from resources.process_tree import alive, descendants, stop_process_tree
+from resources.slurm import SlurmLauncher
 from tests.helpers.training import make_config, make_packed
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def start_long_run(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
@@ -99,3 +110,38 @@ def test_trainer_does_not_inherit_a_wandb_service(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("WANDB_SERVICE", "2-1234-tcp-localhost-5678")
     env = TorchrunLauncher(nproc_per_node=2).environment()
     assert "WANDB_SERVICE" not in env and env["PYTHONUNBUFFERED"] == "1"
+
+
+def test_the_shipped_cancel_timeout_outlasts_every_launchers_stop() -> None:
+    # run monitoring marks a run still stopping after cancel_timeout_seconds CANCELED, and the
+    # gpu pool then starts the next run while the old job may still be on the GPUs
+    shipped = yaml.safe_load((ROOT / "config" / "dagster.yaml").read_text())["run_monitoring"]
+    for launcher in (TorchrunLauncher(), SlurmLauncher(), KubernetesLauncher()):
+        stop_s = launcher.longest_stop_s()
+        assert cancel_timeout_problem(shipped["cancel_timeout_seconds"], stop_s) is None, launcher
+    # Dagster's own default, 180 s, is too short for Slurm's 240 s SIGTERM window: said, with
+    # the value to set
+    slurm_stop_s = SlurmLauncher().longest_stop_s()
+    assert slurm_stop_s >= 240
+    problem = cancel_timeout_problem(180, slurm_stop_s)
+    assert problem and f"at least {slurm_stop_s + DAGSTER_STEP_CLEANUP_S:.0f}" in problem
+
+
+class FailingLog:
+    """A run log whose writes fail, as one can when an interrupt lands inside a storage write."""
+
+    def warning(self, message: str) -> None:
+        raise RuntimeError("database is locked")
+
+
+def test_an_interrupted_wait_stops_the_job_before_any_log_write(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    stopped = []
+    context = SimpleNamespace(log=FailingLog())
+    with pytest.raises(RuntimeError, match="database is locked") as raised:
+        with stopping_on_interrupt(context, "job 7", lambda: stopped.append("job 7")):  # type: ignore[arg-type]
+            raise KeyboardInterrupt
+    assert stopped == ["job 7"]  # the stop happened although the log write then failed
+    assert isinstance(raised.value.__context__, KeyboardInterrupt)
+    assert "interrupted: stopping job 7" in capsys.readouterr().err

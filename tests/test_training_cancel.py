@@ -9,6 +9,7 @@ cluster (``scancel``; the job must have left ``squeue`` too).
 """
 
 import json
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from dagster_graphql import DagsterGraphQLClient
 from pretrain import storage
 from pretrain.checkpoint import dcp as ckpt
 from resources.process_tree import alive
-from tests.dagster_server import dagster_dev
+from tests.dagster_server import dagster_dev, run_log
 from tests.helpers.training import make_packed
 
 RUN_CONFIG = {
@@ -49,6 +50,19 @@ def processes_of(run_id: str) -> list[int]:
             if f"run-{run_id}.json" in cmdline and alive(int(entry.name)):
                 found.append(int(entry.name))
     return found
+
+
+def where_things_were(tmp_path: Path, run_id: str, pids: list[int], slurm: Any) -> str:
+    """What a failure prints: the processes left (with parents and states), the run's event log
+    (did the op hear the interrupt, did the run monitor end the run) and the Slurm logs."""
+    parts = []
+    if pids:
+        ps = ["ps", "-o", "pid,ppid,pgid,stat,etime,time,args", "-p", ",".join(map(str, pids))]
+        parts.append(subprocess.run(ps, capture_output=True, text=True).stdout)
+    parts.append(run_log(tmp_path, run_id))
+    if slurm is not None:
+        parts.append(f"squeue: {slurm.queue()}\n{slurm.logs()}")
+    return "\n".join(parts)
 
 
 def wait_until(predicate, timeout_s: float, what: str) -> None:
@@ -94,11 +108,19 @@ def test_terminate_from_dagster_stops_every_training_process(
         assert len(workers) >= 3  # torchrun + 2 workers
 
         client.terminate_run(run_id)
-        wait_until(
-            lambda: client.get_run_status(run_id) == DagsterRunStatus.CANCELED, 240, "CANCELED"
+        slurm = launcher_env["slurm"]
+        try:
+            wait_until(
+                lambda: client.get_run_status(run_id) == DagsterRunStatus.CANCELED, 240, "CANCELED"
+            )
+        except AssertionError as exc:
+            exc.add_note(where_things_were(tmp_path, run_id, processes_of(run_id), slurm))
+            raise
+        left = processes_of(run_id)
+        assert left == [] and not any(alive(pid) for pid in workers), where_things_were(
+            tmp_path, run_id, left, slurm
         )
-        assert processes_of(run_id) == [] and not any(alive(pid) for pid in workers)
-        if launcher_env["slurm"] is not None:
-            assert launcher_env["slurm"].queue() == []  # scancel: the job left the queue
+        if slurm is not None:
+            assert slurm.queue() == []  # scancel: the job left the queue
         visible = sorted((run_root / "b00").glob("step-*"))
         assert visible and all(storage.is_committed(str(p)) for p in visible)
