@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import signal
 import sys
 import warnings
 from collections.abc import Callable, Iterator
@@ -128,8 +129,20 @@ def cancel_timeout_problem(cancel_timeout_s: float, longest_stop_s: float) -> st
     )
 
 
+SIGTERM_IGNORED = (
+    "this step's process ignores SIGTERM, and so does every process it starts (Dagster's"
+    " compute-log tail waits out 30 s timeouts at the step's end). Dagster copies SIGINT's"
+    " handler onto SIGTERM, and SIGINT was ignored: Dagster was started in the background by a"
+    " shell without job control. Start it in the foreground, under systemd, or after"
+    " `trap - INT`"
+)
+
+
 def warn_if_cancel_outlasts(context: OpExecutionContext, longest_stop_s: float) -> None:
-    """Warn in the run's log when the instance's cancel timeout is shorter than a stop."""
+    """Warn in the run's log when the instance's cancel timeout is shorter than a stop, or
+    when this process ignores SIGTERM (see ``SIGTERM_IGNORED``)."""
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_IGN:
+        context.log.warning(SIGTERM_IGNORED)
     instance = context.instance
     if instance.run_monitoring_enabled:
         problem = cancel_timeout_problem(

@@ -10,9 +10,20 @@ Its ``SLURM_CONF`` is exported while the module's tests run, so ``sbatch``/``squ
 
 ``no_inherited_defs_state_storage`` (every test): a test starts with no Dagster definitions-state
 storage in its context; a storage left behind is cleared and named in the warnings summary.
+
+Signals: a suite started in the background by a shell without job control (``make test &`` in
+a script, a CI harness) inherits SIGINT ignored. Dagster's ``setup_interrupt_handlers``
+(``build_resources``, ``execute_in_process``) copies SIGINT's handler onto SIGTERM, so from the
+first such test on the test process ignored SIGTERM, and so did every process a later test
+started: ``dagster dev`` (30 s to its SIGKILL at teardown), the Slurm daemons, Dagster's
+compute-log ``tail`` (up to 60 s at each step's end). That made the stop tests slow and, on a
+slower machine, flaky. The suite restores Python's own SIGINT handler (and SIGTERM's default)
+at start, as an interactive shell would have left them;
+``test_signals.py`` checks that a process a test starts can be stopped with SIGTERM.
 """
 
 import gc
+import signal
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +34,11 @@ from dagster import DagsterInstance
 from jobs.dagster_internals import clear_defs_state_storage
 from tests.helpers.packing_data import build_packed_mix, build_packed_stages
 from tests.slurm_cluster import SlurmCluster, slurm_cluster, slurm_unavailable
+
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+if signal.getsignal(signal.SIGTERM) == signal.SIG_IGN:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _clear_defs_state_storage(where: str) -> None:
