@@ -40,7 +40,7 @@ from resources.launching import (
     pipes_session,
     read_log_tail,
     stopping_on_interrupt,
-    warn_if_cancel_outlasts,
+    warn_if_a_stop_is_hindered,
 )
 
 
@@ -124,7 +124,7 @@ class KubernetesLauncher(RemotePipes):
         name = f"pretrain-{context.run_id[:8]}"
         Path(run_dir).mkdir(parents=True, exist_ok=True)
         log_path = Path(run_dir) / f"{name}.log"
-        warn_if_cancel_outlasts(context, self.longest_stop_s())
+        warn_if_a_stop_is_hindered(context, self.longest_stop_s())
         drain = MessageDrain(on_message)
         injector, reader = self.channels(context, run_dir=run_dir, job_name=name)
         with pipes_session(context, injector, reader) as session:

@@ -44,7 +44,7 @@ from resources.launching import (
     pipes_session,
     read_log_tail,
     stopping_on_interrupt,
-    warn_if_cancel_outlasts,
+    warn_if_a_stop_is_hindered,
 )
 from resources.process_tree import stop_process_tree
 
@@ -103,7 +103,7 @@ class TorchrunLauncher(ConfigurableResource):
         """Run the trainer to completion; the result's log is ``torchrun-<run_id>.log``."""
         log_path = Path(run_dir) / f"torchrun-{context.run_id}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        warn_if_cancel_outlasts(context, self.longest_stop_s())
+        warn_if_a_stop_is_hindered(context, self.longest_stop_s())
         drain = MessageDrain(on_message)
         with (
             open(log_path, "ab") as log,

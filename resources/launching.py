@@ -11,9 +11,10 @@ The ``train_model`` op is typed to :class:`Launcher`, a protocol that the local
 - ``terminate(job_id)`` stops one job (a torchrun process tree, a Slurm job, a PyTorchJob) and
   returns only when none of its processes or pods is left.
 - ``longest_stop_s()`` bounds how long ``terminate`` can take by the launcher's settings. At
-  launch, :func:`warn_if_cancel_outlasts` checks it against the instance's
+  launch, :func:`warn_if_a_stop_is_hindered` checks it against the instance's
   ``run_monitoring.cancel_timeout_seconds``: the run monitor marks a run still stopping after
   that long CANCELED, which frees the ``gpu`` pool for the next run while the job still runs.
+  It also warns when the step's process ignores SIGTERM (``SIGTERM_IGNORED``).
 - :class:`LaunchResult` carries the return code, the job id and the launcher's *own* log (the
   torchrun output, the Slurm job's ``%x-%j.log``, the master pod's log), so the op's failure
   shows the log of whatever ran.
@@ -138,7 +139,7 @@ SIGTERM_IGNORED = (
 )
 
 
-def warn_if_cancel_outlasts(context: OpExecutionContext, longest_stop_s: float) -> None:
+def warn_if_a_stop_is_hindered(context: OpExecutionContext, longest_stop_s: float) -> None:
     """Warn in the run's log when the instance's cancel timeout is shorter than a stop, or
     when this process ignores SIGTERM (see ``SIGTERM_IGNORED``)."""
     if signal.getsignal(signal.SIGTERM) == signal.SIG_IGN:

@@ -51,7 +51,7 @@ from resources.launching import (
     read_log_tail,
     s3_environment,
     stopping_on_interrupt,
-    warn_if_cancel_outlasts,
+    warn_if_a_stop_is_hindered,
 )
 
 TERMINAL_STATES = {
@@ -66,6 +66,7 @@ TERMINAL_STATES = {
     "DEADLINE",
     "UNKNOWN",  # the controller no longer knows the job (older than MinJobAge)
 }
+SLURM_DEFAULT_KILL_WAIT_S = 30.0  # slurm.conf's KillWait when a cluster does not set it
 
 
 class SlurmLauncher(RemotePipes):
@@ -180,7 +181,7 @@ class SlurmLauncher(RemotePipes):
         """Submit the batch script, relay Pipes messages until the job ends; cancel on interrupt."""
         log_dir = Path(run_dir)
         log_dir.mkdir(parents=True, exist_ok=True)
-        warn_if_cancel_outlasts(context, self.longest_stop_s())
+        warn_if_a_stop_is_hindered(context, self.longest_stop_s())
         job_name = f"pretrain-{context.run_id[:8]}"
         script = log_dir / f"{job_name}.sbatch"
         script.write_text(
@@ -247,13 +248,13 @@ class SlurmLauncher(RemotePipes):
 
     def kill_wait_s(self) -> float:
         """The cluster's ``KillWait`` (``scontrol show config``): how long a hard ``scancel``
-        waits between SIGTERM and SIGKILL; Slurm's default, 30 s, when it cannot be read."""
+        waits between SIGTERM and SIGKILL; Slurm's default when it cannot be read."""
         try:
             done = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True)
         except OSError:
-            return 30.0
+            return SLURM_DEFAULT_KILL_WAIT_S
         found = re.search(r"^KillWait\s*=\s*(\d+)", done.stdout, re.MULTILINE)
-        return float(found.group(1)) if found else 30.0
+        return float(found.group(1)) if found else SLURM_DEFAULT_KILL_WAIT_S
 
     def longest_stop_s(self) -> float:
         """``term_timeout_s`` for the steps to end on SIGTERM, then the hard cancel's KillWait."""
