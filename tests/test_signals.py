@@ -32,16 +32,16 @@ def test_a_child_started_after_dagster_set_its_handlers_can_be_stopped() -> None
 def test_a_launch_in_a_process_that_ignores_sigterm_says_why_and_what_to_do() -> None:
     from dagster import build_op_context
 
-    from resources.launching import SIGTERM_IGNORED, warn_if_cancel_outlasts
+    from resources.launching import SIGTERM_IGNORED, warn_if_a_stop_is_hindered
 
     warned: list[str] = []
     context = build_op_context()
     context.log.warning = warned.append  # type: ignore[method-assign]
     previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
-        warn_if_cancel_outlasts(context, longest_stop_s=10)
+        warn_if_a_stop_is_hindered(context, longest_stop_s=10)
     finally:
         signal.signal(signal.SIGTERM, previous)
     assert warned == [SIGTERM_IGNORED]
-    warn_if_cancel_outlasts(context, longest_stop_s=10)
+    warn_if_a_stop_is_hindered(context, longest_stop_s=10)
     assert warned == [SIGTERM_IGNORED]  # nothing more once SIGTERM is handled again

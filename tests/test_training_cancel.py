@@ -23,6 +23,7 @@ from pretrain.checkpoint import dcp as ckpt
 from resources.process_tree import alive
 from tests.dagster_server import dagster_dev, run_log
 from tests.helpers.training import make_packed
+from tests.training_jobs import processes_naming
 
 RUN_CONFIG = {
     "ops": {
@@ -40,16 +41,7 @@ RUN_CONFIG = {
 
 def processes_of(run_id: str) -> list[int]:
     """Every live process whose command line names this run's config file."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
-            except OSError:
-                continue
-            if f"run-{run_id}.json" in cmdline and alive(int(entry.name)):
-                found.append(int(entry.name))
-    return found
+    return sorted(processes_naming(f"run-{run_id}.json"))
 
 
 def where_things_were(tmp_path: Path, run_id: str, pids: list[int], slurm: Any) -> str:
