@@ -9,6 +9,7 @@ prefix) is enough to find everything the quarantine needs, from a sensor tick or
 materialization launched by hand::
 
     records = rollback_decisions(instance)           # {decision id: (stopped run, Decision)}
+    spike_rollbacks(instance)                        # [(stopped run, Decision)], every rollback
     record = skip_record(decision_id, run, decision, run_root, documents_uri)
 
 Jobs: ``quarantine`` (one ``quarantined_documents`` partition per decision, requested by
@@ -59,25 +60,36 @@ def read_decision(run: DagsterRun) -> Decision:
         ) from exc
 
 
-def rollback_decisions(
+def spike_rollbacks(
     instance: DagsterInstance, warn: Callable[[str], None] | None = None
-) -> dict[str, tuple[DagsterRun, Decision]]:
-    """Every rollback the loss-spike sensor took that skipped data, by decision id. A run whose
-    decision tag cannot be read is skipped and reported through ``warn`` (default: logged), so
-    one malformed tag does not hide every other rollback."""
+) -> list[tuple[DagsterRun, Decision]]:
+    """Every rollback the loss-spike sensor took, with the run it stopped, newest first. A run
+    whose decision tag cannot be read is skipped and reported through ``warn`` (default:
+    logged), so one malformed tag does not hide every other rollback."""
     runs = instance.get_runs(
         RunsFilter(job_name="train", tags={STOPPED_BY_TAG: SPIKE_SENSOR}), limit=MAX_RUNS
     )
-    found: dict[str, tuple[DagsterRun, Decision]] = {}
+    found: list[tuple[DagsterRun, Decision]] = []
     for run in runs:
         try:
             decision = read_decision(run)
         except DataError as exc:
             (warn or logging.getLogger(__name__).warning)(str(exc))
             continue
-        if decision.action == "rollback" and decision.skip_window and decision.checkpoint_path:
-            found[decision_id(decision)] = (run, decision)
+        if decision.action == "rollback":
+            found.append((run, decision))
     return found
+
+
+def rollback_decisions(
+    instance: DagsterInstance, warn: Callable[[str], None] | None = None
+) -> dict[str, tuple[DagsterRun, Decision]]:
+    """Every rollback the loss-spike sensor took that skipped data, by decision id."""
+    return {
+        decision_id(decision): (run, decision)
+        for run, decision in spike_rollbacks(instance, warn)
+        if decision.skip_window and decision.checkpoint_path
+    }
 
 
 def skip_record(

@@ -16,7 +16,13 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-from dagster import AssetKey, DagsterInstance, EventLogEntry, EventLogRecord
+from dagster import (
+    AssetKey,
+    AssetRecordsFilter,
+    DagsterInstance,
+    EventLogEntry,
+    EventLogRecord,
+)
 
 from jobs.training import DATA_VERSION_TAG
 
@@ -32,12 +38,25 @@ def partitions_data_version(versions: list[str]) -> str:
     return hashlib.sha256("".join(versions).encode()).hexdigest()
 
 
-def latest_tags(instance: DagsterInstance, asset: str, page: int = 5000) -> dict[str, Tags]:
-    """Partition → tags of its newest materialization (newest records come first)."""
+def latest_tags(
+    instance: DagsterInstance,
+    asset: str,
+    page: int = 5000,
+    partitions: Sequence[str] | None = None,
+) -> dict[str, Tags]:
+    """Partition → tags of its newest materialization (newest records come first); only the
+    ``partitions`` named, when given (a sensor reads what it is deciding about, not the
+    asset's whole history)."""
     found: dict[str, Tags] = {}
+    if partitions is not None and not partitions:
+        return found
+    records_filter = AssetRecordsFilter(
+        asset_key=AssetKey(asset),
+        asset_partitions=list(partitions) if partitions is not None else None,
+    )
     cursor = None
     while True:
-        result = instance.fetch_materializations(AssetKey(asset), limit=page, cursor=cursor)
+        result = instance.fetch_materializations(records_filter, limit=page, cursor=cursor)
         for record in result.records:
             event = record.event_log_entry.dagster_event
             partition = event.partition if event else None
@@ -87,26 +106,32 @@ def current_inputs(
     return True
 
 
+def newest_versions(records: Sequence[EventLogRecord]) -> dict[str, str | None]:
+    """Partition → the data version of its newest materialization in ``records`` (oldest
+    first: a later record of a partition replaces an earlier one)."""
+    newest: dict[str, str | None] = {}
+    for record in records:
+        event = record.event_log_entry
+        if event.dagster_event and event.dagster_event.partition:
+            newest.pop(event.dagster_event.partition, None)
+            newest[event.dagster_event.partition] = data_version(event)
+    return newest
+
+
 def not_current(
-    records: Sequence[EventLogRecord],
+    versions: dict[str, str | None],
     outputs: dict[str, Tags],
     code_version: str | None,
     input_asset: str,
     other_inputs: dict[str, str | tuple[str, ...] | None],
 ) -> tuple[dict[str, str | None], list[str]]:
-    """Of the partitions of ``input_asset`` materialized in ``records`` (the newest record per
-    partition counts), those whose same-key output (``outputs``: partition → tags of its latest
-    materialization) is not current with it: partition → the input's data version; and the
-    partitions that are current."""
-    newest: dict[str, EventLogEntry] = {}
-    for record in records:  # oldest first: a later record of a partition replaces an earlier
-        event = record.event_log_entry
-        if event.dagster_event and event.dagster_event.partition:
-            newest[event.dagster_event.partition] = event
+    """Of the partitions of ``input_asset`` (``versions``: partition → its data version now),
+    those whose same-key output (``outputs``: partition → tags of its latest materialization)
+    is not current with it: partition → the input's data version; and the partitions that are
+    current."""
     stale: dict[str, str | None] = {}
     current: list[str] = []
-    for key, event in newest.items():
-        version = data_version(event)
+    for key, version in versions.items():
         # a materialization without a data version: what Dagster recorded for it as an input
         accepted = partition_input_versions(version) or (partitions_data_version([]), "INITIAL")
         inputs = {input_asset: accepted, **other_inputs}

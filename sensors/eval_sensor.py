@@ -1,18 +1,32 @@
 """``eval_sensor``: every new ``checkpoints[key]`` materialization → an eval run for that key,
-unless ``eval_reports[key]`` is already current or the checkpoint was pruned since.
+unless ``eval_reports[key]`` is already current, the checkpoint was pruned since, or a rollback
+abandoned it — and never more than ``PolicyConfig.evaluations_per_branch`` at a time per branch.
 
 Each tick reads the checkpoint materializations recorded since its cursor (every one of them,
-oldest first: several checkpoints committed between two ticks each get their evaluation). A
-checkpoint whose report was made by today's code version from this very checkpoint (the data
-version Dagster recorded for the report's ``checkpoints`` input, see
-:mod:`sensors.data_versions`) is skipped: ``make demo`` evaluates in process, and the daemon's
-first tick afterwards must not evaluate the same checkpoints again. The run key carries the
-checkpoint's data version, so a key re-made by another run is evaluated again, and a replayed
-tick never requests the same evaluation twice. A checkpoint that keep-last-K has deleted
-since its commit is not requested (its evaluation could only fail); the tick's log names it.
+oldest first) into a queue kept in the cursor (:class:`pretrain.recovery.evaluations.EvalQueue`)
+and asks :func:`pretrain.recovery.evaluations.plan_evaluations` what to request now:
+
+- a checkpoint whose report was made by today's code version from this very checkpoint (the
+  data version Dagster recorded for the report's ``checkpoints`` input, see
+  :mod:`sensors.data_versions`) is dropped: ``make demo`` evaluates in process, and the daemon's
+  first tick afterwards must not evaluate the same checkpoints again;
+- one that keep-last-K has deleted since its commit is dropped (its evaluation could only
+  fail); the tick's log names it;
+- one of a branch a rollback left behind (a step after the rollback target) is dropped, with an
+  observation on its partition that says why; a queued or running evaluation of one is
+  cancelled, with the reason in its tags (:mod:`sensors.recovery.abandoned`);
+- of the rest, each branch gets at most ``evaluations_per_branch`` (default 1) evaluations
+  queued or running, its oldest checkpoints first; the others wait in the queue. A burst of
+  checkpoints then never queues a burst of runs ahead of training.
+
+The run key carries the checkpoint's data version, so a key re-made by another run is evaluated
+again, and a replayed tick never requests the same evaluation twice. A reset cursor reads every
+checkpoint again and drops those already evaluated.
 """
 
 from __future__ import annotations
+
+from collections import Counter
 
 from dagster import (
     AssetKey,
@@ -21,15 +35,24 @@ from dagster import (
     RunRequest,
     SensorEvaluationContext,
     SensorResult,
-    SkipReason,
     sensor,
 )
 
 from jobs.asset_jobs import eval_job
 from pretrain import storage
-from pretrain.checkpoint.dcp import checkpoint_dir_for_key
+from pretrain.checkpoint.dcp import checkpoint_dir_for_key, parse_checkpoint_key
+from pretrain.recovery.evaluations import EvalQueue, plan_evaluations
+from resources.metrics import RecoveryThresholds
 from resources.storage import ArtifactStore
-from sensors.data_versions import data_version, latest_tags, not_current
+from sensors.data_versions import data_version, latest_tags, newest_versions, not_current
+from sensors.recovery.abandoned import (
+    CANCELLED_TAG,
+    PARTITION_TAG,
+    abandonment_observations,
+    active_evaluations,
+    cancel_abandoned_evaluations,
+    rollbacks,
+)
 
 CHECKPOINTS, REPORTS = AssetKey("checkpoints"), AssetKey("eval_reports")
 BATCH = 500  # checkpoint materializations read per tick
@@ -40,40 +63,89 @@ BATCH = 500  # checkpoint materializations read per tick
     minimum_interval_seconds=15,
     default_status=DefaultSensorStatus.RUNNING,
 )
-def eval_sensor(context: SensorEvaluationContext, store: ArtifactStore):
+def eval_sensor(
+    context: SensorEvaluationContext, store: ArtifactStore, recovery: RecoveryThresholds
+) -> SensorResult:
     instance = context.instance
-    after = int(context.cursor) if context.cursor else None
+    queue = EvalQueue.from_json(context.cursor)
     records = instance.fetch_materializations(
-        AssetRecordsFilter(asset_key=CHECKPOINTS, after_storage_id=after), limit=BATCH,
+        AssetRecordsFilter(asset_key=CHECKPOINTS, after_storage_id=queue.after), limit=BATCH,
         ascending=True,
     ).records  # fmt: skip
-    if not records:
-        return SkipReason("no new checkpoint materializations")
-    reports = latest_tags(instance, REPORTS.to_user_string())
-    repository = context.repository_def
-    assert repository is not None  # a sensor evaluated in its code location has one
-    code_version = repository.asset_graph.get(REPORTS).code_version
-    tokenizer = data_version(instance.get_latest_materialization_event(AssetKey("tokenizer")))
+    after = records[-1].storage_id if records else None
+    queue = queue.add(newest_versions(records).items(), after=after)
+    decisions = rollbacks(instance, warn=context.log.warning)
+    active = active_evaluations(instance)
+    cancelled = cancel_abandoned_evaluations(instance, active, decisions)
+    if not queue.pending:
+        return SensorResult(
+            skip_reason="no new checkpoint to evaluate",
+            cursor=queue.to_json(),
+            asset_events=abandonment_observations(cancelled),
+        )
+    pending = dict(queue.pending)
     stale, current = not_current(
-        records, reports, code_version, "checkpoints", {"tokenizer": tokenizer}
+        pending,
+        latest_tags(instance, REPORTS.to_user_string(), partitions=list(pending)),
+        _code_version(context),
+        "checkpoints",
+        {
+            "tokenizer": data_version(
+                instance.get_latest_materialization_event(AssetKey("tokenizer"))
+            )
+        },
     )
     run_root = store.uri("runs")  # keep-last-K may have pruned a checkpoint since its commit
     gone = [k for k in stale if not storage.is_committed(str(checkpoint_dir_for_key(run_root, k)))]
-    requests = [
-        RunRequest(run_key=f"eval-{key}" + (f"-{v[:16]}" if v else ""), partition_key=key)
-        for key, v in stale.items()
-        if key not in gone
-    ]
+    in_flight = Counter(  # a cancelled evaluation no longer holds its branch's slot
+        parse_checkpoint_key(run.tags[PARTITION_TAG])[0]
+        for run in active
+        if run.tags.get(PARTITION_TAG)
+        and run.tags[PARTITION_TAG] not in cancelled
+        and CANCELLED_TAG not in run.tags
+    )
+    plan = plan_evaluations(
+        [(k, v) for k, v in stale.items() if k not in gone],
+        in_flight=in_flight,
+        rollbacks=decisions,
+        limit=recovery.policy_config().evaluations_per_branch,
+    )
     if current or gone:
         context.log.info(
             f"already evaluated with these checkpoints: {', '.join(current) or 'none'}; "
             f"pruned from {run_root} since, not evaluated: {', '.join(gone) or 'none'}"
         )
-    cursor = str(records[-1].storage_id)
-    if not requests:
-        return SensorResult(
-            skip_reason=f"every new checkpoint is evaluated already ({', '.join(current)})"
-            + (f" or pruned ({', '.join(gone)})" if gone else ""),
-            cursor=cursor,
-        )
-    return SensorResult(run_requests=requests, cursor=cursor)
+    requests = [
+        RunRequest(run_key=f"eval-{key}" + (f"-{v[:16]}" if v else ""), partition_key=key)
+        for key, v in plan.requests
+    ]
+    observations = abandonment_observations({**cancelled, **plan.abandoned})
+    cursor = EvalQueue(after=queue.after, pending=plan.waiting).to_json()
+    if requests:
+        return SensorResult(run_requests=requests, cursor=cursor, asset_events=observations)
+    return SensorResult(
+        skip_reason=_skip_reason(current, gone, plan.abandoned, len(plan.waiting)),
+        cursor=cursor,
+        asset_events=observations,
+    )
+
+
+def _code_version(context: SensorEvaluationContext) -> str | None:
+    repository = context.repository_def
+    assert repository is not None  # a sensor evaluated in its code location has one
+    return repository.asset_graph.get(REPORTS).code_version
+
+
+def _skip_reason(current: list[str], gone: list[str], abandoned: dict, waiting: int) -> str:
+    done = []
+    if current:
+        done.append(f"evaluated already ({', '.join(current)})")
+    if gone:
+        done.append(f"pruned ({', '.join(gone)})")
+    if abandoned:
+        done.append(f"abandoned by a rollback ({', '.join(sorted(abandoned))})")
+    text = "every new checkpoint is " + " or ".join(done) if done else ""
+    if waiting:
+        held = f"{waiting} checkpoint(s) wait for their branch's evaluation in flight"
+        text = f"{text}; {held}" if text else held
+    return text or "nothing to evaluate"

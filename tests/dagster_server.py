@@ -24,15 +24,27 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def dagster_dev(
-    tmp_path: Path, artifact_root: Path, env: dict[str, str] | None = None
+    tmp_path: Path,
+    artifact_root: Path,
+    env: dict[str, str] | None = None,
+    instance_settings: dict[str, Any] | None = None,
 ) -> Iterator[int]:
     """Yields the port of a running ``dagster dev``; stops the whole process group after.
 
     ``env``: extra variables, e.g. ``PRETRAIN_LAUNCHER=slurm`` and its ``PRETRAIN_LAUNCHER_CONFIG``.
+    ``instance_settings``: merged into the project's ``dagster.yaml`` (e.g.
+    ``{"concurrency": {"runs": {"max_concurrent_runs": 2}}}``).
     """
     home = tmp_path / "dagster_home"
     (home / ".nux").mkdir(parents=True)
     shutil.copy(ROOT / "config" / "dagster.yaml", home / "dagster.yaml")
+    if instance_settings:
+        import yaml
+
+        from pretrain_assets.demo import deep_merge
+
+        settings = yaml.safe_load((home / "dagster.yaml").read_text())
+        (home / "dagster.yaml").write_text(yaml.safe_dump(deep_merge(settings, instance_settings)))
     (home / ".nux" / "nux.yaml").write_text("seen: 1\n")
     port = free_port()
     env = {

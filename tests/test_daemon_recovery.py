@@ -7,6 +7,15 @@ the sensor's cursor through GraphQL (what an operator's "reset cursor", a lost c
 sensor version does). The campaign must still end with exactly one resumed run, which completes:
 the daemon's run-key check and the decision tags on the runs, not the cursor, carry the
 campaign's state.
+
+Recovery first (issue 43): the instance runs one run at a time (``max_concurrent_runs: 1``), so
+evaluations of the checkpoints queue behind the training run — the first checkpoint's is
+submitted as an operator would, before the spike, and ``eval_sensor`` adds its own — and the
+packed tokens have a tokenizer and an identity, so every evaluation really runs. The resume must
+start before every evaluation still waiting when it was requested (its run priority: without
+it, the queue is first come, first served), no evaluation of a checkpoint the rollback abandoned
+may run (cancelled, with the reason in its tags, or never requested), and the evaluations that
+run succeed.
 """
 
 from __future__ import annotations
@@ -19,13 +28,15 @@ import pytest
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 from dagster_graphql import DagsterGraphQLClient
 
+from pretrain.checkpoint.dcp import parse_checkpoint_key
 from pretrain.recovery.policy import Decision
+from sensors.recovery.abandoned import CANCELLED_TAG
 from tests.dagster_server import dagster_dev, submit_train, train_run_config, wait_for
-from tests.helpers.fault_campaign import make_poisoned_packed
+from tests.helpers.fault_campaign import make_poisoned_packed, with_tokenizer_and_identity
 
 pytestmark = pytest.mark.slow
 
-POISON = [31, 32]
+POISON = [81, 82]
 MAX_STEPS = 600  # long enough that the sensor (every 10 s) sees the spike mid-run
 RUN_CONFIG = train_run_config(MAX_STEPS)
 RESET_CURSOR = """
@@ -75,10 +86,23 @@ def sensor_ticked(client: DagsterGraphQLClient) -> bool:
     return bool(found.get("sensorState", {}).get("ticks"))
 
 
+def finished_evaluations(instance: DagsterInstance) -> list[Any]:
+    """``evaluate`` runs that succeeded."""
+    runs = instance.get_runs(RunsFilter(job_name="evaluate", statuses=[DagsterRunStatus.SUCCESS]))
+    return list(runs)
+
+
 def test_rollback_survives_a_sensor_cursor_reset_under_the_daemon(tmp_path: Path) -> None:
     artifacts = tmp_path / "artifacts"
     make_poisoned_packed(artifacts / "packed_tokens", POISON, num_train=8 * (MAX_STEPS + 8))
-    with dagster_dev(tmp_path, artifacts) as port, pytest.MonkeyPatch.context() as mp:
+    with_tokenizer_and_identity(artifacts)
+    (tmp_path / "no_tasks").mkdir()  # evaluations score held-out loss only: seconds each
+    env = {"PRETRAIN_EVAL_DIR": str(tmp_path / "no_tasks")}
+    queue = {"concurrency": {"runs": {"max_concurrent_runs": 1}}}
+    with (
+        dagster_dev(tmp_path, artifacts, env=env, instance_settings=queue) as port,
+        pytest.MonkeyPatch.context() as mp,
+    ):
         mp.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
         client = DagsterGraphQLClient("127.0.0.1", port_number=port)
         wait_for("the sensor's first tick", lambda: sensor_ticked(client), poll_s=1.0)
@@ -86,6 +110,16 @@ def test_rollback_survives_a_sensor_cursor_reset_under_the_daemon(tmp_path: Path
             "the code location", lambda: submit_train(client, RUN_CONFIG), poll_s=1.0
         )
         with DagsterInstance.get() as instance:
+            first_checkpoint = "b00-s000000010"
+            wait_for(
+                "the first checkpoint",
+                lambda: first_checkpoint in instance.get_dynamic_partitions("checkpoints"),
+                poll_s=0.1,
+            )
+            queued = client.submit_job_execution(
+                "evaluate", tags={"dagster/partition": first_checkpoint}
+            )
+            assert "pretrain/decision" not in instance.get_run_by_id(first_id).tags
 
             def tags() -> dict[str, str] | None:
                 run = instance.get_run_by_id(first_id)
@@ -113,14 +147,39 @@ def test_rollback_survives_a_sensor_cursor_reset_under_the_daemon(tmp_path: Path
             )
             runs = train_runs()
             run_keys = [r.tags.get("dagster/run_key") for r in runs[1:]]
+            evaluated = wait_for(
+                "an evaluation to finish", lambda: finished_evaluations(instance), timeout_s=180
+            )
+            evaluations = instance.get_run_records(RunsFilter(job_name="evaluate"))
+            resume_record = instance.get_run_records(RunsFilter(run_ids=[runs[-1].run_id]))[0]
 
     assert decision.action == "rollback" and decision.spike_step in POISON
-    assert len(runs) == 2, [r.tags for r in runs]
+    assert len(runs) == 2, [
+        (r.status.value, r.tags.get("dagster/run_key"), r.tags.get("pretrain/reason")) for r in runs
+    ]
     first, resumed = runs
     assert first.status == DagsterRunStatus.CANCELED
     assert resumed.status == DagsterRunStatus.SUCCESS
     assert resumed.tags["pretrain/parent_run_id"] == first.run_id
     assert run_keys == [f"rollback-b00-s{decision.spike_step:09d}-to-b01"]
+    # recovery first: every evaluation not yet started when the resume was requested started
+    # after it (the queue's priority), though some were queued long before it
+    requested_at = resume_record.create_timestamp.timestamp()
+    waiting = [r for r in evaluations if not r.start_time or r.start_time > requested_at]
+    older = [r for r in waiting if r.create_timestamp.timestamp() < requested_at]
+    assert queued in {r.dagster_run.run_id for r in older}, "the queue held no evaluation"
+    assert all(r.start_time is None or r.start_time > resume_record.start_time for r in waiting)
+    # no evaluation of a checkpoint the rollback abandoned ran after the decision
+    for record in evaluations:
+        run = record.dagster_run
+        branch, step = parse_checkpoint_key(run.tags["dagster/partition"])
+        if branch == decision.branch and step > decision.checkpoint_step:
+            assert run.status == DagsterRunStatus.CANCELED, run.tags
+            assert "abandoned" in run.tags[CANCELLED_TAG]
+    assert all(r.dagster_run.status != DagsterRunStatus.FAILURE for r in evaluations), [
+        (r.dagster_run.tags["dagster/partition"], r.dagster_run.status) for r in evaluations
+    ]
+    assert evaluated
     events = (artifacts / "runs" / "b01" / "events.jsonl").read_text().splitlines()
     assert json.loads(events[-1])["event"] == "finished"
     assert (artifacts / "runs" / "b01" / f"step-{MAX_STEPS:08d}").is_dir()

@@ -40,6 +40,7 @@ from pretrain import storage
 from pretrain.checkpoint.dcp import checkpoint_dir_for_key
 from pretrain_assets.definitions import build_definitions
 from pretrain_assets.shards import plan_sources, register_shards
+from resources.metrics import RecoveryThresholds
 from resources.sources import ShardSource
 from resources.storage import ArtifactStore
 from sensors.backfill_schedule import shard_backfill_schedule
@@ -108,7 +109,7 @@ def test_eval_sensor_skips_checkpoints_evaluated_with_the_current_checkpoint(
     def tick(cursor: str | None) -> SensorResult:
         with build_sensor_context(
             instance=instance, repository_def=repository, cursor=cursor,
-            resources={"store": ArtifactStore(root=str(root))},
+            resources={"store": ArtifactStore(root=str(root)), "recovery": RecoveryThresholds()},
         ) as context:  # fmt: skip
             result = eval_sensor(context)
         assert isinstance(result, SensorResult)

@@ -75,16 +75,22 @@ def checkpoint_key(branch: str, step: int) -> str:
     return f"{branch}-s{step:09d}"
 
 
-def checkpoint_dir_for_key(run_root: str | Path, key: str) -> Any:
-    """Inverse of :func:`checkpoint_key`: ``b00-s000000040`` -> ``<run_root>/b00/step-00000040``.
+def parse_checkpoint_key(key: str) -> tuple[str, int]:
+    """Inverse of :func:`checkpoint_key`: ``b00-s000000040`` -> ``("b00", 40)``.
 
     Branch names may contain '-': the step is the part after the last ``-s``."""
     branch, sep, step = key.rpartition("-s")
     if not sep or not branch or not step.isdigit():
         raise CheckpointError(f"{key!r} is not a checkpoint key like 'b00-s000000040'")
+    return branch, int(step)
+
+
+def checkpoint_dir_for_key(run_root: str | Path, key: str) -> Any:
+    """``b00-s000000040`` -> ``<run_root>/b00/step-00000040``."""
+    branch, step = parse_checkpoint_key(key)
     if storage.is_s3(str(run_root)):
-        return storage.join(str(run_root), branch, step_dir_name(int(step)))
-    return Path(run_root) / branch / step_dir_name(int(step))
+        return storage.join(str(run_root), branch, step_dir_name(step))
+    return Path(run_root) / branch / step_dir_name(step)
 
 
 def step_dir_name(step: int) -> str:

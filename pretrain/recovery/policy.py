@@ -46,7 +46,10 @@ class PolicyConfig:
     checkpoint must precede the spike onset by more than this. ``repeat_window_steps``: a spike
     this close to an earlier rollback's spike counts as repeated. ``max_rollbacks_in_window`` /
     ``escalation_window_steps``: the rollback budget. ``health_window_steps``: a checkpoint is
-    healthy once this many steps after it were logged without an alarm."""
+    healthy once this many steps after it were logged without an alarm.
+    ``evaluations_per_branch``: evaluations of one branch's checkpoints queued or running at a
+    time (``eval_sensor`` holds the rest back, oldest first), so a burst of checkpoints never
+    queues a burst of runs ahead of training."""
 
     lr_factor: float = 0.8
     rollback_margin_steps: int = 10
@@ -54,9 +57,14 @@ class PolicyConfig:
     max_rollbacks_in_window: int = 2
     escalation_window_steps: int = 1000
     health_window_steps: int = 20
+    evaluations_per_branch: int = 1
 
     def __post_init__(self) -> None:
         check_types(self)
+        if self.evaluations_per_branch < 1:
+            raise ConfigError(
+                f"policy.evaluations_per_branch={self.evaluations_per_branch} must be >= 1"
+            )
         if not 0.8 <= self.lr_factor <= 0.9:
             raise ConfigError(f"policy.lr_factor={self.lr_factor} must be in [0.8, 0.9]")
         if self.rollback_margin_steps < 0 or self.health_window_steps < 1:

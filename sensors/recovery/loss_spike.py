@@ -7,7 +7,10 @@ labelled healthy on disk (rollback targets; pruning spares them). On a ``rollbac
 running run is tagged with the decision and terminated, and a ``train`` run is requested with
 ``resume=<checkpoint>``, ``branch=<new branch>``, ``skip_windows`` and ``lr_scale`` — its
 ``run_key`` names the old branch, the spike step and the new branch, so a repeated tick never
-launches twice. A ``stop`` decision (escalation, grad_norm above the stop threshold, no healthy
+launches twice; the resume carries a high run priority (``dagster/priority``), so Dagster's
+queue starts it ahead of any queued evaluation, and the queued or running evaluations of the
+checkpoints the rollback abandons (the old branch's after the target) are cancelled in the same
+tick (:mod:`sensors.recovery.abandoned`). A ``stop`` decision (escalation, grad_norm above the stop threshold, no healthy
 checkpoint) terminates the run with the reason in its tags, an error in the sensor log and a
 failed ``checkpoints`` ``healthy`` check on the newest checkpoint, and the sensor stays idle until
 another training run starts. The cursor is :class:`pretrain.recovery.monitor.MonitorState` as JSON.
@@ -21,6 +24,8 @@ sources of the skipped steps (:func:`pretrain.recovery.documents.describe_skip`,
 from __future__ import annotations
 
 from dagster import (
+    AssetCheckEvaluation,
+    AssetObservation,
     DefaultSensorStatus,
     MetadataValue,
     SensorEvaluationContext,
@@ -35,6 +40,11 @@ from pretrain.checkpoint.health import apply_health_labels, lineage_checkpoints
 from pretrain.recovery.documents import describe_skip
 from pretrain.recovery.monitor import observe_spikes, unreported_labels
 from resources.metrics import RecoveryThresholds, WandbMetricsReader
+from sensors.recovery.abandoned import (
+    abandonment_observations,
+    active_evaluations,
+    cancel_abandoned_evaluations,
+)
 from sensors.recovery.training_runs import (
     decision_observation,
     health_checks,
@@ -102,9 +112,17 @@ def loss_spike_sensor(
         sensor=NAME,
     )
     stop_run(context.instance, run, decision, NAME, resume=request)
+    # the old branch's checkpoints after the target are abandoned: their evaluations go now
+    evaluations = active_evaluations(context.instance)
+    abandoned = cancel_abandoned_evaluations(context.instance, evaluations, [decision])
     stopped = context.instance.get_run_by_id(run.run_id)
     assert stopped is not None  # the run this sensor has just stopped
     chain = campaign_runs(context.instance, stopped)
     chart = MetadataValue.md(loss_curve_md(chain, metrics))
     observation = decision_observation(decision, loss_curve_md=chart)
-    return SensorResult(run_requests=[request], asset_events=[*checks, observation], cursor=cursor)
+    events: list[AssetCheckEvaluation | AssetObservation] = [
+        *checks,
+        observation,
+        *abandonment_observations(abandoned),
+    ]
+    return SensorResult(run_requests=[request], asset_events=events, cursor=cursor)

@@ -51,6 +51,10 @@ from pretrain.recovery.policy import (
 )
 
 TRAIN_JOB = "train"
+# Dagster's run queue dequeues the highest ``dagster/priority`` first (then the oldest): a resume
+# goes ahead of every queued evaluation, proxy or data run (all at the default 0), so a burst of
+# them never delays the training the campaign is waiting for.
+PRIORITY_TAG, RESUME_PRIORITY = "dagster/priority", 100
 
 
 def running_train_run(instance: DagsterInstance) -> DagsterRun | None:
@@ -192,6 +196,7 @@ def resume_request(
         **decision.run_tags(),
         PARENT_TAG: run.run_id,
         "pretrain/requested_by": sensor,
+        PRIORITY_TAG: str(RESUME_PRIORITY),
         **(extra_tags or {}),
     }
     return RunRequest(

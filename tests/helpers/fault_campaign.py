@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import time
 import uuid
@@ -73,6 +74,24 @@ def make_poisoned_packed(root: Path, poison_steps: list[int], num_train: int = 1
     )
     pq.write_table(ledger, root / "ledger.parquet")
     return {doc_ids[i] for i in poisoned}
+
+
+def with_tokenizer_and_identity(artifacts: Path) -> None:
+    """Give ``artifacts/packed_tokens`` (from :func:`make_poisoned_packed`) what the corpus
+    assets leave beside it: a byte-level tokenizer whose sha256 the index names (its vocabulary
+    covers the fixture's token ids), and an identity for both, so that ``eval_reports`` of the
+    campaign's checkpoints runs as in a real campaign instead of refusing its inputs."""
+    from pretrain import identity
+    from tests.helpers.eval_models import train_tiny_tokenizer
+
+    folder, tok = train_tiny_tokenizer(artifacts / "tokenizer")
+    packed = artifacts / "packed_tokens"
+    index = json.loads((packed / "index.json").read_text())
+    index["tokenizer_sha256"] = hashlib.sha256((folder / "tokenizer.json").read_bytes()).hexdigest()
+    index["vocab_size"] = tok.get_vocab_size()  # the model's; the fixture's ids stay < VOCAB
+    (packed / "index.json").write_text(json.dumps(index))
+    identity.adopt(str(folder), "tokenizer")
+    identity.adopt(str(packed), "packed_tokens")
 
 
 @dataclasses.dataclass
