@@ -9,17 +9,24 @@ cursor, which a reset or a new sensor version loses — holds the campaign's his
     campaign_decisions(runs)                     # every decision taken, in order
     rollback_spikes(runs)                        # spike steps of past rollbacks: the budget
     loss_curve_md(runs, metrics)                 # the loss curve with the decisions marked
+
+A ``pretrain/decision`` tag that is not a decision (edited by hand, written by another tool) is
+skipped with a warning naming the run (``warn``, default: this module's logger), as the
+quarantine sensor does: one bad tag never stops the recovery sensor or the loss chart.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from dagster import DagsterInstance, DagsterRun
 
+from jobs.quarantine import read_decision
 from jobs.train_config import Launched, launch_config
 from pretrain.charts import png_markdown
+from pretrain.errors import DataError
 from pretrain.recovery.loss_chart import loss_curve_png
 from pretrain.recovery.policy import Decision
 from resources.metrics import WandbMetricsReader
@@ -40,23 +47,32 @@ def campaign_runs(instance: DagsterInstance, run: DagsterRun) -> list[DagsterRun
     return chain[::-1]
 
 
-def campaign_decisions(runs: Sequence[DagsterRun]) -> list[Decision]:
+def campaign_decisions(
+    runs: Sequence[DagsterRun], warn: Callable[[str], None] | None = None
+) -> list[Decision]:
     """The decisions recorded on the runs, in campaign order, each once (a stopped run and the
-    run resumed after it carry the same decision)."""
+    run resumed after it carry the same decision); a tag that is not one is skipped and
+    reported through ``warn``."""
     decisions, seen = [], set()
     for run in runs:
         text = run.tags.get(DECISION_TAG)
         if text and text not in seen:
             seen.add(text)
-            decisions.append(Decision.from_json(text))
+            try:
+                decisions.append(read_decision(run))
+            except DataError as exc:
+                (warn or logging.getLogger(__name__).warning)(str(exc))
     return decisions
 
 
-def rollback_spikes(runs: Sequence[DagsterRun]) -> tuple[int, ...]:
-    """Spike steps of the campaign's rollbacks: the escalation budget, durable in run tags."""
+def rollback_spikes(
+    runs: Sequence[DagsterRun], warn: Callable[[str], None] | None = None
+) -> tuple[int, ...]:
+    """Spike steps of the campaign's rollbacks: the escalation budget, durable in run tags (a
+    tag that is not a decision is skipped and reported through ``warn``)."""
     return tuple(
         d.spike_step
-        for d in campaign_decisions(runs)
+        for d in campaign_decisions(runs, warn)
         if d.action == "rollback" and d.spike_step is not None
     )
 
@@ -71,8 +87,14 @@ def campaign_branches(runs: Sequence[DagsterRun]) -> list[str]:
     return branches
 
 
-def loss_curve_md(runs: Sequence[DagsterRun], metrics: WandbMetricsReader, **kwargs: Any) -> str:
-    """Markdown with the campaign's loss curve PNG inline (every branch's rows from ``metrics``)."""
+def loss_curve_md(
+    runs: Sequence[DagsterRun],
+    metrics: WandbMetricsReader,
+    warn: Callable[[str], None] | None = None,
+    **kwargs: Any,
+) -> str:
+    """Markdown with the campaign's loss curve PNG inline (every branch's rows from ``metrics``;
+    a decision tag that cannot be read is left off the chart and reported through ``warn``)."""
     branches = {b: metrics.rows_since(b, None)[0] for b in campaign_branches(runs)}
-    blob = loss_curve_png(branches, campaign_decisions(runs), **kwargs)
+    blob = loss_curve_png(branches, campaign_decisions(runs, warn), **kwargs)
     return png_markdown("loss curve with recovery decisions", blob)

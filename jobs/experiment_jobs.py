@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from dagster import OpExecutionContext, job, op
 
 from jobs.config import to_library
-from jobs.experiments import launch_search, record_search
+from jobs.experiment_launches import launch_search, record_search
 from jobs.stages import STAGES
 from pretrain.experiments.search import SearchConfig
 from resources.storage import ArtifactStore

@@ -1,12 +1,10 @@
 """Experiments on the Dagster side: what the experiment assets, the sensor, the jobs and the
-CLI read from the instance and the store, and how experiments are registered and launched.
+CLI read from the instance and the store.
 
-- lookups: which shard groups are in the corpus, the pools of a variant (an ablation's
-  re-filtered pools are built on first use), a search's candidates and results, an admission's
-  evidence, noise risk, cleaning cost and latest operator review;
-- registering: :func:`register_experiments` writes the specs and adds the ``experiments``
-  partitions; :func:`launch_search` registers a search's candidates and launches them as one
-  backfill of ``proxy_runs`` (the ``search_mixture`` job and ``pretrain experiments search``).
+Lookups: the experiment basis, which shard groups are in the corpus, the pools of a variant (an
+ablation's re-filtered pools are built on first use), a search's candidates and results, an
+admission's evidence, noise risk, cleaning cost and latest operator review. Registering and
+launching experiments is :mod:`jobs.experiment_launches`.
 """
 
 from __future__ import annotations
@@ -19,15 +17,12 @@ from typing import Any
 import numpy as np
 from dagster import AssetKey, AssetRecordsFilter, DagsterInstance
 
-from jobs.backfills import launch_asset_backfill
 from jobs.partitions import (
-    EXPERIMENT_PARTITIONS_NAME,
     SHARD_PARTITIONS_NAME,
-    experiment_partitions,
 )
 from pretrain import identity, storage
 from pretrain.charts import figure_png, png_markdown, pyplot
-from pretrain.errors import DataError
+from pretrain.errors import ConfigError, DataError
 from pretrain.experiments import registry
 from pretrain.experiments.ablation import filtered_pool, with_overrides
 from pretrain.experiments.admission import (
@@ -41,9 +36,10 @@ from pretrain.experiments.admission import (
     yardstick_groups,
 )
 from pretrain.experiments.basis import validation_ids
-from pretrain.experiments.config import DataVariant, ExperimentSpec
+from pretrain.experiments.config import DataVariant
 from pretrain.experiments.decisions import cleaning_cost, latest_review, read_decisions
-from pretrain.experiments.pools import PoolInfo, read_pool
+from pretrain.experiments.pools import POOL_FILE, PoolInfo, read_pool
+from pretrain.experiments.records import Warn, json_object, read_record, strings
 from pretrain.experiments.run import ExperimentResult
 from pretrain.experiments.search import (
     SearchConfig,
@@ -66,11 +62,34 @@ def corpus_groups(instance: DagsterInstance, store: ArtifactStore) -> list[str]:
     return sorted(s for s in shards if identity.read(store.uri("deduped_shards", s)) is not None)
 
 
-def admitted(instance: DagsterInstance, store: ArtifactStore) -> list[str]:
-    basis = storage.read_json(store.uri("experiment_basis", "basis.json"))
-    decisions = read_decisions(store.uri("data_admission"))
+def _basis_record(data: Any) -> dict[str, Any]:
+    basis = json_object(data)
+    strings(basis["shard_groups"], "shard_groups")
+    if not isinstance(basis["seq_len"], int):
+        raise TypeError(f"seq_len must be an integer, got {basis['seq_len']!r:.40}")
+    return basis
+
+
+def read_basis(store: ArtifactStore) -> dict[str, Any]:
+    """The experiment basis's ``basis.json`` (its shard groups, ``seq_len``, sources); a
+    ``DataError`` that says to materialize it when the root has none."""
+    uri = store.uri("experiment_basis", "basis.json")
+    if identity.read(store.uri("experiment_basis")) is None or not storage.exists(uri):
+        raise DataError(
+            f"no experiment basis under {store.root}: materialize experiment_basis first (the "
+            "make_basis job; it needs deduped_shards, e.g. from `pretrain data`)"
+        )
+    return read_record(uri, _basis_record, "an experiment basis")
+
+
+def admitted(
+    instance: DagsterInstance, store: ArtifactStore, *, warn: Warn | None = None
+) -> list[str]:
+    """The shard groups in the experiments' corpus (``registry.admitted_groups``); a decision
+    file that cannot be read raises, or with ``warn`` is skipped and reported."""
+    decisions = read_decisions(store.uri("data_admission"), warn=warn)
     return registry.admitted_groups(
-        corpus_groups(instance, store), basis["shard_groups"], decisions
+        corpus_groups(instance, store), read_basis(store)["shard_groups"], decisions
     )
 
 
@@ -87,7 +106,7 @@ def variant_pools(
         return [p for d in dirs for p in read_pool(d)], dirs
     basis = store.uri("experiment_basis")
     config = with_overrides(FilterConfig(), variant.filter)
-    seq_len = storage.read_json(storage.join(basis, "basis.json"))["seq_len"]
+    seq_len = read_basis(store)["seq_len"]
     dirs, pools = [], []
     for group in groups:  # an arm's pools: re-filtered once, shared by its seeds
         out = store.uri("proxy_pools", "_ablations", variant.digest(), group)
@@ -185,6 +204,14 @@ def verification_specs(
                                  recipe=config.recipe, seeds=config.seeds, labels=["proposal"])  # fmt: skip
 
 
+def fit_settings(config: SearchConfig) -> dict[str, Any]:
+    """What the fit's identity is made of: every setting but the command's confirmation
+    threshold, which changes nothing it measures."""
+    settings = dataclasses.asdict(config)
+    settings.pop("confirm_above")
+    return settings
+
+
 def search_result(
     instance: DagsterInstance, store: ArtifactStore, config: SearchConfig
 ) -> SearchFound:
@@ -210,7 +237,7 @@ def search_result(
     }  # fmt: skip
     report["proxy_flops"] = flops
     return SearchFound(
-        settings={"config": config, "candidates": [s.name for s in specs]},
+        settings={"config": fit_settings(config), "candidates": [s.name for s in specs]},
         inputs=[registry.result_dir(store.root, s.name) for s in specs],
         report=report,
         summary=summary,
@@ -265,8 +292,15 @@ def group_sources(store: ArtifactStore, group: str) -> set[str]:
 
 
 def admission_inputs(
-    instance: DagsterInstance, store: ArtifactStore, group: str, config: AdmissionConfig
+    instance: DagsterInstance,
+    store: ArtifactStore,
+    group: str,
+    config: AdmissionConfig,
+    *,
+    warn: Warn | None = None,
 ) -> AdmissionFound:
+    """What the admission of ``group`` reads; a review file that is not a valid review is
+    skipped and reported through ``warn`` (the next older one holds)."""
     with_specs, without_specs = registry.admission_specs(
         group, recipe=config.recipe, seeds=config.seeds, probe_share=config.probe_share
     )
@@ -298,7 +332,7 @@ def admission_inputs(
     )
     return AdmissionFound(
         evidence=evidence, noise=noise, corpus_noise=corpus, cost=cost,
-        review=latest_review(store.uri("admission_reviews"), group),
+        review=latest_review(store.uri("admission_reviews"), group, warn=warn),
         inputs=[registry.result_dir(store.root, n) for n in names],
         with_runs=with_runs, without_runs=without_runs,
     )  # fmt: skip
@@ -323,90 +357,32 @@ def experiment_charts(found: AdmissionFound) -> str:
     return png_markdown("proxy loss curves", figure_png(fig))
 
 
-# -- registering and launching ------------------------------------------------------------------
-SEARCH_TAG = "pretrain/search"
+def check_variant(instance: DagsterInstance, store: ArtifactStore, variant: DataVariant) -> None:
+    """Refuse a variant that names what the root does not hold, before it is registered: a
+    shard group without deduplicated documents, a weighted source that no token pool of the
+    corpus has (checked once pools exist), a setting ``FilterConfig`` does not have."""
+    with_overrides(FilterConfig(), variant.filter)  # a ConfigError naming the setting
+    named = [*variant.include_groups, *variant.exclude_groups, *variant.boost]
+    for group in dict.fromkeys(named):
+        check_group(instance, store, group)
+    if not variant.weights:
+        return
+    dirs = [store.uri("proxy_pools", g) for g in corpus_groups(instance, store)]
+    made = [d for d in dirs if storage.exists(storage.join(d, POOL_FILE))]
+    sources = {p.source for d in made for p in read_pool(d)}
+    unknown = sorted(set(variant.weights) - sources)
+    if sources and unknown:
+        raise ConfigError(
+            f"weights name sources {unknown} that no token pool under {store.root} has; the "
+            f"sources are {sorted(sources)}"
+        )
 
 
-def register_experiments(
-    instance: DagsterInstance, store: ArtifactStore, specs: Sequence[ExperimentSpec]
-) -> list[str]:
-    """Write each spec and add its ``experiments`` partition; returns the names (in order)."""
-    for spec in specs:
-        registry.register(store.root, spec)
-    names = [s.name for s in specs]
-    known = set(instance.get_dynamic_partitions(EXPERIMENT_PARTITIONS_NAME))
-    new = [n for n in dict.fromkeys(names) if n not in known]
-    if new:
-        instance.add_dynamic_partitions(EXPERIMENT_PARTITIONS_NAME, new)
-    return names
-
-
-def not_run(store: ArtifactStore, names: Sequence[str]) -> list[str]:
-    """The experiments among ``names`` with no result yet."""
-    done = registry.results(store.root, names)
-    return [n for n in dict.fromkeys(names) if n not in done]
-
-
-def launch_search(
-    instance: DagsterInstance, store: ArtifactStore, config: SearchConfig
-) -> dict[str, Any]:
-    """Register a search's candidates and launch the ones not run yet as one backfill of
-    ``proxy_runs`` (``mixture_search`` fits them once it is done). With an anneal recipe the
-    backfill holds the proxies the candidates continue when those have not run; then
-    ``experiment_sensor`` asks for the candidates once they have."""
-    _, _, specs = search_candidates(instance, store, config)
-    names = register_experiments(instance, store, specs)
-    starts = register_experiments(instance, store, registry.starts_of(config.recipe, config.seeds))
-    waiting = not_run(store, starts)  # an anneal recipe's: they run first, the candidates after
-    candidates_todo = not_run(store, names)
-    todo = waiting or candidates_todo
-    backfill_id = None
-    if todo:
-        backfill_id = launch_asset_backfill(
-            instance, AssetKey("proxy_runs"), experiment_partitions, todo,
-            tags={SEARCH_TAG: config.search_id()},
-            title=config.search_id() + (": start proxies" if waiting else ""),
-        )  # fmt: skip
-    return {
-        "search_id": config.search_id(),
-        "experiments": len(names),
-        "to_run": len(candidates_todo),
-        "backfill_id": backfill_id,
-        "names": names,
-        "starts": starts,
-        "candidates_launched": not waiting,
-    }
-
-
-def record_search(store: ArtifactStore, config: SearchConfig, launched: dict[str, Any]) -> str:
-    """Keep a launched search's settings, so the sensor fits it with the same ones."""
-    uri = store.uri("mixture_search", "launched", f"{config.search_id()}.json")
-    storage.write_json({"config": dataclasses.asdict(config), **launched}, uri)
-    return uri
-
-
-def verification_of(
-    instance: DagsterInstance, store: ArtifactStore, config: SearchConfig, record: dict[str, Any]
-) -> list[str]:
-    """The names of a launched search's verification proxies, once its candidates have run:
-    fitted and registered the first time, then kept in the launch record."""
-    if "verification" not in record:
-        report, _, _ = search_fit(instance, store, config)
-        specs = verification_specs(config, report)
-        for spec in specs:
-            registry.register(store.root, spec)
-        record = {**record, "verification": [s.name for s in specs]}
-        record_search(store, config, record)
-    return list(record["verification"])
-
-
-def launched_searches(store: ArtifactStore) -> list[tuple[SearchConfig, dict[str, Any]]]:
-    """Every search launched so far, oldest first, with its settings."""
-    from jobs.config import build
-
-    uris = sorted(storage.list_files(store.uri("mixture_search", "launched"), (".json",)))
-    found = []
-    for uri in uris:
-        record = storage.read_json(uri)
-        found.append((build(SearchConfig, record["config"]), record))
-    return found
+def check_group(instance: DagsterInstance, store: ArtifactStore, group: str) -> None:
+    """A ``ConfigError`` unless ``group`` is a shard group with deduplicated documents."""
+    groups = corpus_groups(instance, store)
+    if group not in groups:
+        raise ConfigError(
+            f"unknown shard group {group!r}: the groups with deduplicated documents under "
+            f"{store.root} are {groups or 'none yet (run `pretrain data` first)'}"
+        )

@@ -98,7 +98,8 @@ def add_stage_options(parser: argparse.ArgumentParser, stages: tuple[str, ...] =
     """``--<stage>.<field>`` for every field of every stage (or of ``stages``)."""
     for name, stage in STAGES.items():
         if not stages or name in stages:
-            add_options(parser, name, stage.library, stage.exclude)
+            defaults = "the recipe's" if stage.optional else None
+            add_options(parser, name, stage.library, stage.exclude, defaults=defaults)
 
 
 def stage_settings(args: argparse.Namespace) -> dict[str, dict[str, Any]]:

@@ -70,7 +70,7 @@ def log_loss_curve(context: OpExecutionContext, run_root: str, checkpoint_key: s
         run = context.instance.get_run_by_id(context.run_id)
         assert run is not None  # this op's own run
         chain = campaign_runs(context.instance, run)
-        chart = loss_curve_md(chain, WandbMetricsReader(run_root=run_root))
+        chart = loss_curve_md(chain, WandbMetricsReader(run_root=run_root), context.log.warning)
     except Exception as exc:  # a chart must never decide a training run's outcome
         context.log.warning(f"no loss curve: {exc!r}")
         return

@@ -90,7 +90,10 @@ def read(dir_uri: str) -> Identity | None:
     uri = storage.join(dir_uri, IDENTITY_FILE)
     if not storage.exists(uri):
         return None
-    return Identity.from_json(storage.read_bytes(uri).decode())
+    try:
+        return Identity(**storage.read_json(uri))
+    except TypeError as exc:  # not an object, or other fields
+        raise DataError(f"{uri} is not an identity record ({exc}): re-materialize it") from exc
 
 
 def write(dir_uri: str, ident: Identity) -> None:
@@ -129,6 +132,19 @@ def check_fresh(uri: str, ident: Identity, _checked: set[str] | None = None) -> 
             )
         checked.add(upstream)
         check_fresh(upstream, now, checked)
+
+
+def is_current(uri: str) -> bool:
+    """Whether the output at ``uri`` is complete (it has a readable identity) and none of the
+    inputs it records, nor theirs in turn, changed since it was made."""
+    try:
+        made = read(uri)
+        if made is None:
+            return False
+        check_fresh(uri, made)
+    except DataError:  # stale, or an identity record that cannot be read: not current
+        return False
+    return True
 
 
 def compute(stage: str, code_version: str, config: Any, inputs: list[str]) -> Identity:

@@ -12,7 +12,9 @@ command-line options from it (the Dagster Launchpad's config is derived the same
 Every leaf field is an option ``--<prefix>.<path>`` (nested dataclasses by dots); an optional
 nested section also takes ``null`` (switch it off). Values are parsed strictly by the field's
 type: ``true``/``false`` for booleans, JSON for lists and mappings, ``null`` for ``None``.
-Only options given on the command line appear in :func:`chosen`.
+Only options given on the command line appear in :func:`chosen`. Each option's help is its
+field's own comment (or the one sentence of the class docstring that names it) and its default,
+as the command line writes it.
 
 Every library config dataclass calls :func:`check_types` first thing in ``__post_init__``, so a
 wrong-typed value is refused where the config is made, whoever makes it (Python, the
@@ -88,9 +90,26 @@ def parse_value(hint: Any, text: str, where: str) -> Any:
         raise ConfigError(f"{where} takes JSON ({inner}), got {text!r}: {exc}") from None
 
 
+NO_DEFAULT = object()  # a field the dataclass needs given (or a section that is off by default)
+
+
+def _field_default(field: dataclasses.Field, section: Any) -> Any:
+    """``field``'s default: its value in ``section`` (the default of the enclosing section),
+    else the dataclass's own default (``NO_DEFAULT`` when it has none)."""
+    if section is not NO_DEFAULT:
+        return NO_DEFAULT if section is None else getattr(section, field.name)
+    if field.default is not dataclasses.MISSING:
+        return field.default
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return NO_DEFAULT
+
+
 def _leaves(
-    cls: type, exclude: tuple[str, ...], path: tuple[str, ...] = ()
-) -> Iterator[tuple[tuple[str, ...], Any, str]]:
+    cls: type, exclude: tuple[str, ...], path: tuple[str, ...] = (), section: Any = NO_DEFAULT
+) -> Iterator[tuple[tuple[str, ...], Any, str, Any]]:
+    """(path, hint, doc, default) of every leaf field of ``cls``; ``section`` is the default
+    instance of ``cls`` where it is a nested section (``None``: the section is off)."""
     hints = typing.get_type_hints(cls)
     docs = field_docs(cls)
     for field in dataclasses.fields(cls):
@@ -98,20 +117,43 @@ def _leaves(
         if dotted in exclude or not field.init:
             continue
         inner, optional = _optional_inner(hints[field.name])
+        default = _field_default(field, section)
         if isinstance(inner, type) and dataclasses.is_dataclass(inner):  # hints are classes
             if optional:
-                yield (*path, field.name), None, "null switches this rule family off"
-            yield from _leaves(inner, exclude, (*path, field.name))
+                doc = docs.get(field.name) or "the section's settings"
+                yield (*path, field.name), None, f"{doc}; null switches it off", default
+            yield from _leaves(inner, exclude, (*path, field.name), default)
         else:
-            yield (*path, field.name), hints[field.name], docs.get(field.name, "")
+            yield (*path, field.name), hints[field.name], docs.get(field.name, ""), default
+
+
+def shown(value: Any) -> str:
+    """A default as the command line writes it: ``true``, ``null``, ``[0, 1]``, ``proxy_cpu``."""
+    if value is NO_DEFAULT:
+        return "none: set it when the section is used"
+    if isinstance(value, str):
+        return value or '""'
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return "on"
+    try:
+        return json.dumps(value, default=str)
+    except (TypeError, ValueError):
+        return repr(value)
 
 
 def add_options(
-    parser: argparse.ArgumentParser, prefix: str, cls: type, exclude: tuple[str, ...] = ()
+    parser: argparse.ArgumentParser,
+    prefix: str,
+    cls: type,
+    exclude: tuple[str, ...] = (),
+    *,
+    defaults: str | None = None,
 ) -> None:
-    """Add ``--<prefix>.<field path>`` for every field of ``cls`` (see the module docstring)."""
+    """Add ``--<prefix>.<field path>`` for every field of ``cls`` (see the module docstring).
+    ``defaults`` replaces the dataclass's defaults in the help (``"the recipe's"`` where every
+    option overrides a recipe)."""
     group = parser.add_argument_group(f"{prefix} settings ({cls.__name__})")
-    for path, hint, doc in _leaves(cls, exclude):
+    for path, hint, doc, default in _leaves(cls, exclude):
         name = ".".join((prefix, *path))
         if hint is None:  # an optional section: only null
             metavar, parse = "null", _parser(type(None) | None, name)
@@ -119,13 +161,14 @@ def add_options(
             inner = _optional_inner(hint)[0]
             metavar = inner.__name__ if inner in (bool, int, float, str) else "JSON"
             parse = _parser(hint, name)
+        told = defaults or shown(default)
         group.add_argument(
             f"--{name}",
             dest=f"setting:{name}",
             metavar=metavar.upper() if metavar != "null" else metavar,
             default=argparse.SUPPRESS,
             type=parse,
-            help=doc,
+            help=f"{doc} (default: {told})".lstrip().replace("%", "%%"),
         )
 
 

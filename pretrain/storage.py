@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from pretrain.errors import ConfigError, DataError
+from pretrain.errors import ConfigError, DataError, refusals_named
 from pretrain.tmpfiles import honour_umask, sweep_before_write
 
 COMMITTED = "_COMMITTED"
@@ -104,7 +104,8 @@ def exists(uri: str) -> bool:
 
 def makedirs(uri: str) -> None:
     fs, path = filesystem(uri)
-    fs.create_dir(path, recursive=True)
+    with refusals_named(uri):
+        fs.create_dir(path, recursive=True)
 
 
 def list_files(prefix: str, suffixes: tuple[str, ...] = ()) -> list[str]:
@@ -166,20 +167,27 @@ def read_bytes(uri: str) -> bytes:
     try:
         # a random-access file knows its size and reads it in one request; an input stream
         # on S3 reads in small chunks, one request each (minutes for a 100 MB model file)
-        with fs.open_input_file(path) as f:
+        with refusals_named(uri, "read"), fs.open_input_file(path) as f:
             return f.read()
     except FileNotFoundError as exc:
         raise DataError(f"{uri} does not exist") from exc
 
 
 def write_bytes(data: bytes, uri: str) -> None:
-    """Write ``data`` to ``uri`` atomically (temp name + rename locally; one PUT on S3)."""
-    if is_s3(uri):
-        fs, path = filesystem(uri)
-        with fs.open_output_stream(path, compression=None) as f:
-            f.write(data)
-        return
-    target = Path(uri)
+    """Write ``data`` to ``uri`` atomically (temp name + rename locally; one PUT on S3). A full
+    disk, a read-only file system or a refused permission is a ``StorageError`` naming ``uri``
+    and what to do."""
+    with refusals_named(uri):
+        if is_s3(uri):
+            fs, path = filesystem(uri)
+            with fs.open_output_stream(path, compression=None) as f:
+                f.write(data)
+            return
+        _write_local(data, Path(uri))
+
+
+def _write_local(data: bytes, target: Path) -> None:
+    """The one local file write: a temporary name beside ``target``, synced, renamed."""
     target.parent.mkdir(parents=True, exist_ok=True)
     sweep_before_write(target)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
@@ -196,17 +204,28 @@ def write_bytes(data: bytes, uri: str) -> None:
 
 
 def read_json(uri: str) -> Any:
-    return json.loads(read_bytes(uri))
+    """The JSON value in ``uri``; a file that is not JSON (cut short, edited by hand) is a
+    ``DataError`` naming it."""
+    blob = read_bytes(uri)
+    try:
+        return json.loads(blob)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DataError(f"{uri} is not valid JSON ({exc}): restore it or remove it") from exc
 
 
 def write_json(obj: Any, uri: str) -> None:
-    write_bytes(json.dumps(obj, indent=2, sort_keys=True, default=str).encode(), uri)
+    write_bytes(_json_bytes(obj), uri)
+
+
+def _json_bytes(obj: Any) -> bytes:
+    return json.dumps(obj, indent=2, sort_keys=True, default=str).encode()
 
 
 def read_table(uri: str, columns: list[str] | None = None) -> pa.Table:
     fs, path = filesystem(uri)
     try:
-        return pq.read_table(path, filesystem=fs, columns=columns)
+        with refusals_named(uri, "read"):
+            return pq.read_table(path, filesystem=fs, columns=columns)
     except FileNotFoundError as exc:
         raise DataError(f"{uri} does not exist") from exc
 
@@ -308,6 +327,10 @@ class StreamingTableWriter:
         self.row_group_rows, self.row_group_bytes = row_group_rows, row_group_bytes
         self._pending: list[dict[str, Any]] = []
         self._pending_bytes = 0
+        with refusals_named(uri):
+            self._open_temporary(uri, schema)
+
+    def _open_temporary(self, uri: str, schema: pa.Schema) -> None:
         if is_s3(uri):
             self._dir: Path | None = None
             fd, self._tmp = tempfile.mkstemp(suffix=".parquet")
@@ -348,7 +371,8 @@ class StreamingTableWriter:
             schema=self.schema,
         )
         self._pending, self._pending_bytes = [], 0
-        self._writer.write_table(table, row_group_size=table.num_rows)
+        with refusals_named(self.uri):
+            self._writer.write_table(table, row_group_size=table.num_rows)
         del table
         # mimalloc (pyarrow's default pool) keeps freed pages; without this the peak RSS of
         # a long stream creeps up by several MiB (bench/filter_memory.py)
@@ -364,18 +388,19 @@ class StreamingTableWriter:
         tb: TracebackType | None,
     ) -> None:
         try:
-            try:
-                if exc_type is None:
-                    self.flush()
-            finally:
-                self._writer.close()
-            if exc_type is not None:
-                return
-            if self._dir is None:  # one streamed upload (an S3 PUT is atomic by protocol)
-                fs, path = filesystem(self.uri)
-                pafs.copy_files(self._tmp, path, destination_filesystem=fs)
-            else:
-                os.replace(self._tmp, self.uri)
+            with refusals_named(self.uri):
+                try:
+                    if exc_type is None:
+                        self.flush()
+                finally:
+                    self._writer.close()
+                if exc_type is not None:
+                    return
+                if self._dir is None:  # one streamed upload (an S3 PUT is atomic by protocol)
+                    fs, path = filesystem(self.uri)
+                    pafs.copy_files(self._tmp, path, destination_filesystem=fs)
+                else:
+                    os.replace(self._tmp, self.uri)
         finally:
             self._pending = []
             Path(self._tmp).unlink(missing_ok=True)
@@ -390,7 +415,11 @@ def local_path(uri: str) -> Path:
 
 def commit_marker(dir_uri: str, info: dict[str, Any] | None = None) -> None:
     """Mark a directory artifact complete. Readers treat a dir without the marker as absent."""
-    write_json({"committed": True, **(info or {})}, join(dir_uri, COMMITTED))
+    write_json(_marker(info), join(dir_uri, COMMITTED))
+
+
+def _marker(info: dict[str, Any] | None) -> dict[str, Any]:
+    return {"committed": True, **(info or {})}
 
 
 def is_committed(dir_uri: str) -> bool:
@@ -405,6 +434,11 @@ def replace_dir(files: dict[str, bytes], dir_uri: str, info: dict[str, Any] | No
     S3 the old marker is deleted first, so the prefix reads as absent until the new marker is
     written last; files of the old version that the new one lacks are deleted.
     """
+    with refusals_named(dir_uri):
+        _replace_dir(files, dir_uri, info)
+
+
+def _replace_dir(files: dict[str, bytes], dir_uri: str, info: dict[str, Any] | None) -> None:
     if is_s3(dir_uri):
         fs, path = filesystem(dir_uri)
         if exists(join(dir_uri, COMMITTED)):
@@ -424,8 +458,8 @@ def replace_dir(files: dict[str, bytes], dir_uri: str, info: dict[str, Any] | No
     old = staging.with_name(staging.name[: -len(".tmp")] + ".old")
     try:
         for name, blob in sorted(files.items()):
-            write_bytes(blob, str(staging / name))
-        commit_marker(str(staging), info)
+            _write_local(blob, staging / name)
+        _write_local(_json_bytes(_marker(info)), staging / COMMITTED)
         if target.exists():
             os.replace(target, old)
         os.replace(staging, target)
@@ -448,15 +482,28 @@ def remove(uri: str) -> None:
         fs.delete_file(path)
 
 
+def remove_dir(uri: str) -> None:
+    """Delete a folder and everything under it, if it exists (on S3: every object under the
+    prefix). A failure raises: a caller that needs a clean start must not go on without one."""
+    with refusals_named(uri):
+        if not is_s3(uri):
+            if Path(uri).exists():
+                shutil.rmtree(uri)
+            return
+        for file_uri in list_files(uri):
+            remove(file_uri)
+
+
 def move_dir(src_uri: str, dst_uri: str) -> None:
     """Move everything under ``src_uri`` to ``dst_uri`` (one rename locally; on S3 a copy and a
     delete per object, the destination complete before any source object is deleted)."""
     if not is_s3(src_uri) and not is_s3(dst_uri):
         target = Path(dst_uri)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if target.exists():
-            _remove_tree(target)
-        os.replace(src_uri, target)
+        with refusals_named(dst_uri):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.exists():
+                _remove_tree(target)
+            os.replace(src_uri, target)
         return
     files = list_files(src_uri)
     for uri in files:

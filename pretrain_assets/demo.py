@@ -187,12 +187,8 @@ def run_experiments(
     and the anchors (``proxy_tiny``, in this process), the proposal's verification proxy, the
     fit. A daemon would run the candidates as one backfill (the ``search_mixture`` job) and
     ``experiment_sensor`` the rest; the demo has neither, so it runs each partition."""
-    from jobs.experiments import (
-        register_experiments,
-        search_candidates,
-        search_fit,
-        verification_specs,
-    )
+    from jobs.experiment_launches import register_experiments
+    from jobs.experiments import search_candidates, search_fit, verification_specs
     from pretrain.experiments.search import SearchConfig
 
     basis = execute(defs, "make_basis", instance)

@@ -273,7 +273,9 @@ def data_admission(
             store.uri("admission_reviews"), group, library_config.review,
             run_id=context.run.run_id, at=at,
         )  # fmt: skip
-    found = admission_inputs(context.instance, store, group, library_config)
+    found = admission_inputs(
+        context.instance, store, group, library_config, warn=context.log.warning
+    )
     decision = admission.decide_admission(
         found.evidence,
         noise=found.noise,

@@ -9,10 +9,16 @@
     pretrain experiments admit forum-0007 [--admission.seeds '[0, 1, 2]']
     pretrain experiments ablate quality --arm '{}' --arm '{"min_quality_score": 0.5}'
 
-``list``, ``show`` and ``compare`` read the artifact root. ``add``, ``admit`` and ``ablate``
-register specs and ``experiments`` partitions in the instance of ``DAGSTER_HOME`` and launch
-the partitions not run yet as one backfill of ``proxy_runs`` (the daemon runs it: ``make ui``);
-``search`` does the same for a mixture search's candidates, as the ``search_mixture`` job does.
+``list``, ``show`` and ``compare`` read the artifact root (``--root`` before or after the
+subcommand); a spec or result they cannot read is skipped with a one-line warning. ``add``,
+``admit`` and ``ablate`` register specs and ``experiments`` partitions in the instance of
+``DAGSTER_HOME`` and launch the partitions not run yet as one backfill of ``proxy_runs`` (the
+daemon runs it: ``make ui``); ``search`` does the same for a mixture search's candidates, as
+the ``search_mixture`` job does (more than ``--search.confirm_above`` proxies only with
+``--yes``). ``--no-launch`` registers only. Arguments are checked before anything is
+registered: JSON that is not the object an option takes, weights that are not finite and
+non-negative, a negative seed, and a shard group, source or filter setting the root does not
+have are each one line on stderr.
 """
 
 from __future__ import annotations
@@ -25,12 +31,34 @@ from collections.abc import Sequence
 from typing import Any
 
 from jobs.stages import add_stage_options
+from pretrain.errors import ConfigError
+from pretrain_assets.user_errors import warning_printer
 
 COLUMNS = ("name", "kind", "group", "label", "recipe", "seed", "mean bpb", "GFLOPs", "wall s")
 
 
 def _root(args: argparse.Namespace) -> str:
     return args.root
+
+
+_warn = warning_printer("experiments")
+
+
+def json_object(text: str, option: str, example: str) -> dict[str, Any]:
+    """The JSON object ``text`` given to ``option``; a ``ConfigError`` that says what is expected
+    when it is not JSON or not an object."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{option} takes a JSON object, e.g. {example}; got {text!r:.60} ({exc})"
+        ) from None
+    if not isinstance(value, dict):
+        raise ConfigError(
+            f"{option} takes a JSON object, e.g. {example}; got a JSON {type(value).__name__}: "
+            f"{text!r:.60}"
+        )
+    return value
 
 
 def _row(spec: Any, result: Any) -> list[str]:
@@ -54,10 +82,10 @@ def cmd_list(args: argparse.Namespace) -> int:
     from pretrain.experiments import registry
 
     specs = [
-        s for s in registry.list_specs(_root(args))
+        s for s in registry.list_specs(_root(args), warn=_warn)
         if (args.kind is None or s.kind == args.kind) and (args.group is None or s.group == args.group)
     ]  # fmt: skip
-    found = registry.results(_root(args), [s.name for s in specs])
+    found = registry.results(_root(args), [s.name for s in specs], warn=_warn)
     if not specs:
         print(f"no experiments registered under {_root(args)}")
         return 0
@@ -70,10 +98,16 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     spec = registry.load_spec(_root(args), args.name)
     print(spec.to_json())
-    result = registry.read_result(registry.result_dir(_root(args), args.name))
+    from pretrain import identity
+
+    where = registry.result_dir(_root(args), args.name)
+    result = registry.read_result(where)
     if result is None:
         print("not run yet")
         return 0
+    if not identity.is_current(where):
+        print("its result does not count: the run was interrupted or is being redone, or its "
+              "inputs changed since (materialize it again)")  # fmt: skip
     print(json.dumps({k: v for k, v in result.to_dict().items() if k != "loss_curve"}, indent=2))
     return 0
 
@@ -94,7 +128,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     root = _root(args)
     if args.group:
-        every = registry.list_specs(root)
+        every = registry.list_specs(root, warn=_warn)
         specs = [s for s in every if s.group == args.group]
         seeds = {s.seed for s in specs if s.kind == "admission"}
         # an admission's other arm (the corpus without the group) names no group: it is shared
@@ -106,7 +140,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             arms.setdefault(s.label or s.name, []).append(s.name)
     else:
         arms = {name: [name] for name in args.names}
-    found = registry.results(root, [n for names in arms.values() for n in names])
+    found = registry.results(root, [n for names in arms.values() for n in names], warn=_warn)
     sources = sorted({k for r in found.values() for k in r.bits_per_byte if k != "overall"})
     header = ["arm", "runs", *sources, "mean bpb", "task P(correct)"]
     rows = []
@@ -139,7 +173,7 @@ def _launch(args: argparse.Namespace, specs: Sequence[Any], title: str) -> int:
     from dagster import AssetKey
 
     from jobs.backfills import launch_asset_backfill
-    from jobs.experiments import not_run, register_experiments
+    from jobs.experiment_launches import not_run, register_experiments
     from jobs.partitions import experiment_partitions
 
     instance, store = _instance_and_store(args)
@@ -155,13 +189,15 @@ def _launch(args: argparse.Namespace, specs: Sequence[Any], title: str) -> int:
 
 
 def cmd_add(args: argparse.Namespace) -> int:
+    from jobs.experiments import check_variant
     from pretrain.experiments.config import DataVariant, ExperimentSpec
 
+    weights = '\'{"web": 0.5, "news": 0.5}\''
     variant = DataVariant(
-        weights=json.loads(args.weights) if args.weights else None,
+        weights=json_object(args.weights, "--weights", weights) if args.weights else None,
         include_groups=tuple(args.include or ()),
         exclude_groups=tuple(args.exclude or ()),
-        filter=json.loads(args.filter) if args.filter else {},
+        filter=json_object(args.filter, "--filter", FILTER_EXAMPLE) if args.filter else {},
     )
     specs = [
         ExperimentSpec(
@@ -174,31 +210,44 @@ def cmd_add(args: argparse.Namespace) -> int:
         )  # fmt: skip
         for s in args.seeds
     ]
+    check_variant(*_instance_and_store(args), variant)  # what the root can tell, before registering
     _launch(args, specs, args.name)
     return 0
 
 
 def cmd_search(args: argparse.Namespace) -> int:
     from jobs.config import build
-    from jobs.experiments import launch_search, record_search
+    from jobs.experiment_launches import launch_search, record_search
+    from jobs.experiments import read_basis
     from jobs.stages import stage_settings
     from pretrain.experiments.search import SearchConfig
 
     config = build(SearchConfig, stage_settings(args).get("search", {}))
+    if config.proxies() > config.confirm_above and not (args.yes or args.no_launch):
+        raise ConfigError(
+            f"this search trains up to {config.proxies():,} proxies ({config.candidates} "
+            f"candidates and {len(config.anchors)} anchors x {len(config.seeds)} seeds), more "
+            f"than --search.confirm_above={config.confirm_above}: add --yes to launch them, or "
+            "--no-launch to register them only"
+        )
     instance, store = _instance_and_store(args)
-    launched = launch_search(instance, store, config)
-    record_search(store, config, launched)
-    print(json.dumps({k: v for k, v in launched.items() if k != "names"}))
+    read_basis(store)  # an empty root: say what to materialize first
+    launched = launch_search(instance, store, config, launch=not args.no_launch)
+    if not args.no_launch:  # the sensor runs and fits launched searches only
+        record_search(store, config, launched)
+    print(json.dumps({k: v for k, v in launched.items() if k not in ("names", "starts")}))
     return 0
 
 
 def cmd_admit(args: argparse.Namespace) -> int:
     from jobs.config import build
+    from jobs.experiments import check_group
     from jobs.stages import stage_settings
     from pretrain.experiments import registry
     from pretrain.experiments.admission import AdmissionConfig
 
     config = build(AdmissionConfig, stage_settings(args).get("admission", {}))
+    check_group(*_instance_and_store(args), args.group)
     with_, without = registry.admission_specs(
         args.group, recipe=config.recipe, seeds=config.seeds, probe_share=config.probe_share
     )
@@ -213,8 +262,12 @@ def cmd_admit(args: argparse.Namespace) -> int:
 
 def cmd_ablate(args: argparse.Namespace) -> int:
     from pretrain.experiments import registry
+    from pretrain.experiments.ablation import with_overrides
+    from pretrain.filters.config import FilterConfig
 
-    arms = [json.loads(a) for a in args.arm]
+    arms = [json_object(a, "--arm", FILTER_EXAMPLE) for a in args.arm]
+    for arm in arms:
+        with_overrides(FilterConfig(), arm)  # an unknown setting: a ConfigError naming it
     specs = registry.ablation_specs(args.name, arms, recipe=args.recipe, seeds=args.seeds)
     _launch(args, specs, f"ablation {args.name}")
     return 0
@@ -224,50 +277,88 @@ def experiment_flops(root: str) -> float:
     """FLOPs of every proxy run under ``root`` (for ``pretrain plan``)."""
     from pretrain.experiments import registry
 
-    specs = registry.list_specs(root)
-    return sum(r.cost["flops"] for r in registry.results(root, [s.name for s in specs]).values())
+    warn = warning_printer("plan")
+    specs = registry.list_specs(root, warn=warn)
+    found = registry.results(root, [s.name for s in specs], warn=warn)
+    return sum(r.cost["flops"] for r in found.values())
+
+
+FILTER_EXAMPLE = "'{\"min_quality_score\": 0.5}'"
 
 
 def add_experiments_parser(sub: Any, root: str) -> None:
     from pretrain.experiments.config import KINDS
 
     exp = sub.add_parser("experiments", help="proxy experiments: list, show, compare, launch")
-    exp.add_argument("--root", default=root, help="artifact root")
+    exp.add_argument("--root", default=root, help=f"artifact root (default: {root})")
     cmds = exp.add_subparsers(dest="experiments_command", required=True)
-    ls = cmds.add_parser("list", help="every registered experiment and its result")
-    ls.add_argument("--kind", choices=list(KINDS))
-    ls.add_argument("--group", help="a search id, a shard group or an ablation name")
-    ls.set_defaults(func=cmd_list)
-    show = cmds.add_parser("show", help="one experiment's spec and result")
-    show.add_argument("name")
-    show.set_defaults(func=cmd_show)
-    cmp = cmds.add_parser("compare", help="bits per byte per source side by side")
-    cmp.add_argument("names", nargs="*")
+
+    def command(name: str, func: Any, helptext: str) -> argparse.ArgumentParser:
+        p = cmds.add_parser(name, help=helptext, formatter_class=DefaultsHelp)
+        # also after the subcommand (`experiments list --root R`); unset, the one before holds
+        p.add_argument(
+            "--root", default=argparse.SUPPRESS,
+            help=f"artifact root, also before the subcommand (default: {root})",
+        )  # fmt: skip
+        p.set_defaults(func=func)
+        return p
+
+    ls = command("list", cmd_list, "every registered experiment and its result")
+    ls.add_argument("--kind", choices=list(KINDS), help="only experiments of this kind")
+    ls.add_argument("--group", help="only those of a search id, a shard group or an ablation")
+    show = command("show", cmd_show, "one experiment's spec and result")
+    show.add_argument("name", help="the experiment (a proxy_runs partition key)")
+    cmp = command("compare", cmd_compare, "bits per byte per source side by side")
+    cmp.add_argument("names", nargs="*", help="experiments to compare, one column each")
     cmp.add_argument("--group", help="compare the arms of a group (mean ± spread over seeds)")
-    cmp.set_defaults(func=cmd_compare)
     for name, func, helptext in (
         ("add", cmd_add, "register (and launch) a data variant"),
         ("search", cmd_search, "launch a mixture search's candidates as one backfill"),
         ("admit", cmd_admit, "launch a shard group's admission experiments"),
         ("ablate", cmd_ablate, "launch a filter ablation (one arm per --arm)"),
     ):
-        p = cmds.add_parser(name, help=helptext)
-        p.add_argument("--no-launch", action="store_true", help="register only")
-        p.set_defaults(func=func)
+        p = command(name, func, helptext)
+        p.add_argument(
+            "--no-launch", action="store_true", help="register the experiments, launch nothing"
+        )
         if name == "add":
-            p.add_argument("name")
-            p.add_argument("--weights", help='JSON, e.g. \'{"web": 0.5, "news": 0.5}\'')
-            p.add_argument("--include", nargs="*", help="shard groups to add")
+            p.add_argument("name", help="the variant's name; its experiments are <name>-s<seed>")
+            p.add_argument(
+                "--weights", help='source weights, a JSON object: \'{"web": 0.5, "news": 0.5}\''
+            )
+            p.add_argument("--include", nargs="*", help="shard groups to add to the admitted ones")
             p.add_argument("--exclude", nargs="*", help="shard groups to leave out")
-            p.add_argument("--filter", help="JSON filter overrides (an ablation arm)")
+            p.add_argument("--filter", help=f"filter overrides, a JSON object: {FILTER_EXAMPLE}")
         if name in ("add", "ablate"):
-            p.add_argument("--recipe", default="proxy_cpu")
-            p.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+            p.add_argument("--recipe", default="proxy_cpu", help="the proxy recipe")
+            p.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="one proxy each")
         if name == "ablate":
-            p.add_argument("name")
-            p.add_argument("--arm", action="append", required=True, help="JSON filter overrides")
+            p.add_argument("name", help="the ablation's name (the group of its experiments)")
+            p.add_argument(
+                "--arm", action="append", required=True,
+                help=f"one arm's filter overrides, a JSON object ('{{}}': the campaign's): {FILTER_EXAMPLE}",
+            )  # fmt: skip
         if name == "search":
+            p.add_argument(
+                "--yes", action="store_true",
+                help="launch a search of more than --search.confirm_above proxies",
+            )  # fmt: skip
             add_stage_options(p, ("search",))
         if name == "admit":
-            p.add_argument("group")
+            p.add_argument("group", help="the shard group to try (it needs deduplicated documents)")
             add_stage_options(p, ("admission",))
+
+
+class DefaultsHelp(argparse.HelpFormatter):
+    """Help that shows each option's default after its own line (the stage options say theirs
+    themselves, from the library dataclass)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if not action.option_strings or action.dest.startswith("setting:") or action.dest == "help":
+            return text  # a positional (needed), or a stage option (its help has its default)
+        if action.nargs == 0 and action.default is False:  # a flag
+            return f"{text} (default: off)"
+        if action.default not in (None, argparse.SUPPRESS):
+            return f"{text} (default: %(default)s)"
+        return text

@@ -20,7 +20,7 @@ from typing import Any
 
 from dagster import Backoff, Failure, RetryPolicy
 
-from pretrain.errors import ConfigError, DataError
+from pretrain.errors import ConfigError, DataError, StorageError
 
 RAY_CONFIG_TAG = "dagster-ray/config"
 MIB = 1 << 20
@@ -44,16 +44,20 @@ STEP_RESOURCES: dict[str, dict[str, str]] = {
 # A step whose process or node died (or any unexpected error) is retried; bad input is not
 # (see ``bad_input_not_retried``): it would fail again for the same reason.
 STEP_RETRY = RetryPolicy(max_retries=2, delay=1.0, backoff=Backoff.LINEAR)
+# what fails again on a retry: bad input or settings, and a store that refuses writes (a full
+# disk, a read-only mount, no permission) until someone frees space or fixes the root
+NOT_RETRIED = (DataError, ConfigError, StorageError)
 
 
 def bad_input_not_retried(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """An asset body whose ``DataError``/``ConfigError`` fails the step at once, with its reason."""
+    """An asset body whose error of :data:`NOT_RETRIED` fails the step at once, with its
+    reason."""
 
     @functools.wraps(fn)
     def body(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except (DataError, ConfigError) as exc:
+        except NOT_RETRIED as exc:
             reason = f"{type(exc).__name__}: {exc}"
             raise Failure(description=reason, allow_retries=False) from exc
 

@@ -7,6 +7,10 @@ its traceback::
 
     sys.exit(report_user_errors("data", cmd_data, args))
     # stderr: pretrain data: error: no JSONL/Parquet/WARC/text files under /data/x ...
+
+A file a command skips (a spec it cannot read, in ``pretrain experiments list``) is reported the
+same way, one line on stderr: ``pretrain <command>: warning: <what, where, what to do>``
+(:func:`warning_printer`).
 """
 
 from __future__ import annotations
@@ -48,4 +52,17 @@ def user_error(exc: BaseException) -> PretrainError | None:
 
 def one_line(exc: BaseException) -> str:
     """The message of ``exc`` with its line breaks folded: one line on the console."""
-    return " ".join(str(exc).split()) or type(exc).__name__
+    return one_line_text(str(exc)) or type(exc).__name__
+
+
+def warning_printer(command: str) -> Callable[[str], None]:
+    """A ``warn`` callback that prints each warning as one line on stderr."""
+
+    def warn(message: str) -> None:
+        print(f"pretrain {command}: warning: {one_line_text(message)}", file=sys.stderr, flush=True)
+
+    return warn
+
+
+def one_line_text(text: str) -> str:
+    return " ".join(text.split())

@@ -16,6 +16,13 @@ Each tick, from what the store and the instance hold (no cursor: every request h
 
 Nothing happens until ``experiment_basis`` is materialized: the groups present then are the
 corpus, and every later group is new.
+
+One bad file never stops the sensor. Every file it reads goes through
+:mod:`pretrain.experiments.records`: a spec, result, review, decision or launch record that is
+not one (cut short, edited by hand, a review with an unknown decision or without who, why or
+when) is skipped with a warning in the tick's log that names it, and the rest is done as usual.
+A group whose ``decision.json`` cannot be read is left alone (neither admitted nor tried again)
+until the file is fixed or removed; an invalid review is never applied.
 """
 
 import dataclasses
@@ -38,14 +45,16 @@ from jobs.asset_jobs import (
     proxy_pools_job,
     proxy_runs_job,
 )
-from jobs.experiments import corpus_groups, launched_searches, not_run, verification_of
+from jobs.experiment_launches import launched_searches, not_run, verification_of
+from jobs.experiments import corpus_groups, read_basis
 from jobs.partitions import EXPERIMENT_PARTITIONS_NAME, experiment_partitions
 from jobs.stages import run_configs
 from pretrain import identity, storage
 from pretrain.errors import DataError
 from pretrain.experiments import registry
 from pretrain.experiments.admission import AdmissionConfig
-from pretrain.experiments.decisions import DECISION_FILE, latest_review, read_decisions
+from pretrain.experiments.decisions import DECISION_FILE, decision_records, latest_review
+from pretrain.experiments.records import Warn
 from resources.storage import ArtifactStore
 
 
@@ -56,32 +65,25 @@ def _version(names: list[str], store: ArtifactStore) -> str:
     return hashlib.sha256(json.dumps(versions).encode()).hexdigest()[:12]
 
 
-def _current(uri: str) -> bool:
-    """The output exists and none of its inputs changed since it was made."""
-    made = identity.read(uri)
-    if made is None:
-        return False
-    try:
-        identity.check_fresh(uri, made)
-    except DataError:
-        return False
-    return True
-
-
 def admission_requests(
-    context: SensorEvaluationContext, store: ArtifactStore, config: AdmissionConfig
+    context: SensorEvaluationContext,
+    store: ArtifactStore,
+    config: AdmissionConfig,
+    decisions: dict[str, str],
+    warn: Warn,
 ) -> tuple[list[RunRequest], list[str]]:
     """(run requests, experiment names to add as partitions) for groups awaiting a decision."""
-    basis = storage.read_json(store.uri("experiment_basis", "basis.json"))
-    decisions = read_decisions(store.uri("data_admission"))
+    basis = read_basis(store)
     groups = corpus_groups(context.instance, store)
     admitted = registry.admitted_groups(groups, basis["shard_groups"], decisions)
     requests: list[RunRequest] = []
     partitions: list[str] = []
-    pending = [g for g in groups if g not in basis["shard_groups"] and g not in decisions]
+    # a group with a decision file is decided, also when the file cannot be read (left alone)
+    decided = {g for g in groups if storage.exists(store.uri("data_admission", g, DECISION_FILE))}
+    pending = [g for g in groups if g not in basis["shard_groups"] and g not in decided]
     for group in [*admitted, *pending]:  # every pool the experiments read, current
         deduped = identity.read(store.uri("deduped_shards", group))
-        if not _current(store.uri("proxy_pools", group)) and deduped is not None:
+        if not identity.is_current(store.uri("proxy_pools", group)) and deduped is not None:
             requests.append(
                 RunRequest(
                     job_name="make_pools",
@@ -93,23 +95,25 @@ def admission_requests(
         return requests, partitions  # experiments wait for their pools
     # an anneal recipe's shared start proxies, once a group awaits them
     starts = registry.starts_of(config.recipe, config.seeds) if pending else []
-    for spec in starts:
-        registry.register(store.root, spec)
+    try:
+        for spec in starts:
+            registry.register(store.root, spec)
+    except DataError as exc:  # a start's spec file that cannot be read: no admission can run
+        warn(f"{exc}: the admissions of {pending} wait until it is fixed or removed")
+        return requests, partitions
     partitions += [s.name for s in starts]
-    waiting = not_run(store, [s.name for s in starts])
+    waiting = not_run(store, [s.name for s in starts], warn=warn)
     requests += [
         RunRequest(job_name="run_proxies", partition_key=n, run_key=f"proxy:{n}") for n in waiting
     ]
     for group in [] if waiting else pending:  # the arms wait for the proxies they continue
-        with_, without = registry.admission_specs(
-            group, recipe=config.recipe, seeds=config.seeds, probe_share=config.probe_share
-        )
-        specs = [*with_, *without]
-        for spec in specs:
-            registry.register(store.root, spec)
-        names = [s.name for s in specs]
+        try:
+            names = _register_arms(store, group, config)
+        except DataError as exc:  # an arm's spec file that cannot be read: this group waits
+            warn(f"{exc}: the admission of {group} waits until it is fixed or removed")
+            continue
         partitions += names
-        todo = not_run(store, names)
+        todo = not_run(store, names, warn=warn)
         asked = {r.partition_key for r in requests if r.job_name == "run_proxies"}
         requests += [  # the without arm is shared by every pending group: asked for once
             RunRequest(job_name="run_proxies", partition_key=n, run_key=f"proxy:{n}")
@@ -128,14 +132,31 @@ def admission_requests(
     return requests, partitions
 
 
-def review_requests(store: ArtifactStore, config: AdmissionConfig) -> list[RunRequest]:
-    """Re-decide a group whose latest operator review is not the one its decision applied."""
+def _register_arms(store: ArtifactStore, group: str, config: AdmissionConfig) -> list[str]:
+    """Register the with and without arms of ``group``'s admission; their names."""
+    with_, without = registry.admission_specs(
+        group, recipe=config.recipe, seeds=config.seeds, probe_share=config.probe_share
+    )
+    specs = [*with_, *without]
+    for spec in specs:
+        registry.register(store.root, spec)
+    return [s.name for s in specs]
+
+
+def review_requests(
+    store: ArtifactStore,
+    config: AdmissionConfig,
+    decisions: dict[str, dict],
+    warn: Warn,
+) -> list[RunRequest]:
+    """Re-decide a group whose latest valid operator review is not the one its decision
+    applied (an invalid review file is skipped and reported: it never triggers a run)."""
     requests = []
-    for group in read_decisions(store.uri("data_admission")):
-        review = latest_review(store.uri("admission_reviews"), group)
+    for group, decided in decisions.items():
+        review = latest_review(store.uri("admission_reviews"), group, warn=warn)
         if review is None:
             continue
-        applied = storage.read_json(store.uri("data_admission", group, DECISION_FILE)).get("review")
+        applied = decided.get("review")
         if applied is None or applied.get("at") != review["at"]:
             requests.append(
                 RunRequest(
@@ -149,26 +170,32 @@ def review_requests(store: ArtifactStore, config: AdmissionConfig) -> list[RunRe
 
 
 def search_requests(
-    context: SensorEvaluationContext, store: ArtifactStore
+    context: SensorEvaluationContext, store: ArtifactStore, warn: Warn
 ) -> tuple[list[RunRequest], list[str]]:
     """(run requests, partitions to add): run the candidates of an anneal search once the
     proxies they continue have run; once every candidate has, the proposal's verification
     proxies (``SearchConfig.verify``); then fit the search."""
     requests: list[RunRequest] = []
     partitions: list[str] = []
-    for config, record in launched_searches(store):
+    for config, record in launched_searches(store, warn=warn):
         names = record.get("names") or []
-        todo = not_run(store, names)
+        todo = not_run(store, names, warn=warn)
         if todo and not record.get("candidates_launched", True):
-            if not not_run(store, record.get("starts") or []):
+            if not not_run(store, record.get("starts") or [], warn=warn):
                 requests += [RunRequest(job_name="run_proxies", partition_key=n,
                                         run_key=f"proxy:{n}") for n in todo]  # fmt: skip
             continue
         if not names or todo:
             continue
-        checks = verification_of(context.instance, store, config, record) if config.verify else []
+        try:
+            checks = (
+                verification_of(context.instance, store, config, record) if config.verify else []
+            )
+        except DataError as exc:  # e.g. a candidate's spec that cannot be read: this search waits
+            warn(f"{exc}: the fit of {config.search_id()} waits until it is fixed or removed")
+            continue
         partitions += checks
-        waiting = not_run(store, checks)
+        waiting = not_run(store, checks, warn=warn)
         if waiting:
             requests += [RunRequest(job_name="run_proxies", partition_key=n,
                                     run_key=f"proxy:{n}") for n in waiting]  # fmt: skip
@@ -200,9 +227,13 @@ def experiment_sensor_for(config: AdmissionConfig) -> SensorDefinition:
             return SkipReason(
                 "experiment_basis is not materialized: there is no corpus to compare to"
             )
-        requests, partitions = admission_requests(context, store, config)
-        searches, checks = search_requests(context, store)
-        requests += review_requests(store, config) + searches
+        warn = context.log.warning  # a file that cannot be read: skipped, named in the tick's log
+        decisions = decision_records(store.uri("data_admission"), warn=warn)
+        requests, partitions = admission_requests(
+            context, store, config, {g: r["decision"] for g, r in decisions.items()}, warn
+        )
+        searches, checks = search_requests(context, store, warn)
+        requests += review_requests(store, config, decisions, warn) + searches
         partitions += checks
         if not requests:
             return SkipReason("no shard group awaiting a decision, no review, no search to fit")

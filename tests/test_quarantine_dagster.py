@@ -22,6 +22,7 @@ from dagster import (
     materialize,
 )
 
+from jobs.campaign import campaign_decisions, rollback_spikes
 from jobs.quarantine import decision_id, rollback_decisions, skip_record
 from pretrain import identity, storage
 from pretrain.errors import ConfigError
@@ -131,6 +132,21 @@ def test_a_malformed_decision_tag_is_skipped_with_a_warning_by_the_sensor_and_st
     )
     assert sum(line.startswith("warning: run ") for line in out) == 2
     assert f"decision on run {good.run_id[:8]}: rollback — loss spike" in out
+
+
+def test_the_campaign_budget_and_chart_skip_a_malformed_decision_tag(
+    instance: DagsterInstance,
+) -> None:
+    """``rollback_spikes`` (the recovery sensor's durable budget) and the loss chart's decisions
+    read the same tags: a malformed one is skipped with a warning naming its run."""
+    runs = [stopped_run(instance, ROLLBACK), tagged_run(instance, "{not json")]
+    later = Decision(**{**ROLLBACK.__dict__, "spike_step": 90, "branch": "b01"})
+    runs.append(stopped_run(instance, later))
+    warned: list[str] = []
+    assert rollback_spikes(runs, warned.append) == (41, 90)
+    [warning] = warned
+    assert warning.startswith(f"run {runs[1].run_id}: tag pretrain/decision '{{not json' is not")
+    assert [d.spike_step for d in campaign_decisions(runs, warned.append)] == [41, 90]
 
 
 def test_missing_trainer_config_and_unknown_decision_are_clear(

@@ -25,15 +25,23 @@ def names(dir_uri: str) -> list[str]:
 
 
 def fail_on(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
-    """Make the write of file ``name`` raise, as a crash in the middle of an export would."""
-    real = storage.write_bytes
+    """Make the write of file ``name`` raise, as a crash in the middle of an export would (a
+    local folder is staged through the one local file write, an S3 prefix through
+    ``write_bytes``)."""
+    real, real_local = storage.write_bytes, storage._write_local
 
     def flaky(data: bytes, uri: str) -> None:
         if uri.endswith("/" + name):
             raise OSError("disk full")
         real(data, uri)
 
+    def flaky_local(data: bytes, target: Path) -> None:
+        if target.name == name:
+            raise OSError("disk full")
+        real_local(data, target)
+
     monkeypatch.setattr(storage, "write_bytes", flaky)
+    monkeypatch.setattr(storage, "_write_local", flaky_local)
 
 
 @pytest.mark.parametrize("where", ["local", "s3"])

@@ -11,6 +11,7 @@ on real folders and a real instance. Run::
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -155,6 +156,40 @@ def test_a_step_that_failed_on_bad_input_is_one_line(capsys) -> None:
     assert err == "pretrain data: error: /data/x.jsonl: cut short after 3 records\n"
     with pytest.raises(ZeroDivisionError):  # a bug keeps its traceback
         report_user_errors("data", lambda: 1 / 0)
+
+
+@pytest.mark.parametrize(
+    "code, said",
+    [(errno.ENOSPC, "no space left on the device: free space (or move the artifact root"),
+     (errno.EROFS, "the file system is read-only: mount it read-write or choose another artifact"),
+     (errno.EACCES, "permission denied: let the user that runs the pipeline write it")],
+)  # fmt: skip
+def test_a_store_that_refuses_writes_is_one_line_naming_the_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys, code: int, said: str
+) -> None:
+    """A full disk, a read-only root, a root this user may not write: ``pretrain data`` and
+    ``pretrain experiments add`` end on one line naming the file and what to do. The refusal
+    is injected at the one local file write (we run as root here: chmod would not refuse)."""
+    from pretrain import storage
+    from pretrain_assets.cli import main
+
+    home, root = dagster_home(tmp_path), tmp_path / "artifacts"
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    write_docs(tmp_path / "src", "a.jsonl", 2, seed=1)
+
+    def refused(data: bytes, target: Path) -> None:
+        raise OSError(code, os.strerror(code), str(target))
+
+    monkeypatch.setattr(storage, "_write_local", refused)
+    for args, command, where in (
+        (["data", "--source", str(tmp_path / "src"), "--artifact-root", str(root)], "data",
+         root / "manifests" / "web-0000.json"),
+        (["experiments", "--root", str(root), "add", "p", "--weights", '{"web": 1}'],
+         "experiments", root / "experiment_specs" / "p-s0.json"),
+    ):  # fmt: skip
+        assert main(args) == 1
+        [line] = capsys.readouterr().err.splitlines()
+        assert line.startswith(f"pretrain {command}: error: cannot write {where}: {said}"), line
 
 
 @pytest.mark.slow

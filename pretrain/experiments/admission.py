@@ -51,21 +51,21 @@ class AdmissionPolicy:
     web crawls lose most of their pages to cleaning and code almost none, so a fixed share
     alone would hold every web group)."""
 
-    min_gain: float = 0.002
-    max_harm: float = 0.002
-    spread_factor: float = 1.0
-    min_seeds: int = 2
-    max_noise_risk: float = 0.9
-    max_excess_noise: float = 0.2
-    max_toxic_share: float = 0.05
-    no_gain: str = "reject"  # "reject" or "hold": a conclusively negligible change (see above)
+    min_gain: float = 0.002  # admit only when the group lowers bits per byte at least this much
+    max_harm: float = 0.002  # reject when it raises bits per byte at least this much
+    spread_factor: float = 1.0  # a change within this many seed spreads is held as inconclusive
+    min_seeds: int = 2  # fewer paired seeds than this: held (no spread can be measured)
+    max_noise_risk: float = 0.9  # a helpful group that cleaning cut by more than this: held
+    max_excess_noise: float = 0.2  # held when cleaning cut it this much more than its peers
+    max_toxic_share: float = 0.05  # a helpful group with a larger toxic share: held
+    no_gain: str = "reject"  # "reject" or "hold": a change conclusively within both thresholds
     # "own_source" (default): the change on the group's own sources only -- is it good data for
     # what it is? The mixture (weights searched or configured) decides how much of each source
     # to take. "mean": the change averaged over every validation source, which also counts what
     # the probe share displaces from the others (a mixture question: at 25% every clean group
     # costs the other sources +0.01-0.03 bits/byte). A group with no measured source: the mean.
     # bench/data_roi.py: own_source decides 7 of 7 planted groups right, mean 5 of 7.
-    judge: str = "own_source"
+    judge: str = "own_source"  # "own_source" or "mean": which change the thresholds read
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -89,9 +89,9 @@ class AdmissionPolicy:
 class AdmissionReview:
     """An operator's override of a group's decision, recorded with who and why."""
 
-    decision: str
-    reviewer: str
-    reason: str
+    decision: str  # admit, hold or reject: it replaces the policy's decision
+    reviewer: str  # who decided (recorded with the decision)
+    reason: str  # why (recorded with the decision)
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -108,16 +108,18 @@ class AdmissionConfig:
 
     # anneals of one shared proxy per seed: the arms of a seed differ by their data alone
     # (from scratch, proxy_cpu_admit's seed spread of 0.04-0.1 bits/byte hid most groups)
-    recipe: str = "proxy_cpu_anneal"
-    seeds: tuple[int, ...] = (0, 1)
+    recipe: str = "proxy_cpu_anneal"  # the proxy recipe of both arms (an anneal of a start)
+    seeds: tuple[int, ...] = (0, 1)  # one pair of arms per seed (at least policy.min_seeds)
     probe_share: float = 0.25  # share of the proxy budget the new group takes when added
-    policy: AdmissionPolicy = AdmissionPolicy()
+    policy: AdmissionPolicy = AdmissionPolicy()  # the thresholds that decide
     review: AdmissionReview | None = None  # the operator's decision (recorded; it then holds)
 
     def __post_init__(self) -> None:
         check_types(self)
         if not 0.0 < self.probe_share < 1.0:
             raise ConfigError(f"AdmissionConfig.probe_share={self.probe_share}: use (0, 1)")
+        if any(seed < 0 for seed in self.seeds):
+            raise ConfigError(f"AdmissionConfig.seeds={self.seeds}: use seeds >= 0")
         if len(set(self.seeds)) < self.policy.min_seeds:
             raise ConfigError(
                 f"AdmissionConfig.seeds={self.seeds}: the policy needs {self.policy.min_seeds} "

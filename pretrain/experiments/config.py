@@ -19,11 +19,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from pretrain.errors import ConfigError
+from pretrain.experiments.records import json_object
 from pretrain.settings import check_types
 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,99}$")
@@ -208,10 +210,10 @@ class DataVariant:
     def __post_init__(self) -> None:
         check_types(self)
         if self.weights is not None:
-            bad = {k: w for k, w in self.weights.items() if not (w >= 0.0)}
+            bad = {k: w for k, w in self.weights.items() if not (math.isfinite(w) and w >= 0.0)}
             if bad or not sum(self.weights.values()) > 0:
                 raise ConfigError(
-                    f"DataVariant.weights must be >= 0 and sum to > 0, got {self.weights}"
+                    f"DataVariant.weights must be finite, >= 0 and sum to > 0, got {self.weights}"
                 )
         both = set(self.include_groups) & set(self.exclude_groups)
         if both:
@@ -225,6 +227,7 @@ class DataVariant:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DataVariant:
+        data = json_object(data)
         return cls(
             weights=data.get("weights"),
             include_groups=tuple(data.get("include_groups", ())),
@@ -272,6 +275,8 @@ class ExperimentSpec:
             )  # fmt: skip
         if self.kind not in KINDS:
             raise ConfigError(f"ExperimentSpec.kind={self.kind!r} is not a known kind")
+        if self.seed < 0:
+            raise ConfigError(f"experiment {self.name}: seed={self.seed}; use a seed >= 0")
 
     def to_dict(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "variant": self.variant.to_dict()}
@@ -281,6 +286,7 @@ class ExperimentSpec:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ExperimentSpec:
+        data = json_object(data)
         fields = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - fields
         if unknown:

@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 
 from pretrain import storage
 from pretrain.errors import DataError
+from pretrain.experiments.records import json_object, read_record
 from pretrain.packing import PackingConfig, pack_tokens, read_packed_index
 
 POOL_FILE = "pool.json"
@@ -114,4 +115,10 @@ def read_pool(pool_dir: str) -> list[PoolInfo]:
     where = storage.join(pool_dir, POOL_FILE)
     if not storage.exists(where):
         raise DataError(f"{pool_dir} is not a token pool (no {POOL_FILE}); materialize it first")
-    return [PoolInfo(**entry) for entry in storage.read_json(where)]
+    return read_record(where, _pool_record, "a token pool record")
+
+
+def _pool_record(data: Any) -> list[PoolInfo]:
+    if not isinstance(data, list):
+        raise TypeError(f"a JSON {type(data).__name__}, not a list of pools")
+    return [PoolInfo(**json_object(entry)) for entry in data]

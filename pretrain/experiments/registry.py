@@ -2,12 +2,14 @@
 
     register(root, spec)               # experiment_specs/<name>.json (idempotent)
     load_spec(root, "mix-0a1b2c3d-s0")
-    list_specs(root)                   # every registered experiment
-    read_result(result_dir(root, name))
+    list_specs(root, warn=log.warning) # every registered experiment (a bad file: skipped, said)
+    results(root, names)               # the results that count: complete and current
 
 An experiment is registered before its ``proxy_runs`` partition runs: the partition key is its
 name, and the spec says what to train. Registering the same spec twice is a no-op; the same name
-with other settings is refused. The functions that make specs for one purpose are here too:
+with other settings is refused. Every spec and result is read through
+:func:`pretrain.experiments.records.read_record`: a file that is not one is a ``DataError``
+naming it. The functions that make specs for one purpose are here too:
 :func:`admission_specs` (a shard group with and without, several seeds; :func:`starts_of`, the
 proxies an anneal recipe continues), :func:`search_specs`
 (mixture candidates) and :func:`ablation_specs` (filter settings).
@@ -18,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pretrain import storage
+from pretrain import identity, storage
 from pretrain.errors import ConfigError, DataError
 from pretrain.experiments.config import (
     DataVariant,
@@ -26,6 +28,7 @@ from pretrain.experiments.config import (
     experiment_name,
     get_proxy_recipe,
 )
+from pretrain.experiments.records import Warn, read_record, read_records
 from pretrain.experiments.run import ExperimentResult, read_result
 
 SPECS = "experiment_specs"
@@ -44,7 +47,7 @@ def register(root: str, spec: ExperimentSpec) -> bool:
     """Record ``spec``; returns False when it was already registered with the same settings."""
     uri = spec_uri(root, spec.name)
     if storage.exists(uri):
-        known = ExperimentSpec.from_dict(storage.read_json(uri))
+        known = read_spec(uri)
         if known.settings() != spec.settings():
             raise ConfigError(
                 f"experiment {spec.name!r} is registered with other settings; choose another name"
@@ -61,21 +64,42 @@ def load_spec(root: str, name: str) -> ExperimentSpec:
             f"no experiment {name!r} ({uri}); register it first (pretrain experiments add, a "
             "mixture search, an admission or an ablation)"
         )
-    return ExperimentSpec.from_dict(storage.read_json(uri))
+    return read_spec(uri)
 
 
-def list_specs(root: str) -> list[ExperimentSpec]:
+def read_spec(uri: str) -> ExperimentSpec:
+    """The spec in ``uri``; a ``DataError`` naming it when it is not one."""
+    return read_record(uri, ExperimentSpec.from_dict, "an experiment spec")
+
+
+def list_specs(root: str, *, warn: Warn | None = None) -> list[ExperimentSpec]:
+    """Every registered spec, by name. A file that is not a spec raises (``warn`` None) or is
+    skipped and reported through ``warn``."""
     uris = storage.list_files(storage.join(root, SPECS), (".json",))
-    return sorted(
-        (ExperimentSpec.from_dict(storage.read_json(u)) for u in uris), key=lambda s: s.name
-    )
+    found = read_records(uris, ExperimentSpec.from_dict, "an experiment spec", warn=warn)
+    return sorted((spec for _, spec in found), key=lambda s: s.name)
 
 
-def results(root: str, names: Sequence[str]) -> dict[str, ExperimentResult]:
-    """The results that exist for ``names`` (a name not run yet is absent)."""
+def results(
+    root: str, names: Sequence[str], *, warn: Warn | None = None
+) -> dict[str, ExperimentResult]:
+    """The results that count for ``names``: those whose output is complete and current (its
+    identity, written after ``result.json``, is there and none of the inputs it records changed
+    since). A name not run yet, a run that was interrupted or is being redone, and one made from
+    inputs that changed since are absent. An unreadable ``result.json`` raises (``warn`` None)
+    or is skipped and reported through ``warn``."""
     found = {}
     for name in names:
-        result = read_result(result_dir(root, name))
+        where = result_dir(root, name)
+        if not identity.is_current(where):
+            continue
+        try:
+            result = read_result(where)
+        except DataError as exc:
+            if warn is None:
+                raise
+            warn(f"{exc} (skipped)")
+            continue
         if result is not None:
             found[name] = result
     return found

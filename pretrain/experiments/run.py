@@ -13,6 +13,12 @@ split, per source) and the same task examples, so results compare across experim
 
 ``out_dir`` receives ``spec.json``, ``view/`` (the data view), ``run/`` (the proxy's
 checkpoint and ``metrics.jsonl``), ``eval/`` (``report.json``) and ``result.json``.
+
+A proxy run starts clean: what an earlier run of the same experiment left (its ``result.json``,
+its ``run/`` folder with the checkpoints of a run killed after its last commit, a kept
+``checkpoint/`` on S3) is removed before training, so a rerun after its inputs changed, or
+after a kill, trains again from the start instead of failing on the old checkpoint, and an old
+result never outlives the run that replaces it.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from pretrain.eval.evaluate import EvalConfig, evaluate_checkpoint
 from pretrain.eval.tasks import TaskSpec
 from pretrain.experiments.config import ExperimentSpec, ProxyRecipe, get_proxy_recipe
 from pretrain.experiments.pools import PoolInfo
+from pretrain.experiments.records import json_object, read_record
 from pretrain.experiments.view import ViewPlan, plan_view, write_view
 from pretrain.model.config import ModelConfig, flops_per_token, num_params
 from pretrain.train.config import (
@@ -94,13 +101,18 @@ class ExperimentResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ExperimentResult:
+        data = json_object(data)
         curve = [(int(s), float(v)) for s, v in data.get("loss_curve", [])]
         return cls(**{**data, "loss_curve": curve})
 
 
 def read_result(out_dir: str) -> ExperimentResult | None:
+    """The ``result.json`` in ``out_dir`` as it is (None when there is none): whether it counts
+    is the registry's question (``registry.results``: only while its identity is current)."""
     where = storage.join(out_dir, RESULT_FILE)
-    return ExperimentResult.from_dict(storage.read_json(where)) if storage.exists(where) else None
+    if not storage.exists(where):
+        return None
+    return read_record(where, ExperimentResult.from_dict, "a proxy result")
 
 
 def proxy_train_config(
@@ -256,6 +268,18 @@ def _loss_curve(metrics_path: Path) -> list[tuple[int, float]]:
     return curve
 
 
+def clear_run(out_dir: str, local: str) -> None:
+    """Remove what an earlier run of this experiment left: its result first (it must never
+    outlive the run that replaces it), then its checkpoints (``local/run``; ``checkpoint/``
+    when ``out_dir`` is on S3), its view and its scores."""
+    storage.remove(storage.join(out_dir, RESULT_FILE))
+    for folder in ("run", "view"):
+        storage.remove_dir(str(Path(local) / folder))
+    storage.remove_dir(storage.join(out_dir, "eval"))
+    if storage.is_s3(out_dir):
+        storage.remove_dir(storage.join(out_dir, "checkpoint"))
+
+
 def run_experiment(
     spec: ExperimentSpec,
     pools: Sequence[PoolInfo],
@@ -293,6 +317,7 @@ def run_experiment(
     )
     with tempfile.TemporaryDirectory(prefix="proxy-") as scratch:
         local = work_dir or (out_dir if not storage.is_s3(out_dir) else scratch)
+        clear_run(out_dir, local)
         view_dir = str(Path(local) / "view")
         write_view(plan, pools, view_dir)
         from pretrain.packing import read_packed_index

@@ -59,18 +59,20 @@ class SearchConfig:
     trained as a proxy too, and taken only when it measures better than every mixture the
     search trained (else the best of those is proposed)."""
 
-    candidates: int = 32
-    seeds: tuple[int, ...] = (0,)
-    recipe: str = "proxy_cpu"
-    target: str = "mean_bpb"
-    target_tokens: int | None = None
+    candidates: int = 32  # sampled mixtures, one proxy each per seed (at least 6)
+    seeds: tuple[int, ...] = (0,)  # each mixture is trained once per seed; the fit takes the mean
+    recipe: str = "proxy_cpu"  # the proxy recipe of every candidate and anchor
+    target: str = "mean_bpb"  # what to minimise: mean_bpb, bpb:<source> or task_likelihood
+    target_tokens: int | None = None  # the run the mixture is for (null: every pool token once)
     max_epochs: dict[str, float] = field(default_factory=dict)  # source -> epoch cap
-    default_max_epochs: float = 4.0
-    seed: int = 0
+    default_max_epochs: float = 4.0  # the epoch cap of a source max_epochs does not name
+    seed: int = 0  # seeds the sampling of the candidates and of the proposal
     top_k: int = 100  # the proposal averages the best top_k predicted mixtures
-    proposal_samples: int = 100_000
-    anchors: tuple[str, ...] = ANCHORS
-    verify: bool = True
+    proposal_samples: int = 100_000  # mixtures sampled for the fit to rank
+    anchors: tuple[str, ...] = ANCHORS  # baselines trained beside the candidates
+    verify: bool = True  # train the proposal as a proxy before taking it
+    # a typo in --search.candidates would cost days of proxies
+    confirm_above: int = 300  # `pretrain experiments search` launches more proxies only with --yes
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -81,6 +83,8 @@ class SearchConfig:
             )
         if not self.seeds:
             raise ConfigError("SearchConfig.seeds is empty; give at least one seed")
+        if min(*self.seeds, self.seed) < 0:
+            raise ConfigError(f"SearchConfig: seeds={self.seeds}, seed={self.seed}; use seeds >= 0")
         if self.target not in TARGETS and not self.target.startswith("bpb:"):
             raise ConfigError(f"SearchConfig.target={self.target!r}: use {TARGETS} or bpb:<source>")
         if min(self.top_k, self.proposal_samples) < 1 or self.top_k > self.proposal_samples:
@@ -88,6 +92,11 @@ class SearchConfig:
         unknown = sorted(set(self.anchors) - set(ANCHORS))
         if unknown:
             raise ConfigError(f"SearchConfig.anchors: unknown {unknown}; use some of {ANCHORS}")
+
+    def proxies(self) -> int:
+        """How many proxies the search trains at most: its candidates and anchors, per seed
+        (an anchor that breaks a cap is left out; the verification proxies come later)."""
+        return (self.candidates + len(self.anchors)) * len(self.seeds)
 
     def search_id(self) -> str:
         """Names the candidates: the settings that choose and train them (not the target)."""
@@ -430,6 +439,7 @@ def fit_chart_png(report: dict[str, Any]) -> bytes:
 def proposed_weights(search_dir: str) -> dict[str, float]:
     """The weights the latest ``mixture_search`` proposes (``search.json``)."""
     from pretrain import storage
+    from pretrain.experiments.records import read_record
 
     where = storage.join(search_dir, "search.json")
     if not storage.exists(where):
@@ -438,4 +448,9 @@ def proposed_weights(search_dir: str) -> dict[str, float]:
             "(the search_mixture job or `pretrain experiments search`), then materialize "
             "mixture_search"
         )
-    return {str(k): float(v) for k, v in storage.read_json(where)["proposal"]["weights"].items()}
+    return read_record(where, _proposal, "a mixture search report")
+
+
+def _proposal(data: Any) -> dict[str, float]:
+    weights = data["proposal"]["weights"]
+    return {str(k): float(v) for k, v in weights.items()}

@@ -118,7 +118,7 @@ def loss_spike_sensor(
     stopped = context.instance.get_run_by_id(run.run_id)
     assert stopped is not None  # the run this sensor has just stopped
     chain = campaign_runs(context.instance, stopped)
-    chart = MetadataValue.md(loss_curve_md(chain, metrics))
+    chart = MetadataValue.md(loss_curve_md(chain, metrics, context.log.warning))
     observation = decision_observation(decision, loss_curve_md=chart)
     events: list[AssetCheckEvaluation | AssetObservation] = [
         *checks,

@@ -94,7 +94,7 @@ def watch_train_run(
         return SensorResult(skip_reason="no train run in progress", cursor=state.to_json())
     config = Launched.of(launch_config(run))
     if run.run_id != state.run_id:  # a run we have not watched yet: reload the durable budget
-        spikes = rollback_spikes(campaign_runs(context.instance, run))
+        spikes = rollback_spikes(campaign_runs(context.instance, run), context.log.warning)
         state = dataclasses.replace(state, rollbacks=tuple(sorted({*state.rollbacks, *spikes})))
     state = state.follow(run.run_id, config.branch, resume_step(config))
     if state.idle_reason:
