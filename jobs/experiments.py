@@ -42,7 +42,12 @@ from pretrain.experiments.admission import (
 )
 from pretrain.experiments.basis import validation_ids
 from pretrain.experiments.config import DataVariant, ExperimentSpec
-from pretrain.experiments.decisions import cleaning_cost, latest_review, read_decisions
+from pretrain.experiments.decisions import (
+    cleaning_cost,
+    excluded_groups,
+    latest_review,
+    read_decisions,
+)
 from pretrain.experiments.pools import PoolInfo, read_pool
 from pretrain.experiments.run import ExperimentResult
 from pretrain.experiments.search import (
@@ -51,9 +56,11 @@ from pretrain.experiments.search import (
     fit_chart_png,
     search_mixtures,
     search_report,
+    search_skip_reason,
     verify_proposal,
 )
 from pretrain.filters.config import FilterConfig
+from pretrain.mixture import documents_per_source
 from resources.storage import ArtifactStore
 
 # the stages whose CPU time is a group's cleaning cost
@@ -347,13 +354,39 @@ def not_run(store: ArtifactStore, names: Sequence[str]) -> list[str]:
     return [n for n in dict.fromkeys(names) if n not in done]
 
 
+def search_groups(instance: DagsterInstance, store: ArtifactStore) -> list[str]:
+    """The shard groups a search weighs: the experiments' corpus (the admitted groups) once a
+    basis exists, else every cleaned group that admission has not left out."""
+    if storage.exists(store.uri("experiment_basis", "basis.json")):
+        return admitted(instance, store)
+    left_out = excluded_groups(read_decisions(store.uri("data_admission")), include_held=False)
+    return [g for g in corpus_groups(instance, store) if g not in left_out]
+
+
+def search_skipped(
+    instance: DagsterInstance, store: ArtifactStore, config: SearchConfig
+) -> str | None:
+    """Why ``config``'s search cannot run over the corpus (e.g. it has one source), or None;
+    from the groups' deduplicated documents, so it is known before a basis or pool is made."""
+    uris = [
+        store.uri("deduped_shards", g, "documents.parquet") for g in search_groups(instance, store)
+    ]
+    return search_skip_reason(documents_per_source(uris), config)
+
+
 def launch_search(
     instance: DagsterInstance, store: ArtifactStore, config: SearchConfig
 ) -> dict[str, Any]:
     """Register a search's candidates and launch the ones not run yet as one backfill of
     ``proxy_runs`` (``mixture_search`` fits them once it is done). With an anneal recipe the
     backfill holds the proxies the candidates continue when those have not run; then
-    ``experiment_sensor`` asks for the candidates once they have."""
+    ``experiment_sensor`` asks for the candidates once they have. A search that cannot run
+    launches nothing: ``skipped`` says why."""
+    skipped = search_skipped(instance, store, config)
+    if skipped:
+        return {"search_id": config.search_id(), "skipped": skipped, "experiments": 0,
+                "to_run": 0, "backfill_id": None, "names": [], "starts": [],
+                "candidates_launched": False}  # fmt: skip
     _, _, specs = search_candidates(instance, store, config)
     names = register_experiments(instance, store, specs)
     starts = register_experiments(instance, store, registry.starts_of(config.recipe, config.seeds))

@@ -187,6 +187,10 @@ def cmd_search(args: argparse.Namespace) -> int:
     config = build(SearchConfig, stage_settings(args).get("search", {}))
     instance, store = _instance_and_store(args)
     launched = launch_search(instance, store, config)
+    if launched.get("skipped"):  # nothing launched: data_mixture keeps the configured weights
+        print(f"mixture search skipped: {launched['skipped']}; nothing launched, and "
+              "data_mixture with weights_from: searched takes the configured weights")  # fmt: skip
+        return 0
     record_search(store, config, launched)
     print(json.dumps({k: v for k, v in launched.items() if k != "names"}))
     return 0
