@@ -29,6 +29,12 @@ def launch_mixture_search(
     """Sample the candidates, register them, launch the ones not run yet as one backfill."""
     library_config = to_library(config, SearchConfig)
     launched = launch_search(context.instance, store, library_config)
+    if launched.get("skipped"):
+        context.log.warning(
+            f"mixture search skipped: {launched['skipped']}; nothing launched, and data_mixture "
+            "with weights_from: searched takes the configured weights"
+        )
+        return launched
     record_search(store, library_config, launched)
     context.log.info(f"mixture search launched: {launched}")
     return launched

@@ -22,7 +22,12 @@ from dagster import AssetKey, DagsterInstance
 
 from jobs.backfills import launch_asset_backfill
 from jobs.config import build
-from jobs.experiments import search_candidates, search_fit, verification_specs
+from jobs.experiments import (
+    search_candidates,
+    search_fit,
+    search_skipped,
+    verification_specs,
+)
 from jobs.partitions import EXPERIMENT_PARTITIONS_NAME, experiment_partitions
 from pretrain import storage
 from pretrain.experiments import registry
@@ -62,7 +67,13 @@ def launch_search(
     ``proxy_runs`` (``mixture_search`` fits them once it is done). With an anneal recipe the
     backfill holds the proxies the candidates continue when those have not run; then
     ``experiment_sensor`` asks for the candidates once they have. ``launch=False`` registers
-    only (``backfill_id`` None)."""
+    only (``backfill_id`` None). A search that cannot run launches nothing: ``skipped`` says
+    why."""
+    skipped = search_skipped(instance, store, config)
+    if skipped:
+        return {"search_id": config.search_id(), "skipped": skipped, "experiments": 0,
+                "to_run": 0, "backfill_id": None, "names": [], "starts": [],
+                "candidates_launched": False}  # fmt: skip
     _, _, specs = search_candidates(instance, store, config)
     names = register_experiments(instance, store, specs)
     starts = register_experiments(instance, store, registry.starts_of(config.recipe, config.seeds))

@@ -37,7 +37,12 @@ from pretrain.experiments.admission import (
 )
 from pretrain.experiments.basis import validation_ids
 from pretrain.experiments.config import DataVariant
-from pretrain.experiments.decisions import cleaning_cost, latest_review, read_decisions
+from pretrain.experiments.decisions import (
+    cleaning_cost,
+    excluded_groups,
+    latest_review,
+    read_decisions,
+)
 from pretrain.experiments.pools import POOL_FILE, PoolInfo, read_pool
 from pretrain.experiments.records import Warn, json_object, read_record, strings
 from pretrain.experiments.run import ExperimentResult
@@ -47,9 +52,11 @@ from pretrain.experiments.search import (
     fit_chart_png,
     search_mixtures,
     search_report,
+    search_skip_reason,
     verify_proposal,
 )
 from pretrain.filters.config import FilterConfig
+from pretrain.mixture import documents_per_source
 from resources.storage import ArtifactStore
 
 # the stages whose CPU time is a group's cleaning cost
@@ -386,3 +393,22 @@ def check_group(instance: DagsterInstance, store: ArtifactStore, group: str) -> 
             f"unknown shard group {group!r}: the groups with deduplicated documents under "
             f"{store.root} are {groups or 'none yet (run `pretrain data` first)'}"
         )
+
+
+def search_skipped(
+    instance: DagsterInstance, store: ArtifactStore, config: SearchConfig
+) -> str | None:
+    """Why ``config``'s search cannot run over the corpus (e.g. it has one source), or None:
+    from the admitted groups' token pools once a basis exists (what the search weighs), else
+    from every cleaned group's deduplicated documents that admission has not left out, so it
+    is known before a basis or pool is made."""
+    if storage.exists(store.uri("experiment_basis", "basis.json")):
+        tokens: dict[str, int] = {}
+        for group in admitted(instance, store):
+            for pool in read_pool(store.uri("proxy_pools", group)):
+                tokens[pool.source] = tokens.get(pool.source, 0) + pool.tokens
+        return search_skip_reason(tokens, config)
+    left_out = excluded_groups(read_decisions(store.uri("data_admission")), include_held=False)
+    groups = [g for g in corpus_groups(instance, store) if g not in left_out]
+    uris = [store.uri("deduped_shards", g, "documents.parquet") for g in groups]
+    return search_skip_reason(documents_per_source(uris), config)

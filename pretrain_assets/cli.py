@@ -179,8 +179,10 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--root", default=root, help="artifact root (its proxy experiments)")
     plan.set_defaults(func=cmd_plan)
 
-    demo = sub.add_parser("demo", help="materialize the whole graph (as `make demo`)")
-    demo.add_argument("rest", nargs=argparse.REMAINDER, help="options of pretrain_assets.demo")
+    # the demo parses its own options (main passes them on; `pretrain demo --help` lists them)
+    demo = sub.add_parser(
+        "demo", help="materialize the whole graph (as `make demo`)", add_help=False
+    )
     demo.set_defaults(func=cmd_demo)
 
     evals = sub.add_parser("evals", help="evaluation task files")
@@ -224,7 +226,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run a command; a user error (bad input, bad setting, damaged checkpoint) is one line on
     stderr that says what to do, and exit status 1, never a traceback."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "demo":  # every option after `demo` is the demo's own
+        args.rest = rest
+    elif rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     return report_user_errors(args.command, args.func, args)
 
 

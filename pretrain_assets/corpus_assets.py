@@ -17,8 +17,8 @@ from jobs.partitions import SHARD_PARTITIONS_NAME
 from jobs.stages import STAGES
 from pretrain import storage, verify
 from pretrain.experiments.decisions import excluded_groups, read_decisions
-from pretrain.experiments.search import proposed_weights
-from pretrain.mixture import MixtureConfig, build_mixture
+from pretrain.experiments.search import proposed_weights, search_skip_reason
+from pretrain.mixture import MixtureConfig, build_mixture, documents_per_source
 from pretrain.packing import PackingConfig, pack_tokens
 from pretrain.quarantine import exclusion_reasons, read_confirmed
 from pretrain.tokenizer import TokenizerConfig, train_tokenizer
@@ -67,9 +67,17 @@ def data_mixture(
     document_uris = [store.uri("deduped_shards", s, "documents.parquet") for s in shards]
     out = store.uri("data_mixture")
     searched: list[str] = []
+    skipped = None
     if library_config.weights_from == "searched":
-        searched = [store.uri("mixture_search")]
-        weights = proposed_weights(searched[0])
+        skipped = search_skip_reason(documents_per_source(document_uris))
+        if skipped:  # e.g. one source: no search to take weights from, and none needed
+            context.log.warning(
+                f"mixture search skipped: {skipped}; weights_from='searched' falls back to the "
+                "configured weights (none set: each source's natural share)"
+            )
+        else:
+            searched = [store.uri("mixture_search")]
+        weights = proposed_weights(searched[0]) if searched else library_config.weights
         library_config = replace(library_config, weights=weights, weights_from="config")
     confirmed = read_confirmed(store.uri("confirmed_quarantine"))
     clusters = store.uri("dedup_clusters", "clusters.parquet")
@@ -97,6 +105,7 @@ def data_mixture(
             shards=len(shards),
             groups_left_out=left_out,
             weights_from="searched" if searched else "config",
+            **({"search_skipped": skipped} if skipped else {}),
         ),  # fmt: skip
         check_results=[
             check_result("train_non_empty", verify.non_empty(train)),

@@ -13,8 +13,9 @@ with a warning and ``quality_score`` is heuristic); ``--languages en,de`` keeps 
 Every stage runs as a Dagster job on the project instance (visible afterwards in
 ``make ui``): ``ingest`` per shard, ``quality`` (the quality classifier), ``shard_pipeline`` per shard,
 ``band_pairs`` per band partition, ``dedup``, ``apply_dedup`` per shard, a small mixture
-search (``make_basis``, ``make_pools`` per shard, ``run_proxies`` per candidate, ``fit_search``),
-``corpus``, ``train`` and ``evaluate`` for the final checkpoint. Prints a summary at the end.
+search (``make_basis``, ``make_pools`` per shard, ``run_proxies`` per candidate, ``fit_search``;
+skipped with one line saying why where none can run, e.g. over one source), ``corpus``,
+``train`` and ``evaluate`` for the final checkpoint. Prints a summary at the end.
 """
 
 from __future__ import annotations
@@ -186,17 +187,26 @@ def run_experiments(
     """A small mixture search: the experiment basis and pools, ``--search-candidates`` proxies
     and the anchors (``proxy_tiny``, in this process), the proposal's verification proxy, the
     fit. A daemon would run the candidates as one backfill (the ``search_mixture`` job) and
-    ``experiment_sensor`` the rest; the demo has neither, so it runs each partition."""
+    ``experiment_sensor`` the rest; the demo has neither, so it runs each partition.
+
+    A search that cannot run (one source: nothing to decide) is skipped with one line that
+    says why; the corpus then takes the configured weights."""
     from jobs.experiment_launches import register_experiments
-    from jobs.experiments import search_candidates, search_fit, verification_specs
+    from jobs.experiments import search_candidates, search_fit, search_skipped, verification_specs
     from pretrain.experiments.search import SearchConfig
 
+    config = SearchConfig(candidates=args.search_candidates, seeds=(0,), recipe="proxy_tiny")
+    skipped = search_skipped(instance, store, config)
+    if skipped:
+        print(
+            f"  mixture search skipped: {skipped}; training on the configured weights", flush=True
+        )
+        return {"search_skipped": skipped}
     basis = execute(defs, "make_basis", instance)
     keys = instance.get_dynamic_partitions("shards")
     for key in keys:
         execute(defs, "make_pools", instance, partition_key=key, quiet=True)
     print(f"  make_pools: {len(keys)} shard groups ok", flush=True)
-    config = SearchConfig(candidates=args.search_candidates, seeds=(0,), recipe="proxy_tiny")
     _, _, specs = search_candidates(instance, store, config)
     names = register_experiments(instance, store, specs)
     proxy = run_configs({"proxy": {"in_process": True}})["run_proxies"]

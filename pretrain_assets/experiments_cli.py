@@ -233,6 +233,10 @@ def cmd_search(args: argparse.Namespace) -> int:
     instance, store = _instance_and_store(args)
     read_basis(store)  # an empty root: say what to materialize first
     launched = launch_search(instance, store, config, launch=not args.no_launch)
+    if launched.get("skipped"):  # nothing launched: data_mixture keeps the configured weights
+        print(f"mixture search skipped: {launched['skipped']}; nothing launched, and "
+              "data_mixture with weights_from: searched takes the configured weights")  # fmt: skip
+        return 0
     if not args.no_launch:  # the sensor runs and fits launched searches only
         record_search(store, config, launched)
     print(json.dumps({k: v for k, v in launched.items() if k not in ("names", "starts")}))

@@ -4,6 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from pretrain_assets.cli import main
 
 
@@ -50,3 +52,17 @@ def test_demo_summary_names_the_tasks_not_scored() -> None:
 
     assert _skipped('["hellaswag", "arc_easy"]') == ["arc_easy", "hellaswag"]
     assert _skipped(["blimp"]) == ["blimp"] and _skipped(None) == []
+
+
+def test_demo_takes_its_own_options(capsys) -> None:
+    """``pretrain demo --steps 300`` (the README's) reaches the demo's parser: its options,
+    ``--help`` included, are the demo's own, not the ``pretrain`` wrapper's."""
+    with pytest.raises(SystemExit) as done:
+        main(["demo", "--steps", "300", "--filter.urls", "null", "--help"])
+    out = capsys.readouterr().out
+    assert done.value.code == 0 and "--train.optim.lr" in out and "--search-candidates" in out
+    with pytest.raises(SystemExit) as refused:
+        main(["plan", "--steps", "300"])  # every other command still refuses what it lacks
+    assert (
+        refused.value.code == 2 and "unrecognized arguments: --steps 300" in capsys.readouterr().err
+    )

@@ -54,6 +54,7 @@ from pretrain.experiments.search import (
     propose,
     sample_mixtures,
     search_report,
+    search_skip_reason,
     verify_proposal,
 )
 from pretrain.experiments.view import plan_view, write_view
@@ -261,6 +262,29 @@ def test_search_settings_are_checked_and_named() -> None:
                         target_tokens=10**6, max_epochs=(1.0, 1.0)),
             count=6, max_draws=10_000,
         )  # fmt: skip
+
+
+def test_a_search_over_one_source_is_skipped_with_the_reason() -> None:
+    """One source (the issue-44 case: a team's own crawl), no data, or a target naming a source
+    the corpus lacks: the search cannot run, and the reason says which; otherwise it can."""
+    one = search_skip_reason({"web": 47_616})
+    assert one == (
+        "the corpus has one source, 'web': a mixture of one source has nothing to decide"
+    )
+    assert search_skip_reason({"web": 47_616, "code": 0}) == one  # an empty source weighs nothing
+    assert (
+        search_skip_reason({})
+        == search_skip_reason({"web": 0})
+        == ("no source of the corpus holds any data")
+    )
+    assert search_skip_reason({"web": 10, "news": 3}) is None
+    assert search_skip_reason({"web": 10, "news": 3}, SearchConfig(target="bpb:web")) is None
+    assert search_skip_reason({"web": 10, "news": 3}, SearchConfig(target="bpb:code")) == (
+        "the target bpb:code names no source of the corpus (it has news, web)"
+    )
+    with pytest.raises(DataError, match="cannot run: the corpus has one source, 'web'"):
+        SearchSpace.from_pools([pool("web-0000", "web", 600), pool("web-0001", "web", 10)])
+    assert SearchSpace.from_pools(POOLS).sources == ("news", "web")
 
 
 # -- admission ----------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import pytest
 from pretrain import storage
 from pretrain.data.schema import doc_id, documents_table
 from pretrain.errors import ConfigError, DataError
-from pretrain.mixture import MixtureConfig, build_mixture, is_val
+from pretrain.mixture import MixtureConfig, build_mixture, documents_per_source, is_val
 
 WORDS = ["data", "model", "token", "loss", "step", "batch", "layer", "grad", "the", "a", "of"]
 
@@ -60,6 +60,13 @@ def test_split_is_deterministic_disjoint_and_order_independent(tmp_path, corpus)
     by_rule = {d["id"] for d in corpus if d["source"] != "tiny" and is_val(d["id"], 3, 0.1)}
     assert {i for i in val_ids if not i.startswith("tiny")} >= by_rule
     assert 20 <= len(val_ids) <= 70
+
+
+def test_documents_per_source_counts_every_shard(tmp_path, corpus):
+    assert documents_per_source(write_shards(tmp_path, corpus, 3)) == {
+        "code": 120, "tiny": 6, "web": 300
+    }  # fmt: skip
+    assert documents_per_source([]) == {}
 
 
 def test_adding_documents_never_moves_existing_ones(tmp_path, corpus):

@@ -27,6 +27,14 @@ value engine").
 
     report = search_report(space, config, mixtures, targets, labels)   # the fit's proposal
     report = verify_proposal(report, measured)   # measured: the proposal's proxies, mean
+
+A search cannot always run: with one source a mixture has nothing to decide, and a target
+``bpb:<source>`` needs that source. :func:`search_skip_reason` says why (``None``: it can);
+whoever would run one (the demo, ``pretrain experiments search``, ``data_mixture`` with
+``weights_from: searched``) asks it first, says why in one line and keeps the configured
+weights.
+
+    search_skip_reason({"web": 47_616})     # "the corpus has one source, 'web': ..."
 """
 
 from __future__ import annotations
@@ -131,10 +139,11 @@ class SearchSpace:
         tokens: dict[str, int] = {}
         for p in pools:
             tokens[p.source] = tokens.get(p.source, 0) + p.tokens
+        skipped = search_skip_reason(tokens)
+        if skipped:
+            raise DataError(f"a mixture search cannot run: {skipped}")
         sources = tuple(sorted(tokens))
         total = sum(tokens.values())
-        if total == 0 or len(sources) < 2:
-            raise DataError(f"a mixture search needs >= 2 sources with tokens, got {tokens}")
         caps = dict(max_epochs or {})
         return cls(
             sources=sources,
@@ -155,6 +164,24 @@ class SearchSpace:
     def vector(self, weights: Mapping[str, float]) -> np.ndarray:
         total = sum(weights.values())
         return np.array([weights.get(s, 0.0) / total for s in self.sources])
+
+
+def search_skip_reason(sizes: Mapping[str, int], config: SearchConfig | None = None) -> str | None:
+    """Why a mixture search cannot run over a corpus whose sources hold ``sizes`` (tokens,
+    characters or documents per source: only which are non-empty matters), or ``None`` when it
+    can. With ``config``, its target must name a source the corpus has."""
+    present = sorted(source for source, size in sizes.items() if size > 0)
+    if not present:
+        return "no source of the corpus holds any data"
+    if len(present) == 1:
+        return (
+            f"the corpus has one source, {present[0]!r}: a mixture of one source has nothing "
+            "to decide"
+        )
+    target = config.target if config else ""
+    if target.startswith("bpb:") and target.removeprefix("bpb:") not in present:
+        return f"the target {target} names no source of the corpus (it has {', '.join(present)})"
+    return None
 
 
 def _dirichlet(

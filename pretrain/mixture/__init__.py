@@ -23,6 +23,7 @@ Usage::
 Writes ``train.parquet`` (id, text, source, language, quality_score, epoch, stage; ordered by
 stage), ``val.parquet`` (id, text, source, language), ``decontaminated.parquet`` (id, source,
 eval_sets: the audit of what decontamination dropped) and ``mixture.json`` (written last).
+``documents_per_source(uris)`` counts what a mixture of them would weigh (one column read).
 ``train.parquet`` and ``val.parquet`` are written in row groups of about 4 MiB of text
 (``write_documents``), so the packer streams them in bounded memory.
 
@@ -39,7 +40,7 @@ two documents but too few hashed into validation promotes its lowest-hash train 
 | report.py     | ``MixtureStats`` and the realized-vs-target share table               |
 """
 
-from pretrain.mixture.build import build_mixture, write_documents
+from pretrain.mixture.build import build_mixture, documents_per_source, write_documents
 from pretrain.mixture.config import (
     DEFAULT_MAX_EPOCHS,
     LLAMA2_LIKE_WEIGHTS,
@@ -60,6 +61,7 @@ __all__ = [
     "SourceMix",
     "StageMix",
     "build_mixture",
+    "documents_per_source",
     "hash_score",
     "is_val",
     "llama2_like_mixture",

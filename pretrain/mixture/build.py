@@ -53,6 +53,16 @@ def _read_documents(document_uris: list[str]) -> dict[str, list]:
     return cols
 
 
+def documents_per_source(document_uris: list[str]) -> dict[str, int]:
+    """How many documents each source has in ``document_uris`` (only the ``source`` column is
+    read): what a mixture of them would weigh."""
+    counts: dict[str, int] = {}
+    for uri in document_uris:
+        for row in storage.read_table(uri, columns=["source"])["source"].value_counts().to_pylist():
+            counts[row["values"]] = counts.get(row["values"], 0) + row["counts"]
+    return dict(sorted(counts.items()))
+
+
 def _duplicates_message(ids: list[str], files: list[str]) -> str:
     where: dict[str, list[str]] = {}
     for doc_id, uri in zip(ids, files, strict=True):
