@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance
 
-from jobs.experiments import launch_search
+from jobs.experiments import launch_search, search_skipped
 from jobs.partitions import SHARD_PARTITIONS_NAME
 from jobs.stages import run_configs
 from pretrain import identity, storage
@@ -106,3 +106,19 @@ def test_one_source_over_several_groups_is_still_one_source(
         instance.add_dynamic_partitions(SHARD_PARTITIONS_NAME, keys)
         launched = launch_search(instance, store, SearchConfig(candidates=6))
     assert launched["skipped"].startswith("the corpus has one source, 'web'")
+
+
+def test_once_a_basis_exists_the_search_weighs_the_admitted_groups(tmp_path: Path) -> None:
+    """A group that arrived after the basis and has no admission decision is not in the
+    experiments' corpus (nor in a search's pools): a search over the rest is over one source."""
+    store = ArtifactStore(root=str(tmp_path))
+    deduped_group(store, "web-0000", "web", 6)
+    deduped_group(store, "news-0000", "news", 6)
+    with DagsterInstance.ephemeral() as instance:
+        instance.add_dynamic_partitions(SHARD_PARTITIONS_NAME, ["web-0000", "news-0000"])
+        assert search_skipped(instance, store, SearchConfig(candidates=6)) is None
+        storage.write_json(
+            {"shard_groups": ["web-0000"]}, store.uri("experiment_basis", "basis.json")
+        )
+        skipped = launch_search(instance, store, SearchConfig(candidates=6))["skipped"]
+    assert skipped.startswith("the corpus has one source, 'web'")
