@@ -3,7 +3,9 @@
 One module-scoped campaign (the demo driver, real torchrun with 2 gloo processes) and one test
 per property a user relies on: counts reconcile, planted duplicates are gone, the tokenizer
 round-trips, packed tokens equal tokenized tokens, loss goes down, a checkpoint reloads to the
-trained weights, and the eval report is finite.
+trained weights, and the eval report is finite. The campaign runs with the options of the
+README's settings example (``pretrain demo --filter.heuristics.max_chars ...``): this is the
+test that runs that README command (tests/test_readme_commands.py).
 """
 
 import gzip
@@ -31,6 +33,7 @@ from pretrain_assets.demo import parse_args, run_demo
 from resources.storage import ArtifactStore
 from sensors.backfill_schedule import shard_backfill_schedule
 from sensors.eval_sensor import eval_sensor
+from tests.helpers.readme import readme_command
 from tests.helpers.shared_data import SHARED_EVAL
 
 pytestmark = pytest.mark.slow  # the whole graph through Dagster: minutes
@@ -38,6 +41,8 @@ pytestmark = pytest.mark.slow  # the whole graph through Dagster: minutes
 ROOT = Path(__file__).resolve().parents[1]
 MAX_FILES = 40
 STEPS = 30
+# the README's example of stage settings: its options, at the campaign's scale
+README_SETTINGS = readme_command(".venv/bin/pretrain demo --filter.").argv[2:]
 
 
 def plant_duplicates(folder: Path) -> dict[str, str]:
@@ -78,6 +83,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> dict:
             "--vocab-size", "1024",
             "--seq-len", "128",
             "--add-source", f"code={base / 'planted'}",
+            *README_SETTINGS,
         ]
     )  # fmt: skip
     with pytest.MonkeyPatch.context() as mp:
@@ -150,6 +156,16 @@ def test_every_asset_check_passed(campaign: dict) -> None:
         (execution,) = latest.values()
         assert execution.status.value == "SUCCEEDED", key
         assert execution.evaluation.passed, (key, execution.evaluation.description)
+
+
+def test_the_readme_settings_reach_their_stages(campaign: dict) -> None:
+    options = dict(zip(README_SETTINGS[::2], README_SETTINGS[1::2], strict=True))
+    mixture = json.loads(Path(campaign["root"], "data_mixture", "mixture.json").read_text())
+    weights = json.loads(options["--mixture.weights"])
+    assert mixture["stages"][0]["target_shares"] == pytest.approx(weights)
+    (launched,) = Path(campaign["root"], "runs", "b00").glob("run-*.json")
+    optim = json.loads(launched.read_text())["optim"]
+    assert optim["lr"] == float(options["--train.optim.lr"])
 
 
 def test_counts_reconcile_at_every_stage(campaign: dict) -> None:

@@ -16,11 +16,13 @@ import pytest
 from dagster import DagsterInstance
 
 from jobs.experiment_launches import launch_search
+from jobs.experiments import experiment_root
 from jobs.partitions import SHARD_PARTITIONS_NAME
 from jobs.stages import run_configs
 from pretrain import identity, storage
 from pretrain.data.schema import doc_id, documents_table
 from pretrain.errors import DataError
+from pretrain.experiments.evidence import search_skipped
 from pretrain.experiments.search import SearchConfig
 from pretrain_assets.definitions import build_definitions
 from resources.storage import ArtifactStore
@@ -106,3 +108,20 @@ def test_one_source_over_several_groups_is_still_one_source(
         instance.add_dynamic_partitions(SHARD_PARTITIONS_NAME, keys)
         launched = launch_search(instance, store, SearchConfig(candidates=6))
     assert launched["skipped"].startswith("the corpus has one source, 'web'")
+
+
+def test_once_a_basis_exists_the_search_weighs_the_admitted_groups(tmp_path: Path) -> None:
+    """A group that arrived after the basis and has no admission decision is not in the
+    experiments' corpus (nor in a search's pools): a search over the rest is over one source."""
+    store = ArtifactStore(root=str(tmp_path))
+    deduped_group(store, "web-0000", "web", 6)
+    deduped_group(store, "news-0000", "news", 6)
+    with DagsterInstance.ephemeral() as instance:
+        instance.add_dynamic_partitions(SHARD_PARTITIONS_NAME, ["web-0000", "news-0000"])
+        root = experiment_root(instance, store)
+        assert search_skipped(root, SearchConfig(candidates=6)) is None
+        storage.write_json(
+            {"shard_groups": ["web-0000"]}, store.uri("experiment_basis", "basis.json")
+        )
+        skipped = launch_search(instance, store, SearchConfig(candidates=6))["skipped"]
+    assert skipped.startswith("the corpus has one source, 'web'")
