@@ -34,6 +34,18 @@ or not, lowered mean bits per byte there (it displaced code), and shuffled *news
 corpus short of news (its vocabulary); garbage drawn from the dominant prose source tests
 word order, not vocabulary. See bench/RESULTS.md.
 
+Two more harmful groups damage text while keeping its vocabulary, of a source the corpus is
+short of (news), where "any English lowers English bits per byte" bites hardest:
+
+- ``noisy-0000``: held-out news stories with ``NOISY_SHARE`` of their letters replaced by
+  other letters (typing noise, OCR garbage);
+- ``shuffled-0001``: held-out news sentences with their words shuffled.
+
+**Targets** (``corpus.targets``, the yardsticks of the issue: clean text of each kind, at least
+``TARGET_DOCS`` documents in one language, in no group): held-out news stories, book chunks,
+wiki chunks and standard-library files, and for web the hand-corrected main text of Dragnet's
+415 test pages (English news and blogs of another crawl: ``extraction/``).
+
 Nothing here is copied into the repository: the bench reads ``../shared/data`` at run time.
 """
 
@@ -56,8 +68,10 @@ from pretrain.data.schema import doc_id, documents_table
 
 SOURCES = ("news", "books", "web", "code", "wiki")
 # web: the filter stage keeps about a third of these crawl pages (the pools hold what it kept)
-BASE_CHARS = {"books": 5_000_000, "code": 1_500_000, "wiki": 500_000, "news": 500_000,
+BASE_CHARS = {"books": 4_200_000, "code": 1_500_000, "wiki": 500_000, "news": 500_000,
               "web": 1_400_000}  # fmt: skip
+TARGET_DOCS = 400  # per kind (web: Dragnet's 415 test pages)
+NOISY_SHARE = 0.15  # of a noisy group's letters, replaced
 HELPFUL_SOURCES = ("news", "web", "code", "wiki")
 HELPFUL_CHARS = 800_000
 HARMFUL_CHARS = 800_000
@@ -72,6 +86,7 @@ _FILES = {
     "code": "code/python3.11.7_stdlib_1790files.jsonl.zst",
     "wiki": "books/enwiki_2016_pages-articles1_shortened_206pages.xml.bz2",
 }
+_WEB_TARGET = "extraction/dragnet_test_415pages.jsonl.gz"  # gold main text, another crawl
 
 
 @dataclass(frozen=True)
@@ -88,6 +103,7 @@ class Corpus:
     base: dict[str, str]  # source -> documents.parquet of <source>-0000
     planted: dict[str, PlantedGroup]
     chars: dict[str, int]  # group -> characters
+    targets: dict[str, str]  # source -> a JSONL target file of clean text of that kind
 
 
 def _jsonl(path: Path) -> list[dict]:
@@ -256,6 +272,33 @@ def bigram_documents(texts: list[str], chars: int, rng: random.Random) -> list[s
     return docs
 
 
+def noisy_letters(rows: list[dict], chars: int, rng: random.Random) -> list[str]:
+    """Documents with ``NOISY_SHARE`` of their letters replaced by random letters (case kept)."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    docs, total = [], 0
+    for row in rows:
+        out = []
+        for ch in row["text"]:
+            if ch.isalpha() and ch.isascii() and rng.random() < NOISY_SHARE:
+                new = rng.choice(letters)
+                out.append(new.upper() if ch.isupper() else new)
+            else:
+                out.append(ch)
+        docs.append("".join(out))
+        total += len(docs[-1])
+        if total >= chars:
+            break
+    return docs
+
+
+def _write_target(texts: list[str], where: Path) -> str:
+    where.parent.mkdir(parents=True, exist_ok=True)
+    with where.open("w", encoding="utf-8") as f:
+        for text in texts:
+            f.write(json.dumps({"text": text}) + "\n")
+    return str(where)
+
+
 def near_copies(rows: list[dict], rng: random.Random) -> list[str]:
     """``NEARCOPY_COPIES`` copies of each of ``NEARCOPY_DOCS`` documents of 1,500-4,000
     characters, ~4% of words replaced by other words of the same document."""
@@ -287,12 +330,19 @@ def build_corpus(data: Path, out: Path, *, seed: int = 0) -> Corpus:
     rng = random.Random(seed)
     base, planted, rest = {}, {}, {}
     groups: dict[str, list[dict]] = {}
+    targets: dict[str, str] = {}
     for source in SOURCES:
         ordered = _order(load_source(data, source), seed)
         groups[f"{source}-0000"], ordered = _take(ordered, BASE_CHARS[source])
         if source in HELPFUL_SOURCES:
             groups[f"{source}-0001"], ordered = _take(ordered, HELPFUL_CHARS)
+        if source != "web":  # web: another crawl's pages (below)
+            picked, ordered = ordered[:TARGET_DOCS], ordered[TARGET_DOCS:]
+            targets[source] = _write_target([r["text"] for r in picked],
+                                            out / "targets" / f"{source}.jsonl")  # fmt: skip
         rest[source] = ordered
+    web = [r["text"] for r in _jsonl(data / _WEB_TARGET) if len(r.get("text") or "") >= 200]
+    targets["web"] = _write_target(web, out / "targets" / "web.jsonl")
     prose = [r["text"] for s in ("news", "books", "web", "wiki") for r in groups[f"{s}-0000"]]
     harmful = {
         "shuffled-0000": ("books", "held-out book sentences, words shuffled",
@@ -302,6 +352,10 @@ def build_corpus(data: Path, out: Path, *, seed: int = 0) -> Corpus:
         "nearcopy-0000": ("books", f"{NEARCOPY_DOCS} held-out book passages x "
                           f"{NEARCOPY_COPIES} near-copies (~4% words replaced)",
                           near_copies(rest["books"][::-1], rng)),
+        "noisy-0000": ("news", f"held-out news, {NOISY_SHARE:.0%} of letters replaced",
+                       noisy_letters(rest["news"], HARMFUL_CHARS, rng)),
+        "shuffled-0001": ("news", "held-out news sentences, words shuffled",
+                          shuffled_sentences(rest["news"][::-1], HARMFUL_CHARS, rng)),
     }  # fmt: skip
     for group, (source, _, texts) in harmful.items():
         groups[group] = _rows(texts, source, group)
@@ -319,7 +373,7 @@ def build_corpus(data: Path, out: Path, *, seed: int = 0) -> Corpus:
                 group=group, source=source, kind="helpful",
                 how=f"{chars[group]:,} more characters of clean {source}", path=path,
             )  # fmt: skip
-    return Corpus(base=base, planted=planted, chars=chars)
+    return Corpus(base=base, planted=planted, chars=chars, targets=targets)
 
 
 def fingerprint() -> str:
@@ -327,9 +381,10 @@ def fingerprint() -> str:
     import inspect
 
     parts = [load_source, build_corpus, shuffled_sentences, bigram_documents, near_copies,
-             clean_wikitext, _chunks, _take, _order, _rows, _wiki_pages]  # fmt: skip
+             noisy_letters, _write_target, clean_wikitext, _chunks, _take, _order, _rows,
+             _wiki_pages]  # fmt: skip
     constants = (SOURCES, BASE_CHARS, HELPFUL_SOURCES, HELPFUL_CHARS, HARMFUL_CHARS,
-                 NEARCOPY_DOCS, NEARCOPY_COPIES, CHUNK_CHARS)  # fmt: skip
+                 NEARCOPY_DOCS, NEARCOPY_COPIES, CHUNK_CHARS, TARGET_DOCS, NOISY_SHARE)  # fmt: skip
     return repr(constants) + "".join(inspect.getsource(f) for f in parts)
 
 

@@ -54,7 +54,6 @@ import inspect
 import json
 import os
 import shutil
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -68,6 +67,7 @@ CORPUS_SEED = 0
 BASIS_SEED = 0
 VOCAB = 1024  # the proxy tokenizer (BasisConfig.vocab_size)
 ADMISSION_SEEDS = (10, 11, 12)  # the dev runs that chose the recipe used 0, 1, 2
+SECOND_SEEDS = (20, 21, 22)  # a disjoint seed set: a verdict must not flip between the two
 PROBE_SHARE = 0.25
 SEARCH_SEED = 0
 SEARCH_CANDIDATES = 10  # --candidates 32 was measured too (bench/RESULTS.md)
@@ -101,8 +101,8 @@ def build_setup(work: Path) -> Setup:
     from _roi_corpus import Corpus, PlantedGroup, build_corpus
 
     from pretrain import storage
-    from pretrain.experiments.basis import BasisConfig, build_basis, validation_ids
-    from pretrain.experiments.pools import build_pool, read_pool
+    from pretrain.experiments.basis import build_basis, held_out_ids
+    from pretrain.experiments.pools import build_floor_pool, build_pool
 
     marker = work / "setup.json"
     import _roi_corpus
@@ -130,10 +130,9 @@ def build_setup(work: Path) -> Setup:
                 path.unlink(missing_ok=True)
     if marker.exists():
         saved = json.loads(marker.read_text())
-        corpus = Corpus(base=saved["base"], chars=saved["chars"],
+        corpus = Corpus(base=saved["base"], chars=saved["chars"], targets=saved["targets"],
                         planted={g: PlantedGroup(**p) for g, p in saved["planted"].items()})  # fmt: skip
-        pools = {g: read_pool(str(work / "pools" / g)) for g in saved["chars"]}
-        return Setup(work, corpus, pools, saved["basis"], saved["seconds"])
+        return Setup(work, corpus, _read_pools(work, corpus), saved["basis"], saved["seconds"])
     seconds = {}
     started = time.perf_counter()
     corpus = build_corpus(SHARED, work / "corpus", seed=CORPUS_SEED)
@@ -142,30 +141,55 @@ def build_setup(work: Path) -> Setup:
     kept = kept_documents(work, corpus)
     seconds["filter"] = time.perf_counter() - started
     started = time.perf_counter()
-    config = BasisConfig(vocab_size=VOCAB, val_fraction=0.15, seed=BASIS_SEED)
+    config = basis_config(corpus)
     admitted = sorted(f"{s}-0000" for s in corpus.base)
     basis = build_basis([kept[g] for g in admitted], str(work / "basis"), config,
                         shard_groups=admitted)  # fmt: skip
     seconds["basis"] = time.perf_counter() - started
     started = time.perf_counter()
-    held = validation_ids(str(work / "basis"))
-    pools = {
-        group: build_pool(
-            [documents],
-            str(work / "basis" / "tokenizer"),
-            str(work / "pools" / group),
-            group=group,
-            seq_len=config.seq_len,
-            exclude_ids=held,
-        )  # fmt: skip
-        for group, documents in sorted(kept.items())
-    }
+    held = held_out_ids(str(work / "basis"))
+    tokenizer = str(work / "basis" / "tokenizer")
+    for group, documents in sorted(kept.items()):
+        pools_dir = str(work / "pools" / group)
+        build_pool([documents], tokenizer, pools_dir, group=group, seq_len=config.seq_len,
+                   exclude_ids=held)  # fmt: skip
+        if group in corpus.planted:  # a group to decide: its floor (its words shuffled) too
+            build_floor_pool([documents], tokenizer, pools_dir, group=group,
+                             seq_len=config.seq_len, exclude_ids=held)  # fmt: skip
     seconds["pools"] = time.perf_counter() - started
     saved = {"base": corpus.base, "chars": corpus.chars, "basis": basis.as_metadata(),
              "planted": {g: dataclasses.asdict(p) for g, p in corpus.planted.items()},
-             "seconds": seconds, "fingerprint": fingerprint.hexdigest()}  # fmt: skip
+             "targets": corpus.targets, "seconds": seconds,
+             "fingerprint": fingerprint.hexdigest()}  # fmt: skip
     storage.write_json(saved, str(marker))
-    return Setup(work, corpus, pools, saved["basis"], seconds)
+    return Setup(work, corpus, _read_pools(work, corpus), saved["basis"], seconds)
+
+
+def basis_config(corpus):
+    """The basis: the proxy tokenizer, 15% of the admitted documents held out, the default
+    reserve of each source (the reference arms), and one target set of clean text per source
+    (its own kind's yardstick)."""
+    from pretrain.experiments.basis import BasisConfig
+    from pretrain.experiments.yardsticks import TargetSet
+
+    targets = tuple(TargetSet(name=f"clean_{source}", uris=(uri,), kind=source)
+                    for source, uri in sorted(corpus.targets.items()))  # fmt: skip
+    return BasisConfig(vocab_size=VOCAB, val_fraction=0.15, seed=BASIS_SEED, targets=targets)
+
+
+def _read_pools(work: Path, corpus) -> dict:
+    """group -> its pools; ``floor:<group>`` -> a planted group's floor; ``reserve:<source>``
+    -> the basis's reserve of that source (named as the variants name them)."""
+    from pretrain.experiments.pools import floor_dir, read_pool
+
+    pools = {g: read_pool(str(work / "pools" / g)) for g in corpus.chars}
+    for group in corpus.planted:
+        pools[f"floor:{group}"] = read_pool(floor_dir(str(work / "pools" / group)))
+    for pool in read_pool(str(work / "basis" / "reserve")):
+        pools[f"reserve:{pool.source}"] = [
+            dataclasses.replace(pool, group=f"reserve:{pool.source}")
+        ]
+    return pools
 
 
 def kept_documents(work: Path, corpus) -> dict[str, str]:
@@ -256,6 +280,7 @@ def run(setup: Setup, spec, groups: list[str], base=None) -> dict:
                 result = rescore_experiment(
                     str(out), val_packed_dir=str(setup.work / "basis" / "validation"),
                     tokenizer_uri=str(setup.work / "basis" / "tokenizer"),
+                    targets_packed_dir=str(setup.work / "basis" / "targets"),
                 )  # fmt: skip
                 saved["val"] = val
                 side.write_text(json.dumps(saved))
@@ -268,6 +293,7 @@ def run(setup: Setup, spec, groups: list[str], base=None) -> dict:
     result = run_experiment(
         spec, setup.pools_of(groups), val_packed_dir=str(setup.work / "basis" / "validation"),
         tokenizer_uri=str(setup.work / "basis" / "tokenizer"), out_dir=str(out), base=base,
+        targets_packed_dir=str(setup.work / "basis" / "targets"),
     )  # fmt: skip
     cost = {"recipe": recipe, "pools": pools, "val": val, "cpu_s": time.process_time() - cpu,
             "steps_s": _steps_s(out),
@@ -324,80 +350,42 @@ def saved_runs(setup: Setup) -> list[dict]:
     return found
 
 
-def _mean_sd(values: list[float]) -> tuple[float, float]:
-    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+def ladder(setup: Setup, found: dict, seeds: tuple[int, ...]) -> list[dict]:
+    """Up the recipe ladder (``ProxyRecipe.next_scale``, CPU recipes only) for the groups the
+    default recipe cannot see, until none is left: which recipe separates each group's floor
+    from its reference, and what a proxy of it costs next to the default's."""
+    from pretrain.experiments.config import get_proxy_recipe
+
+    blind = [r["group"] for r in found["groups"] if r["cannot_see"]]
+    recipe, steps = found["recipe"], []
+    base_cost = _per_proxy(found)
+    while blind:
+        recipe = get_proxy_recipe(recipe).next_scale or ""
+        if not recipe or get_proxy_recipe(recipe).device != "cpu":
+            steps.append(
+                {"recipe": recipe or None, "still_blind": blind, "note": "no CPU recipe left"}
+            )
+            break
+        part = admission_part(setup, seeds, blind, recipe)
+        part.pop("_runs")
+        print_admission(part)
+        cost = _per_proxy(part) / base_cost if base_cost else None
+        steps.append({"recipe": recipe, "groups": part["groups"], "cost_per_proxy_x": cost})
+        blind = [r["group"] for r in part["groups"] if r["cannot_see"]]
+    return steps
 
 
-def _verdict(delta: float, spread: float) -> str:
-    return "helpful" if delta < -spread else "harmful" if delta > spread else "unsettled"
+def _per_proxy(part: dict) -> float:
+    """FLOPs of one with-arm proxy of ``part`` (the recipe's cost per proxy)."""
+    rows = part["groups"]
+    return sum(r["with_cost"]["flops"] for r in rows) / max(
+        1, sum(r["with_cost"]["proxies"] for r in rows)
+    )
 
 
-def truth_at_scale(setup: Setup, rows: list[dict], seeds: tuple[int, ...], prefetch=None) -> dict:
-    """Every group tried again where its value is settled rather than planted: the larger
-    recipe trained from scratch with the group at the probe share and without it (paired
-    seeds). The larger runs' verdict -- helpful (Δ below minus its spread), harmful (above
-    its spread) or unsettled (within it: these runs cannot tell) -- sets the decision the
-    proxies should have made: admit, reject, or none to score. Each row gets ``scale`` and
-    ``correct_at_scale`` (``None`` when unsettled)."""
-    from pretrain.experiments.admission import admission_evidence
-    from pretrain.experiments.config import DataVariant, ExperimentSpec, experiment_name
-
-    prefix = {"with": "check-with", "base": "scale"}  # base: the search's natural larger runs
-
-    def arm(group: str, label: str) -> list[tuple]:
-        """(spec, groups) of one arm's larger runs, one per seed."""
-        variant = (DataVariant(include_groups=(group,), boost={group: PROBE_SHARE})
-                   if label == "with" else DataVariant())  # fmt: skip
-        groups = sorted([*setup.base_groups, group]) if label == "with" else setup.base_groups
-        return [(ExperimentSpec(name=experiment_name(prefix[label], variant, s, LARGE),
-                                variant=variant, recipe=LARGE, seed=s, label=label), groups)
-                for s in seeds]  # fmt: skip
-
-    if prefetch is not None:  # --jobs: train them all first, N at a time
-        prefetch([job for row in rows for label in prefix for job in arm(row["group"], label)])
-    out = {}
-    for row in rows:
-        group = row["group"]
-        arms = {label: [run(setup, spec, groups)["result"] for spec, groups in arm(group, label)]
-                for label in prefix}  # fmt: skip
-        evidence = admission_evidence(group=group, with_runs=arms["with"],
-                                      without_runs=arms["base"], sources={row["source"]})  # fmt: skip
-        right = {"helpful": "admit", "harmful": "reject"}
-        verdicts = {key: _verdict(evidence.delta_bpb[key], evidence.spread_bpb[key])
-                    for key in ("own", "mean")}  # fmt: skip
-        row["scale"] = {"recipe": LARGE, "seeds": list(seeds), "delta_bpb": evidence.delta_bpb,
-                        "spread_bpb": evidence.spread_bpb, "verdict": verdicts["own"],
-                        "mean_verdict": verdicts["mean"]}  # fmt: skip
-        # the default judge (the own source) against the own-source verdict; judge="mean"
-        # against the mean's, which also carries what the probe share displaces
-        for key, decided, field in (("own", "decision", "correct_at_scale"),
-                                    ("mean", "mean_decision", "mean_correct_at_scale")):  # fmt: skip
-            verdict = verdicts[key]
-            row[field] = row[decided] == right[verdict] if verdict in right else None
-        out[group] = row["scale"]
-        print(
-            f"at {LARGE} scale, {group}: own source {evidence.delta_bpb['own']:+.4f} ± "
-            f"{evidence.spread_bpb['own']:.4f} -> {verdicts['own']}, mean "
-            f"{evidence.delta_bpb['mean']:+.4f} ± {evidence.spread_bpb['mean']:.4f} -> "
-            f"{verdicts['mean']}; planted {row['kind']}, proxies {row['decision']}",
-            flush=True,
-        )
-    mark = {True: "yes", False: "NO", None: "-"}
-    print(f"\nadmission against the larger runs ({LARGE}, seeds {list(seeds)})")
-    print(f"{'group':15s} {'planted':8s} | own: {'larger':>16s} {'verdict':>9s} {'proxies':>8s} "
-          f"{'right?':>6s} | mean: {'larger':>16s} {'verdict':>9s} {'by mean':>8s} "
-          f"{'right?':>6s}")  # fmt: skip
-    for row in rows:
-        sc = row["scale"]
-        d, sd = sc["delta_bpb"], sc["spread_bpb"]
-        print(f"{row['group']:15s} {row['kind']:8s} | {d['own']:+10.4f}±{sd['own']:.4f} "
-              f"{sc['verdict']:>9s} {row['decision']:>8s} {mark[row['correct_at_scale']]:>6s} | "
-              f"{d['mean']:+11.4f}±{sd['mean']:.4f} {sc['mean_verdict']:>9s} "
-              f"{row['mean_decision']:>8s} {mark[row['mean_correct_at_scale']]:>6s}")  # fmt: skip
-    return out
-
-
-def admission_part(setup: Setup, seeds: tuple[int, ...], groups: list[str]) -> dict:
+def admission_part(setup: Setup, seeds: tuple[int, ...], groups: list[str], recipe: str) -> dict:
+    """Every planted group decided as the engine decides it (``AdmissionConfig``'s arms and
+    ``AdmissionPolicy()``'s verdict on the target set of its kind), at ``seeds``."""
     from _roi_corpus import filter_check
 
     from pretrain.experiments import registry
@@ -408,92 +396,128 @@ def admission_part(setup: Setup, seeds: tuple[int, ...], groups: list[str]) -> d
         decide_admission,
         yardstick_groups,
     )
+    from pretrain.experiments.config import get_proxy_recipe
 
-    policy = AdmissionPolicy()  # judge="own_source": the change on the group's own source
-    mean_policy = AdmissionPolicy(judge="mean")  # the change averaged over every source
-    recipe = ADMIT
+    policy = AdmissionPolicy()  # judge="own_source": the target set of the group's kind
     rows, runs = [], []
+    base_groups = setup.base_groups
+
+    def arm(specs, start_of) -> list[dict]:
+        found = [run(setup, s, registry.variant_groups(base_groups, s.variant),
+                     base=start_of.get(s.seed)) for s in specs]  # fmt: skip
+        runs.extend(r for r in found if not r["reused"])
+        return found
+
     # the proxies every arm of a seed continues (trained from scratch on the admitted corpus)
-    starts = {s.seed: run(setup, s, setup.base_groups) for s in registry.starts_of(recipe, seeds)}
+    starts = {s.seed: run(setup, s, base_groups) for s in registry.starts_of(recipe, seeds)}
     runs += [r for r in starts.values() if not r["reused"]]
     start_of = {seed: r["result"] for seed, r in starts.items()}
     # the admitted corpus's funnel: what the same filter removes from the admitted groups
     admitted = {g: filter_check(setup.work / "corpus" / g / "documents.parquet",
-                                setup.work / "filtered" / g) for g in setup.base_groups}  # fmt: skip
+                                setup.work / "filtered" / g) for g in base_groups}  # fmt: skip
     sources = {g: {setup.corpus.planted[g].source} if g in setup.corpus.planted
                else {g.split("-")[0]} for g in [*admitted, *groups]}  # fmt: skip
+    shared: dict[str, list[dict]] = {}
+    targets = {f"clean_{k}": k for k in setup.corpus.targets}
+    yardsticks = {k: {**v, "warnings": setup.basis_stats.get("warnings", {}).get(k, [])}
+                  for k, v in setup.basis_stats.get("yardsticks", {}).items()}  # fmt: skip
     for group in groups:
         planted = setup.corpus.planted[group]
         check = filter_check(Path(planted.path), setup.work / "filtered" / group)
-        with_specs, base_specs = registry.admission_specs(
-            group, recipe=recipe, seeds=seeds, probe_share=PROBE_SHARE
-        )
-        base = [run(setup, s, setup.base_groups, base=start_of.get(s.seed)) for s in base_specs]
-        with_ = [run(setup, s, sorted([*setup.base_groups, group]), base=start_of.get(s.seed))
-                 for s in with_specs]  # fmt: skip
-        runs += [r for r in base + with_ if not r["reused"]]
-        evidence = admission_evidence(group=group, with_runs=[r["result"] for r in with_],
-                                      without_runs=[r["result"] for r in base],
-                                      sources=sources[group])  # fmt: skip
-        yardstick = yardstick_groups(group, sources, list(admitted))
-        corpus = corpus_noise([admitted[g]["noise"] for g in yardstick])
+        arms = registry.admission_specs(group, recipe=recipe, seeds=seeds,
+                                        probe_share=PROBE_SHARE, kind=planted.source)  # fmt: skip
+        base = shared.setdefault("without", arm(arms.without, start_of))
+        reference = shared.setdefault(planted.source, arm(arms.reference, start_of))
+        with_, floor = arm(arms.with_, start_of), arm(arms.floor, start_of)
+        evidence = admission_evidence(
+            group=group, with_runs=[r["result"] for r in with_],
+            without_runs=[r["result"] for r in base], floor_runs=[r["result"] for r in floor],
+            reference_runs=[r["result"] for r in reference], sources=sources[group],
+            kind=planted.source, language="en", targets=targets, yardsticks=yardsticks,
+        )  # fmt: skip
+        corpus = corpus_noise([admitted[g]["noise"]
+                               for g in yardstick_groups(group, sources, list(admitted))])  # fmt: skip
         decision = decide_admission(evidence, noise=check["noise"], cost=check["cost"],
-                                    policy=policy, corpus=corpus)  # fmt: skip
-        by_mean = decide_admission(evidence, noise=check["noise"], cost=check["cost"],
-                                   policy=mean_policy, corpus=corpus)  # fmt: skip
-        expected = "reject" if planted.kind == "harmful" else "admit"
-        delta, spread = evidence.delta_bpb["own"], evidence.spread_bpb["own"]
+                                    policy=policy, corpus=corpus,
+                                    next_recipe=get_proxy_recipe(recipe).next_scale)  # fmt: skip
+        value = decision.relative
+        own = decide_admission(evidence, noise=check["noise"], cost=check["cost"],
+                               policy=dataclasses.replace(policy, judge=f"bpb:{planted.source}"),
+                               corpus=corpus)  # fmt: skip
         rows.append({
             "group": group, "kind": planted.kind, "how": planted.how, "source": planted.source,
-            "expected": expected, "decision": decision.decision, "reason": decision.reason,
-            "correct": decision.decision == expected, "delta_own_bpb": delta,
-            "spread_own_bpb": spread, "exceeds_spread": abs(delta) > spread,
-            "mean_decision": by_mean.decision, "mean_reason": by_mean.reason,
-            "mean_correct": by_mean.decision == expected,
-            "delta_mean_bpb": evidence.delta_bpb["mean"],
-            "spread_mean_bpb": evidence.spread_bpb["mean"],
-            "mean_exceeds_spread": abs(evidence.delta_bpb["mean"]) > evidence.spread_bpb["mean"],
-            "delta_bpb": evidence.delta_bpb, "spread_bpb": evidence.spread_bpb,
-            "kept_share": check["kept_share"],
-            "dropped": check["dropped"], "noise_risk": check["noise"].risk,
-            "yardstick": yardstick, "yardstick_noise_risk": corpus.risk if corpus else None,
-            "filter_cpu_s": check["cost"].cpu_seconds,
-            "proxy_flops": evidence.proxy_flops,
-            "proxy_wall_s": sum(r["result"].cost["wall_s"] for r in with_),
-            "proxy_cpu_s": sum(r["cpu_s"] for r in with_),
+            "decision": decision.decision, "cannot_see": decision.cannot_see,
+            "verdict": "cannot see" if decision.cannot_see else decision.decision,
+            "reason": decision.reason, "yardstick": decision.yardstick,
+            "relative_value": value.value if value else None,
+            "relative_spread": value.spread if value else None,
+            "group_change": value.group_change if value else None,
+            "floor_change": value.floor_change if value else None,
+            "reference_change": value.reference_change if value else None,
+            "separation": value.separation if value else None,
+            "separation_spread": value.separation_spread if value else None,
+            "absolute_change_own_validation": evidence.delta_bpb.get(planted.source),
+            "verdict_on_own_validation": "cannot see" if own.cannot_see else own.decision,
+            "warnings_own_validation": own.warnings, "warnings": decision.warnings,
+            "kept_share": check["kept_share"], "noise_risk": check["noise"].risk,
+            "with_cost": _cost(with_), "floor_cost": _cost(floor),
         })  # fmt: skip
-    cost_of = lambda rs: {"wall_s": sum(r["result"].cost["wall_s"] for r in rs),  # noqa: E731
-                          "cpu_s": sum(r["cpu_s"] for r in rs),
-                          "flops": sum(r["result"].cost["flops"] for r in rs)}  # fmt: skip
-    base_cost, start_cost = cost_of(base), cost_of(list(starts.values()))
-    print("\nadmission (policy: AdmissionPolicy() defaults, judged by the own source; then "
-          "judge='mean'; baseline: the planted truth)")  # fmt: skip
-    print(f"{'group':15s} {'kind':8s} {'kept':>6s} {'expected':>8s} {'decision':>8s} "
-          f"{'own d':>8s} {'spread':>7s} {'|d|/sd':>6s} {'mean d':>8s} {'spread':>7s} "
-          f"{'by mean':>7s} {'cpu_s':>6s}")  # fmt: skip
-    for r in rows:
-        ratio = abs(r["delta_own_bpb"]) / max(r["spread_own_bpb"], 1e-12)
-        print(f"{r['group']:15s} {r['kind']:8s} {r['kept_share']:6.1%} {r['expected']:>8s} "
-              f"{r['decision']:>8s} {r['delta_own_bpb']:+8.4f} {r['spread_own_bpb']:7.4f} "
-              f"{ratio:6.1f} {r['delta_mean_bpb']:+8.4f} {r['spread_mean_bpb']:7.4f} "
-              f"{r['mean_decision']:>7s} {r['proxy_cpu_s']:6.0f}")  # fmt: skip
-    print(f"shared 'without' arm: {len(seeds)} proxies, {base_cost['cpu_s']:.0f} CPU s, "
-          f"{base_cost['flops']:.3g} FLOPs")  # fmt: skip
-    print(
-        f"shared start proxies: {len(starts)}, {start_cost['cpu_s']:.0f} CPU s, "
-        f"{start_cost['flops']:.3g} FLOPs; what cleaning removed from the admitted groups: "
-        + ", ".join(f"{g} {c['noise'].risk:.0%}" for g, c in admitted.items())
-    )
-    return {"policy": dataclasses.asdict(policy), "seeds": list(seeds),
-            "probe_share": PROBE_SHARE, "recipe": recipe, "groups": rows,
-            "without_arm": base_cost, "start_proxies": start_cost,
-            "admitted_noise_risk": {g: c["noise"].risk for g, c in admitted.items()},
-            "all_correct": all(r["correct"] for r in rows),
-            "correct": sum(r["correct"] for r in rows),
-            "all_exceed_spread": all(r["exceeds_spread"] for r in rows),
-            "mean_correct": sum(r["mean_correct"] for r in rows),
-            "mean_all_exceed_spread": all(r["mean_exceeds_spread"] for r in rows),
-            "_runs": runs}  # fmt: skip
+    return {"policy": dataclasses.asdict(policy), "seeds": list(seeds), "recipe": recipe,
+            "probe_share": PROBE_SHARE, "groups": rows,
+            "without_arm": _cost(shared["without"]),
+            "reference_arms": {k: _cost(v) for k, v in shared.items() if k != "without"},
+            "start_proxies": _cost(list(starts.values())), "_runs": runs}  # fmt: skip
+
+
+def _cost(runs: list[dict]) -> dict:
+    return {"proxies": len(runs), "wall_s": sum(r["result"].cost["wall_s"] for r in runs),
+            "cpu_s": sum(r.get("cpu_s", 0.0) for r in runs),
+            "flops": sum(r["result"].cost["flops"] for r in runs)}  # fmt: skip
+
+
+def print_admission(found: dict) -> None:
+    print(f"\nadmission, recipe {found['recipe']}, seeds {found['seeds']} (AdmissionPolicy() "
+          "defaults: judged on the target set of the group's kind)")  # fmt: skip
+    print(f"{'group':15s} {'planted':8s} {'verdict':>11s} {'value':>6s} {'± sd':>5s} "
+          f"{'group d':>8s} {'floor d':>8s} {'ref d':>8s} {'sep/sd':>6s} | own-validation: "
+          f"{'d':>8s} {'verdict':>11s}")  # fmt: skip
+    for r in found["groups"]:
+        sep = (r["separation"] or 0) / max(r["separation_spread"] or 0, 1e-12)
+        print(f"{r['group']:15s} {r['kind']:8s} {r['verdict']:>11s} "
+              f"{_num(r['relative_value'], '6.2f')} {_num(r['relative_spread'], '5.2f')} "
+              f"{_num(r['group_change'], '+8.4f')} {_num(r['floor_change'], '+8.4f')} "
+              f"{_num(r['reference_change'], '+8.4f')} {sep:6.1f} | "
+              f"{_num(r['absolute_change_own_validation'], '+8.4f')} "
+              f"{r['verdict_on_own_validation']:>11s}")  # fmt: skip
+
+
+def _num(value, spec: str) -> str:
+    return format(value, spec) if value is not None else "-".rjust(len(format(0.0, spec)))
+
+
+def admission_summary(first: dict, second: dict) -> dict:
+    """The targets of the issue over two disjoint seed sets: no harmful group admitted, every
+    helpful one admitted, the same verdict under both sets; and what the arms cost."""
+    rows = {r["group"]: r for r in first["groups"]}
+    again = {r["group"]: r for r in second["groups"]}
+    harmful_admitted = [g for g, r in rows.items() if r["kind"] == "harmful"
+                        and "admit" in (r["verdict"], again[g]["verdict"])]  # fmt: skip
+    helpful_missed = [g for g, r in rows.items() if r["kind"] == "helpful"
+                      and not r["verdict"] == again[g]["verdict"] == "admit"]  # fmt: skip
+    flipped = [g for g in rows if rows[g]["verdict"] != again[g]["verdict"]]
+    with_flops = sum(r["with_cost"]["flops"] for r in first["groups"])
+    floor_flops = sum(r["floor_cost"]["flops"] for r in first["groups"])
+    reference_flops = sum(c["flops"] for c in first["reference_arms"].values())
+    groups = len(rows)
+    today = with_flops / groups  # a group's own proxies before: its with arm
+    now = (with_flops + floor_flops + reference_flops) / groups  # the reference shared by kind
+    return {
+        "harmful_admitted": harmful_admitted, "helpful_not_admitted": helpful_missed,
+        "flipped_between_seed_sets": flipped,
+        "per_group_cost_ratio": now / today if today else None,
+        "per_group_flops": {"today": today, "now": now},
+        "met": not harmful_admitted and not helpful_missed and not flipped,
+    }  # fmt: skip
 
 
 def main() -> None:
@@ -508,10 +532,8 @@ def main() -> None:
     parser.add_argument("--ray", action="store_true", help="overhead: also on the Ray executor")
     parser.add_argument("--admit-recipe", default=ADMIT,
                         help="admission: the proxy recipe (default AdmissionConfig's)")  # fmt: skip
-    parser.add_argument("--truth-at-scale", action="store_true",
-                        help="admission: every group again with the larger recipe (the truth)")  # fmt: skip
-    parser.add_argument("--scale-seeds", type=int, default=3,
-                        help="--truth-at-scale: seeds 0..N-1 of each arm")  # fmt: skip
+    parser.add_argument("--ladder", action="store_true",
+                        help="admission: the next recipes for the groups it cannot see")  # fmt: skip
     parser.add_argument("--candidates", type=int, default=SEARCH_CANDIDATES,
                         help="search: proxies the regression is fitted on")  # fmt: skip
     parser.add_argument("--target", default="mean_bpb",
@@ -559,18 +581,17 @@ def main() -> None:
             if unknown:
                 parser.error(f"--groups: unknown {sorted(unknown)}; planted: {groups}")
             groups = sorted(args.groups.split(","))
-        seeds = ADMISSION_SEEDS[:2] if args.quick else ADMISSION_SEEDS
-        out["admission"] = admission_part(setup, seeds, groups)
-        out["admission"].pop("_runs")
-        if args.truth_at_scale:
-            rows = out["admission"]["groups"]
-            scale_seeds = tuple(range(args.scale_seeds))
-            out["admission"]["at_scale"] = truth_at_scale(
-                setup, rows, scale_seeds, prefetcher(setup, args.jobs, args.threads, args.quick)
-            )
-            for field in ("correct_at_scale", "mean_correct_at_scale"):
-                settled = [r[field] for r in rows if r[field] is not None]
-                out["admission"][field] = f"{sum(settled)} of {len(settled)} settled"
+        seed_sets = [ADMISSION_SEEDS[:2], SECOND_SEEDS[:2]] if args.quick else [
+            ADMISSION_SEEDS, SECOND_SEEDS]  # fmt: skip
+        found = [admission_part(setup, seeds, groups, ADMIT) for seeds in seed_sets]
+        for part in found:
+            print_admission(part)
+            part.pop("_runs")
+        out["admission"] = {"first": found[0], "second": found[1],
+                            "summary": admission_summary(*found)}  # fmt: skip
+        print(json.dumps({"admission_summary": out["admission"]["summary"]}))
+        if args.ladder:  # the next recipes, for the groups the default recipe cannot see
+            out["admission"]["ladder"] = ladder(setup, found[0], seed_sets[0])
     if args.part in ("search", "all"):
         out["search"] = search_part(setup, run, quick=args.quick, proxy=PROXY, large=LARGE,
                                     candidates=args.candidates, extra=RANK_EXTRA,

@@ -82,6 +82,11 @@ proxy_pools_job = define_asset_job(
     selection=AssetSelection.assets("proxy_pools"),
     description="One shard group tokenized for the proxies (a backfill makes every pool).",
 )
+ablation_pools_job = define_asset_job(
+    "make_ablation_pools",
+    selection=AssetSelection.assets("ablation_pools"),
+    description="A filter ablation's arm: the admitted groups filtered again and pooled.",
+)
 proxy_runs_job = define_asset_job(
     "run_proxies",
     selection=AssetSelection.assets("proxy_runs"),
@@ -113,6 +118,7 @@ ASSET_JOBS = [
     hf_export_job,
     experiment_basis_job,
     proxy_pools_job,
+    ablation_pools_job,
     proxy_runs_job,
     mixture_search_job,
     data_admission_job,

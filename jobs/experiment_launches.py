@@ -22,16 +22,17 @@ from dagster import AssetKey, DagsterInstance
 
 from jobs.backfills import launch_asset_backfill
 from jobs.config import build
-from jobs.experiments import (
+from jobs.experiments import experiment_root
+from jobs.partitions import EXPERIMENT_PARTITIONS_NAME, experiment_partitions
+from pretrain import storage
+from pretrain.experiments import registry
+from pretrain.experiments.config import ExperimentSpec
+from pretrain.experiments.evidence import (
     search_candidates,
     search_fit,
     search_skipped,
     verification_specs,
 )
-from jobs.partitions import EXPERIMENT_PARTITIONS_NAME, experiment_partitions
-from pretrain import storage
-from pretrain.experiments import registry
-from pretrain.experiments.config import ExperimentSpec
 from pretrain.experiments.records import Warn, json_object, read_records, strings
 from pretrain.experiments.search import SearchConfig
 from resources.storage import ArtifactStore
@@ -69,12 +70,13 @@ def launch_search(
     ``experiment_sensor`` asks for the candidates once they have. ``launch=False`` registers
     only (``backfill_id`` None). A search that cannot run launches nothing: ``skipped`` says
     why."""
-    skipped = search_skipped(instance, store, config)
+    root = experiment_root(instance, store)
+    skipped = search_skipped(root, config)
     if skipped:
         return {"search_id": config.search_id(), "skipped": skipped, "experiments": 0,
                 "to_run": 0, "backfill_id": None, "names": [], "starts": [],
                 "candidates_launched": False}  # fmt: skip
-    _, _, specs = search_candidates(instance, store, config)
+    _, _, specs = search_candidates(root, config)
     names = register_experiments(instance, store, specs)
     starts = register_experiments(instance, store, registry.starts_of(config.recipe, config.seeds))
     waiting = not_run(store, starts)  # an anneal recipe's: they run first, the candidates after
@@ -111,7 +113,7 @@ def verification_of(
     """The names of a launched search's verification proxies, once its candidates have run:
     fitted and registered the first time, then kept in the launch record."""
     if "verification" not in record:
-        report, _, _ = search_fit(instance, store, config)
+        report, _, _ = search_fit(experiment_root(instance, store), config)
         specs = verification_specs(config, report)
         for spec in specs:
             registry.register(store.root, spec)

@@ -29,6 +29,9 @@ quarantine_partitions = DynamicPartitionsDefinition(name=QUARANTINE_PARTITIONS_N
 # one partition per proxy experiment (its registered name): ``mix-0a1b2c3d-s0``
 EXPERIMENT_PARTITIONS_NAME = "experiments"
 experiment_partitions = DynamicPartitionsDefinition(name=EXPERIMENT_PARTITIONS_NAME)
+# one partition per filter ablation arm (its variant's digest): ablation_pools[filt-<digest>]
+ABLATION_PARTITIONS_NAME = "ablations"
+ablation_partitions = DynamicPartitionsDefinition(name=ABLATION_PARTITIONS_NAME)
 
 
 def check_band_layout(config: DedupConfig) -> DedupConfig:

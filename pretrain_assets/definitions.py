@@ -34,6 +34,7 @@ from pretrain_assets.dedup_assets import (
 )
 from pretrain_assets.eval_assets import eval_comparison, eval_reports, hf_export
 from pretrain_assets.experiment_assets import (
+    ablation_pools,
     data_admission,
     experiment_basis,
     mixture_search,
@@ -82,6 +83,7 @@ ASSETS: list[AssetsDefinition | AssetSpec] = [
     confirmed_quarantine,
     experiment_basis,
     proxy_pools,
+    ablation_pools,
     proxy_runs,
     mixture_search,
     data_admission,

@@ -182,7 +182,11 @@ def run_data_stages(
 
 
 def run_experiments(
-    args: argparse.Namespace, defs: Definitions, instance: DagsterInstance, store: ArtifactStore
+    args: argparse.Namespace,
+    defs: Definitions,
+    instance: DagsterInstance,
+    store: ArtifactStore,
+    configs: dict[str, dict[str, Any]],
 ) -> dict[str, Any]:
     """A small mixture search: the experiment basis and pools, ``--search-candidates`` proxies
     and the anchors (``proxy_tiny``, in this process), the proposal's verification proxy, the
@@ -192,28 +196,34 @@ def run_experiments(
     A search that cannot run (one source: nothing to decide) is skipped with one line that
     says why; the corpus then takes the configured weights."""
     from jobs.experiment_launches import register_experiments
-    from jobs.experiments import search_candidates, search_fit, search_skipped, verification_specs
+    from jobs.experiments import experiment_root
+    from pretrain.experiments.evidence import (
+        search_candidates,
+        search_fit,
+        search_skipped,
+        verification_specs,
+    )
     from pretrain.experiments.search import SearchConfig
 
     config = SearchConfig(candidates=args.search_candidates, seeds=(0,), recipe="proxy_tiny")
-    skipped = search_skipped(instance, store, config)
+    skipped = search_skipped(experiment_root(instance, store), config)
     if skipped:
         print(
             f"  mixture search skipped: {skipped}; training on the configured weights", flush=True
         )
         return {"search_skipped": skipped}
-    basis = execute(defs, "make_basis", instance)
+    basis = execute(defs, "make_basis", instance, run_config=configs.get("make_basis"))
     keys = instance.get_dynamic_partitions("shards")
     for key in keys:
         execute(defs, "make_pools", instance, partition_key=key, quiet=True)
     print(f"  make_pools: {len(keys)} shard groups ok", flush=True)
-    _, _, specs = search_candidates(instance, store, config)
+    _, _, specs = search_candidates(experiment_root(instance, store), config)
     names = register_experiments(instance, store, specs)
     proxy = run_configs({"proxy": {"in_process": True}})["run_proxies"]
     started = time.monotonic()
     for name in names:
         execute(defs, "run_proxies", instance, partition_key=name, run_config=proxy, quiet=True)
-    report, _, _ = search_fit(instance, store, config)  # the proposal, checked by a proxy
+    report, _, _ = search_fit(experiment_root(instance, store), config)  # checked by a proxy
     checks = register_experiments(instance, store, verification_specs(config, report))
     for name in checks:
         execute(defs, "run_proxies", instance, partition_key=name, run_config=proxy, quiet=True)
@@ -275,7 +285,9 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     configs = run_configs(settings)
     execute(defs, "plan", instance, run_config=configs.get("plan"))
     data = run_data_stages(defs, instance, store, configs, manifests)
-    experiments = run_experiments(args, defs, instance, store) if args.search_candidates else {}
+    experiments = (
+        run_experiments(args, defs, instance, store, configs) if args.search_candidates else {}
+    )
     corpus = execute(defs, "corpus", instance, run_config=configs.get("corpus"))
     trained = execute(defs, "train", instance, run_config=configs.get("train"))
     # every checkpoint still on disk (keep-last-K pruned the oldest), then the comparison

@@ -2,7 +2,7 @@
 
     deduped_shards[shard] ─▶ experiment_basis (proxy tokenizer + shared validation)
     deduped_shards[shard] + experiment_basis ─▶ proxy_pools[shard]
-    proxy_pools + experiment_basis ─▶ proxy_runs[experiment] ─▶ mixture_search ─▶ data_mixture
+    proxy_pools (+ ablation_pools[arm]) + experiment_basis ─▶ proxy_runs[experiment] ─▶ mixture_search
                                                              └▶ data_admission[shard] ─▶ data_mixture
 
 An experiment is registered (``experiment_specs/<name>.json``) before its partition runs: by
@@ -28,23 +28,24 @@ from dagster import (
 )
 
 from jobs.config import to_library
-from jobs.experiments import (
-    admission_inputs,
-    corpus_groups,
-    experiment_charts,
-    search_result,
-    variant_pools,
-)
-from jobs.partitions import experiment_partitions, shard_partitions
+from jobs.experiments import cleaning_cpu_seconds, corpus_groups, experiment_root
+from jobs.partitions import ablation_partitions, experiment_partitions, shard_partitions
 from jobs.stages import STAGES
 from pretrain import identity, storage
 from pretrain.errors import DataError
 from pretrain.eval.evaluate import EvalConfig
 from pretrain.experiments import admission, registry
-from pretrain.experiments.basis import BasisConfig, build_basis, validation_ids
+from pretrain.experiments.basis import BasisConfig, build_basis, held_out_ids
 from pretrain.experiments.config import ExperimentsConfig, ExperimentSpec
+from pretrain.experiments.corpus import ablation_variant, build_ablation_pools
 from pretrain.experiments.decisions import DECISION_FILE, record_review
-from pretrain.experiments.pools import build_pool
+from pretrain.experiments.evidence import (
+    admission_inputs,
+    decide,
+    experiment_charts,
+    search_result,
+)
+from pretrain.experiments.pools import build_floor_pool, build_pool
 from pretrain.experiments.run import ExperimentResult, TrainFn, run_experiment, train_in_process
 from pretrain.experiments.search import SearchConfig
 from pretrain.train.config import TrainConfig
@@ -92,6 +93,8 @@ def experiment_basis(
     documents = [store.uri("deduped_shards", g, "documents.parquet") for g in groups]
     stats = build_basis(documents, out, library_config, shard_groups=groups)
     storage.write_json(stats.as_metadata(), storage.join(out, "basis.json"))
+    for warning in (w for found in stats.warnings.values() for w in found):
+        context.log.warning(warning)  # a yardstick too small to judge by
     return MaterializeResult(
         data_version=finish_output(out, ident),
         metadata=stage_metadata(stats, library_config, ident, uri=out),
@@ -109,25 +112,47 @@ def proxy_pools(context: AssetExecutionContext, store: ArtifactStore) -> Materia
     group = context.partition_key
     basis = store.uri("experiment_basis")
     out = store.uri("proxy_pools", group)
-    seq_len = storage.read_json(storage.join(basis, "basis.json"))["seq_len"]
-    ident = begin_output(
-        context, store, out, {"seq_len": seq_len}, [store.uri("deduped_shards", group), basis]
-    )
-    pools = build_pool(
-        [store.uri("deduped_shards", group, "documents.parquet")], storage.join(basis, "tokenizer"),
-        out, group=group, seq_len=seq_len, exclude_ids=validation_ids(basis),
-    )  # fmt: skip
+    made = storage.read_json(storage.join(basis, "basis.json"))
+    new = group not in made["shard_groups"]  # a group to decide: its floor is pooled too
+    settings = {"seq_len": made["seq_len"], "floor": new}
+    ident = begin_output(context, store, out, settings, [store.uri("deduped_shards", group), basis])
+    documents = [store.uri("deduped_shards", group, "documents.parquet")]
+    tokenizer, held = storage.join(basis, "tokenizer"), held_out_ids(basis)
+    pools = build_pool(documents, tokenizer, out, group=group, seq_len=made["seq_len"],
+                       exclude_ids=held)  # fmt: skip
+    floor = build_floor_pool(documents, tokenizer, out, group=group, seq_len=made["seq_len"],
+                             exclude_ids=held) if new else []  # fmt: skip
     return MaterializeResult(
         data_version=finish_output(out, ident),
         metadata=to_metadata(
             {
                 "sources": {p.source: p.sequences for p in pools},
                 "tokens": sum(p.tokens for p in pools),
+                "floor_tokens": sum(p.tokens for p in floor),
                 "documents": sum(p.documents for p in pools),
-                "validation_documents_left_out": pools[0].excluded_documents,
+                "held_out_documents_left_out": pools[0].excluded_documents,
                 "uri": out,
             }
         ),
+    )
+
+
+@asset(
+    partitions_def=ablation_partitions,
+    deps=[experiment_basis, AssetDep(proxy_pools, partition_mapping=AllPartitionMapping())],
+    group_name="experiments",
+    code_version="ablation-pools-v1",
+)
+def ablation_pools(context: AssetExecutionContext, store: ArtifactStore) -> MaterializeResult:
+    """A filter ablation's arm: every admitted shard group filtered again with the arm's
+    settings and pooled (``pretrain experiments ablate`` registers the arm)."""
+    root = experiment_root(context.instance, store)
+    variant, out = ablation_variant(root, context.partition_key)
+    ident = begin_output(context, store, out, variant.to_dict(), [store.uri("experiment_basis")])
+    stats = build_ablation_pools(root, variant)
+    return MaterializeResult(
+        data_version=finish_output(out, ident),
+        metadata=to_metadata({"filter": variant.filter, "groups": stats, "uri": out}),
     )
 
 
@@ -168,7 +193,11 @@ def start_of(
 
 @asset(
     partitions_def=experiment_partitions,
-    deps=[experiment_basis, AssetDep(proxy_pools, partition_mapping=AllPartitionMapping())],
+    deps=[
+        experiment_basis,
+        AssetDep(proxy_pools, partition_mapping=AllPartitionMapping()),
+        AssetDep(ablation_pools, partition_mapping=AllPartitionMapping()),
+    ],
     group_name="experiments",
     code_version=PROXY_CODE_VERSION,
 )
@@ -184,10 +213,20 @@ def proxy_runs(
     library_config = to_library(config, ExperimentsConfig)
     spec = registry.load_spec(store.root, name)
     basis = store.uri("experiment_basis")
-    pools, pool_dirs = variant_pools(context.instance, store, spec.variant)
+    root = experiment_root(context.instance, store)
+    pools, pool_dirs = root.variant_pools(spec.variant)
     out = registry.result_dir(store.root, name)
     base, base_dirs = start_of(store, spec)
-    settings = {"spec": spec.settings(), "max_epochs": library_config.max_epochs}
+    tasks = EvalConfig(task_dir=library_config.task_dir).task_specs()
+    settings = {
+        "spec": spec.settings(),
+        "max_epochs": library_config.max_epochs,
+        # the task files it is scored on: a new task set is not scored with stale results
+        "tasks": {
+            t.name or t.kind: identity.file_identity(t.path) if storage.exists(t.path) else None
+            for t in tasks
+        },
+    }
     inputs = [basis, *pool_dirs, *base_dirs]  # an anneal's base: its identity is chained in
     ident = identity.compute("proxy_runs", PROXY_CODE_VERSION, settings, inputs)
     existing = identity.read(out)
@@ -196,9 +235,8 @@ def proxy_runs(
         ident = begin_output(context, store, out, settings, inputs)
         run_experiment(
             spec, pools, val_packed_dir=storage.join(basis, "validation"),
-            tokenizer_uri=storage.join(basis, "tokenizer"), out_dir=out,
-            tasks=EvalConfig(task_dir=library_config.task_dir).task_specs(),
-            max_epochs=library_config.max_epochs,
+            tokenizer_uri=storage.join(basis, "tokenizer"), out_dir=out, tasks=tasks,
+            max_epochs=library_config.max_epochs, targets_packed_dir=root.targets_dir(),
             train_fn=train_in_process if library_config.in_process
             else _launcher_train(context, proxy_launcher),
             base=base,
@@ -220,6 +258,7 @@ def proxy_runs(
                 "identity": ident.version,
                 "mean_bits_per_byte": result.mean_bits_per_byte,
                 "bits_per_byte": result.bits_per_byte,
+                "targets_bits_per_byte": result.targets,
                 "shares": result.shares,
                 "tasks": result.tasks,
                 "cost": result.cost,
@@ -241,7 +280,7 @@ def mixture_search(
     candidate proxies, its held-out rank correlation, and the weights it proposes."""
     library_config = to_library(config, SearchConfig)
     out = store.uri("mixture_search")
-    found = search_result(context.instance, store, library_config)
+    found = search_result(experiment_root(context.instance, store), library_config)
     ident = begin_output(context, store, out, found.settings, found.inputs)
     storage.write_json(found.report, storage.join(out, "search.json"))
     return MaterializeResult(
@@ -274,15 +313,12 @@ def data_admission(
             run_id=context.run.run_id, at=at,
         )  # fmt: skip
     found = admission_inputs(
-        context.instance, store, group, library_config, warn=context.log.warning
-    )
-    decision = admission.decide_admission(
-        found.evidence,
-        noise=found.noise,
-        cost=found.cost,
-        policy=library_config.policy,
-        corpus=found.corpus_noise,
-    )
+        experiment_root(context.instance, store), group, library_config,
+        cpu_seconds=cleaning_cpu_seconds(context.instance, group), warn=context.log.warning,
+    )  # fmt: skip
+    decision = decide(found, library_config)
+    for warning in decision.warnings:
+        context.log.warning(f"{group}: {warning}")
     record = {**decision.to_dict(), "policy_decision": decision.decision, "decided_by": "policy"}
     if found.review is not None:
         record.update(decision=found.review["decision"], decided_by=found.review["reviewer"])
@@ -291,7 +327,7 @@ def data_admission(
     settings = {"config": library_config, "decision": record["decision"], "review": found.review}
     ident = begin_output(context, store, out, settings, found.inputs)
     storage.write_json(record, storage.join(out, DECISION_FILE))
-    evidence = decision.evidence
+    evidence, value = decision.evidence, decision.relative
     return MaterializeResult(
         data_version=finish_output(out, ident),
         metadata={
@@ -300,7 +336,15 @@ def data_admission(
                     "decision": record["decision"],
                     "decided_by": record["decided_by"],
                     "policy_decision": decision.decision,
+                    "cannot_see": decision.cannot_see,
+                    "next_recipe": decision.next_recipe,
                     "reason": decision.reason,
+                    "yardstick": decision.yardstick,
+                    "relative_value": value.value if value else None,
+                    "relative_value_spread": value.spread if value else None,
+                    "floor_change": value.floor_change if value else None,
+                    "reference_change": value.reference_change if value else None,
+                    "warnings": list(decision.warnings),
                     "delta_bits_per_byte": evidence.delta_bpb,
                     "spread_bits_per_byte": evidence.spread_bpb,
                     "seeds": list(evidence.seeds),
@@ -309,13 +353,20 @@ def data_admission(
                     "cost": record.get("cost"),
                     "proxy_flops": evidence.proxy_flops,
                     "proxy_seconds": evidence.proxy_seconds,
-                    "experiments": [*evidence.with_experiments, *evidence.without_experiments],
+                    "experiments": evidence.experiments,
                     "identity": ident.version,
                 }
             ),  # fmt: skip
-            "loss_curves_md": MetadataValue.md(experiment_charts(found)),
+            "loss_curves_md": MetadataValue.md(experiment_charts(found, decision)),
         },
     )
 
 
-__all__ = ["data_admission", "experiment_basis", "mixture_search", "proxy_pools", "proxy_runs"]
+__all__ = [
+    "ablation_pools",
+    "data_admission",
+    "experiment_basis",
+    "mixture_search",
+    "proxy_pools",
+    "proxy_runs",
+]

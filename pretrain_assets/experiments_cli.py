@@ -127,36 +127,81 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from pretrain.experiments import registry
 
     root = _root(args)
-    if args.group:
+    decision = _decision(root, args.group) if args.group else None
+    if decision is not None:  # the arms the decision read, by arm
+        arms = {arm: list(names) for arm, names in decision["evidence"]["experiments"].items()}
+    elif args.group:
         every = registry.list_specs(root, warn=_warn)
         specs = [s for s in every if s.group == args.group]
         seeds = {s.seed for s in specs if s.kind == "admission"}
-        # an admission's other arm (the corpus without the group) names no group: it is shared
+        # an admission's without and reference arms name no group: they are shared
         specs += [
-            s for s in every if s.kind == "admission" and s.label == "base" and s.seed in seeds
-        ]
-        arms: dict[str, list[str]] = {}
+            s for s in every
+            if s.kind == "admission" and s.label in ("base", "reference") and s.seed in seeds
+        ]  # fmt: skip
+        arms = {}
         for s in specs:
             arms.setdefault(s.label or s.name, []).append(s.name)
     else:
         arms = {name: [name] for name in args.names}
     found = registry.results(root, [n for names in arms.values() for n in names], warn=_warn)
     sources = sorted({k for r in found.values() for k in r.bits_per_byte if k != "overall"})
-    header = ["arm", "runs", *sources, "mean bpb", "task P(correct)"]
+    targets = sorted({t for r in found.values() for t in r.targets})
+    header = ["arm", "runs", *sources, *(f"target:{t}" for t in targets), "mean bpb",
+              "task P(correct)"]  # fmt: skip
     rows = []
     for arm, names in arms.items():
         runs = [found[n] for n in names if n in found]
         if not runs:
-            rows.append([arm, "0", *(["not run"] * (len(sources) + 2))])
+            rows.append([arm, "0", *(["not run"] * (len(header) - 2))])
             continue
         rows.append(
             [arm, str(len(runs))]
             + [_spread([r.bits_per_byte[s] for r in runs]) for s in sources]
+            + [_spread([r.targets.get(t, float("nan")) for r in runs]) for t in targets]
             + [_spread([r.mean_bits_per_byte for r in runs])]
             + [_spread([r.task_likelihood() for r in runs])]
         )
     print(_table(rows, header))
+    if decision is not None:
+        print(verdict_line(decision))
+        for warning in decision.get("warnings", []):
+            print(f"warning: {warning}")
     return 0
+
+
+def _decision(root: str, group: str) -> dict[str, Any] | None:
+    """The group's ``decision.json`` (None before its admission was decided)."""
+    from pretrain import storage
+    from pretrain.experiments.decisions import DECISION_FILE, decision_record
+    from pretrain.experiments.records import read_record
+
+    where = storage.join(root, "data_admission", group, DECISION_FILE)
+    if not storage.exists(where):
+        return None
+    return read_record(where, decision_record, "an admission decision")
+
+
+def verdict_line(decision: dict[str, Any]) -> str:
+    """One line: the decision, on which yardstick, the relative value or "cannot see", and who
+    decided (an operator's review overrides the policy)."""
+    value = decision.get("relative") or {}
+    if decision.get("cannot_see"):
+        shown = (
+            "the proxies cannot separate clean from damaged text: try "
+            f"{decision.get('next_recipe') or 'a larger recipe'}"
+        )
+    elif value:
+        shown = (
+            f"relative value {value['value']:.2f} ± {value['spread']:.2f} (floor 0, reference 1)"
+        )
+    else:
+        shown = "no relative value (no reference of its kind)"
+    return (
+        f"decision: {decision['decision']} on {decision.get('yardstick', 'mean')}, {shown}; "
+        f"decided by {decision.get('decided_by', 'policy')} (the policy: "
+        f"{decision.get('policy_decision', decision['decision'])})"
+    )
 
 
 def _instance_and_store(args: argparse.Namespace) -> tuple[Any, Any]:
@@ -189,7 +234,7 @@ def _launch(args: argparse.Namespace, specs: Sequence[Any], title: str) -> int:
 
 
 def cmd_add(args: argparse.Namespace) -> int:
-    from jobs.experiments import check_variant
+    from jobs.experiments import experiment_root
     from pretrain.experiments.config import DataVariant, ExperimentSpec
 
     weights = '\'{"web": 0.5, "news": 0.5}\''
@@ -210,7 +255,7 @@ def cmd_add(args: argparse.Namespace) -> int:
         )  # fmt: skip
         for s in args.seeds
     ]
-    check_variant(*_instance_and_store(args), variant)  # what the root can tell, before registering
+    experiment_root(*_instance_and_store(args)).check_variant(variant)  # before registering
     _launch(args, specs, args.name)
     return 0
 
@@ -218,7 +263,7 @@ def cmd_add(args: argparse.Namespace) -> int:
 def cmd_search(args: argparse.Namespace) -> int:
     from jobs.config import build
     from jobs.experiment_launches import launch_search, record_search
-    from jobs.experiments import read_basis
+    from jobs.experiments import experiment_root
     from jobs.stages import stage_settings
     from pretrain.experiments.search import SearchConfig
 
@@ -231,7 +276,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             "--no-launch to register them only"
         )
     instance, store = _instance_and_store(args)
-    read_basis(store)  # an empty root: say what to materialize first
+    experiment_root(instance, store).basis()  # an empty root: say what to materialize first
     launched = launch_search(instance, store, config, launch=not args.no_launch)
     if launched.get("skipped"):  # nothing launched: data_mixture keeps the configured weights
         print(f"mixture search skipped: {launched['skipped']}; nothing launched, and "
@@ -245,34 +290,65 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def cmd_admit(args: argparse.Namespace) -> int:
     from jobs.config import build
-    from jobs.experiments import check_group
+    from jobs.experiments import experiment_root
     from jobs.stages import stage_settings
     from pretrain.experiments import registry
     from pretrain.experiments.admission import AdmissionConfig
+    from pretrain.experiments.evidence import admission_arms
 
     config = build(AdmissionConfig, stage_settings(args).get("admission", {}))
-    check_group(*_instance_and_store(args), args.group)
-    with_, without = registry.admission_specs(
-        args.group, recipe=config.recipe, seeds=config.seeds, probe_share=config.probe_share
-    )
+    root = experiment_root(*_instance_and_store(args))
+    root.check_group(args.group)
+    arms = admission_arms(root, args.group, config)
+    if not arms.reference:
+        print(f"no reserve of clean {root.kind(args.group) or 'data of its kind'} in the "
+              "basis: the decision will hold it for review (give a target set of its kind)")  # fmt: skip
     starts = registry.starts_of(config.recipe, config.seeds)
     if starts and _launch(args, starts, f"admission of {args.group}: the shared proxies"):
         print("the arms continue those proxies: run this again once they are done "
               "(experiment_sensor launches them by itself)")  # fmt: skip
         return 0
-    _launch(args, [*with_, *without], f"admission of {args.group}")
+    _launch(args, arms.all(), f"admission of {args.group}")
     return 0
 
 
 def cmd_ablate(args: argparse.Namespace) -> int:
+    from dagster import AssetKey
+
+    from jobs.backfills import launch_asset_backfill
+    from jobs.experiment_launches import register_experiments
+    from jobs.experiments import experiment_root
+    from jobs.partitions import ABLATION_PARTITIONS_NAME, ablation_partitions
     from pretrain.experiments import registry
     from pretrain.experiments.ablation import with_overrides
+    from pretrain.experiments.corpus import ablation_arms, ablation_key, register_ablation
     from pretrain.filters.config import FilterConfig
 
     arms = [json_object(a, "--arm", FILTER_EXAMPLE) for a in args.arm]
     for arm in arms:
         with_overrides(FilterConfig(), arm)  # an unknown setting: a ConfigError naming it
     specs = registry.ablation_specs(args.name, arms, recipe=args.recipe, seeds=args.seeds)
+    instance, store = _instance_and_store(args)
+    root = experiment_root(instance, store)
+    root.basis()  # an empty root: say what to materialize first
+    variants = {s.variant.digest(): s.variant for s in specs}
+    for digest, variant in variants.items():
+        names = [s.name for s in specs if s.variant.digest() == digest]
+        register_ablation(store.root, variant, names)
+    waiting = [a.key for a in ablation_arms(root) if a.key in
+               {ablation_key(v) for v in variants.values()} and not a.ready]  # fmt: skip
+    if waiting:
+        register_experiments(instance, store, specs)
+        instance.add_dynamic_partitions(ABLATION_PARTITIONS_NAME, waiting)
+        print(f"{len(waiting)} filter arms to pool first (ablation_pools)")
+        if not args.no_launch:
+            backfill = launch_asset_backfill(
+                instance, AssetKey("ablation_pools"), ablation_partitions, waiting, tags={},
+                title=f"ablation {args.name}: pools",
+            )  # fmt: skip
+            print(f"backfill {backfill}: the daemon runs it; experiment_sensor then trains the "
+                  "arms (or run this again once the pools are made)")  # fmt: skip
+        return 0
     _launch(args, specs, f"ablation {args.name}")
     return 0
 

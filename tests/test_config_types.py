@@ -86,6 +86,7 @@ REQUIRED = {
     "CurriculumStage": {"name": "anneal", "fraction": 0.5},
     "TaskSpec": {"kind": "hellaswag", "path": "hellaswag.jsonl.gz"},
     "AdmissionReview": {"decision": "reject", "reviewer": "ana", "reason": "spam"},
+    "TargetSet": {"name": "clean_news", "uris": ("news.jsonl.gz",)},
 }
 
 

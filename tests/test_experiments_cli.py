@@ -182,8 +182,8 @@ def test_help_shows_each_options_default_and_a_line_of_its_own(
     helps = _option_helps(capsys.readouterr().out)
     assert "--no-launch" in helps and len(helps) >= 4, helps
     if command == "admit":
-        assert helps["--admission.policy.min_gain"].endswith("(default: 0.002)")
-        assert helps["--admission.seeds"].endswith("(default: [0, 1])")
+        assert helps["--admission.policy.admit_at"].endswith("(default: 0.6)")
+        assert helps["--admission.seeds"].endswith("(default: [0, 1, 2])")
     for option, text in helps.items():
         if option in ("--arm", "--weights", "--include", "--exclude", "--filter"):
             assert text, option  # no default: absent means "not given"

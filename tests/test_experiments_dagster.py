@@ -3,12 +3,14 @@
 On the embedded corpus (2 shard groups as the experiment basis) a third group arrives: the
 same documents with their words shuffled (every filter keeps them). Then, as the daemon would:
 
-1. ``experiment_sensor`` asks for its token pool, then for the 2 proxies (2 seeds) that the
-   admission's anneal recipe continues, then registers the arms (with and without it, each
-   continuing the proxy of its seed) and asks for them, then asks for ``data_admission``; one
-   proxy trains through the real ``torchrun`` launcher, the others in process;
-2. the decision is recorded with its evidence; an operator's review overrides it, and the
-   sensor re-decides;
+1. ``experiment_sensor`` asks for its token pool (and its floor: its words shuffled again),
+   then for the 2 proxies (2 seeds) that the admission's anneal recipe continues, then
+   registers the arms (with it, without, its floor, and the basis's reserve of clean prose,
+   each continuing the proxy of its seed) and asks for them, then asks for ``data_admission``;
+   one proxy trains through the real ``torchrun`` launcher, the others in process;
+2. the decision is recorded with its evidence, judged on the user's target set of clean prose
+   (``experiment_basis`` made with ``targets``): its relative value between the floor and the
+   reference, or "cannot see"; an operator's review overrides it, and the sensor re-decides;
 3. ``search_mixture`` registers a search's candidates (anneals of a start proxy, of a seed the
    admission did not use) and submits the start as ONE backfill of ``proxy_runs``; once it has
    run the sensor asks for the candidates (and the anchors: natural; uniform breaks a cap here), once they
@@ -45,7 +47,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 ROOT = Path(__file__).resolve().parents[1]
 IN_PROCESS = run_configs({"proxy": {"in_process": True}})["run_proxies"]
 SEARCH = {"candidates": 6, "seeds": [2], "recipe": "proxy_tiny_anneal", "seed": 7}
-ADMISSION = AdmissionConfig(recipe="proxy_tiny_anneal")
+ADMISSION = AdmissionConfig(recipe="proxy_tiny_anneal", seeds=(0, 1))
 experiment_sensor = experiment_sensor_for(ADMISSION)
 
 
@@ -91,6 +93,31 @@ def _shuffled_group(root: Path, store: ArtifactStore) -> Path:
     return folder
 
 
+def _clean_prose(root: Path, used: set[str]) -> str:
+    """The user's yardstick: prose of installed packages the corpus did not take (their long
+    descriptions), as a JSONL target file. The corpus holds too little prose for a reserve of
+    its own, so half of it serves as the reference arm's clean prose."""
+    from pretrain.data.harvest import discover_embedded
+    from pretrain.data.readers import is_reject, iter_records
+
+    where = root / "targets" / "clean_prose.jsonl"
+    where.parent.mkdir()
+    with where.open("w") as f:
+        for raw in discover_embedded(max_files_per_source={"prose": 200, "code": 0, "license": 0}):
+            if raw.source != "prose" or raw.uri in used:
+                continue
+            for record in iter_records(raw):
+                if not is_reject(record) and len(record["text"]) > 400:
+                    f.write(json.dumps({"text": record["text"]}) + "\n")
+    return str(where)
+
+
+def _manifest(store: ArtifactStore, key: str):
+    from pretrain.data.raw import ShardManifest
+
+    return ShardManifest.from_json(storage.read_bytes(store.manifest_uri(key)).decode())
+
+
 @pytest.fixture(scope="module")
 def flow(tmp_path_factory: pytest.TempPathFactory) -> dict:
     base = tmp_path_factory.mktemp("experiments")
@@ -107,7 +134,12 @@ def flow(tmp_path_factory: pytest.TempPathFactory) -> dict:
         for key in keys:
             _run(defs, instance, "apply_dedup", key)
         seen["idle"] = _tick(instance, store)  # no basis yet: nothing to compare to
-        _run(defs, instance, "make_basis")
+        used = {f.uri for key in keys for f in _manifest(store, key).files}
+        target = _clean_prose(base, used)
+        basis = {"basis": {"targets": [{"name": "clean_prose", "uris": [target], "kind": "prose"}],
+                           "min_yardstick_docs": 20}}  # fmt: skip
+        _run(defs, instance, "make_basis", run_config=run_configs(basis)["make_basis"])
+        seen["basis"] = storage.read_json(store.uri("experiment_basis", "basis.json"))
         # a new shard group arrives and goes through the data stages
         [new] = register_shards(
             instance, store, plan_source(str(_shuffled_group(base, store)), source_name="prose",
@@ -146,6 +178,7 @@ def flow(tmp_path_factory: pytest.TempPathFactory) -> dict:
         review = {
             "admission": {
                 "recipe": ADMISSION.recipe,
+                "seeds": list(ADMISSION.seeds),
                 "review": {
                     "decision": "reject",
                     "reviewer": "ana",
@@ -193,7 +226,7 @@ def flow(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 def test_the_sensor_waits_for_a_basis(flow: dict) -> None:
-    assert "experiment_basis is not materialized" in flow["idle"].skip_message
+    assert "experiment_basis is not materialized" in flow["idle"].skip_reason.skip_message
 
 
 def test_the_sensor_drives_the_admission(flow: dict) -> None:
@@ -202,16 +235,19 @@ def test_the_sensor_drives_the_admission(flow: dict) -> None:
     starts = [spec.name for spec in registry.starts_of(ADMISSION.recipe, ADMISSION.seeds)]
     assert flow["start_requests"] == [("run_proxies", n) for n in starts]  # first, alone
     jobs = {job for job, _ in flow["proxy_requests"]}
-    assert jobs == {"run_proxies"} and len(flow["proxy_requests"]) == 4  # 2 seeds x with/without
+    assert jobs == {"run_proxies"} and len(flow["proxy_requests"]) == 8  # 2 seeds x 4 arms
     arms = [registry.load_spec(flow["root"], name) for _, name in flow["proxy_requests"]]
-    assert sorted(a.base for a in arms) == sorted(starts * 2)  # each arm continues its seed's
+    assert sorted(a.base for a in arms) == sorted(starts * 4)  # each arm continues its seed's
+    assert sorted({a.label for a in arms}) == ["base", "floor", "reference", "with"]
+    reference = [a for a in arms if a.label == "reference"]
+    assert {a.variant.include_groups for a in reference} == {("reserve:prose",)}
     first = registry.read_result(registry.result_dir(flow["root"], arms[0].name))
     assert first is not None and first.checkpoint  # and kept its own final checkpoint
     assert flow["decide_requests"] == [("decide_admission", new)]
     # the decision reads the experiments the sensor ran: with the sensor's recipe, not the default
     [op] = flow["decide_config"]["ops"].values()
     assert op["config"]["recipe"] == ADMISSION.recipe
-    assert "no shard group awaiting" in flow["again"].skip_message
+    assert "no shard group awaiting" in flow["again"].skip_reason.skip_message
 
 
 def test_the_decision_is_recorded_with_its_evidence(flow: dict) -> None:
@@ -222,6 +258,19 @@ def test_the_decision_is_recorded_with_its_evidence(flow: dict) -> None:
     evidence = decision["evidence"]
     assert "mean" in evidence["delta_bpb"] and len(evidence["delta_bpb"]) >= 3  # 2+ sources
     assert len(evidence["seeds"]) == 2
+    # judged on the user's target of its kind, against its floor and clean prose
+    assert decision["yardstick"] == "target:clean_prose" and evidence["kind"] == "prose"
+    assert set(evidence["changes"]) == {"with", "floor", "reference"}
+    if decision["cannot_see"]:
+        assert "cannot separate clean from damaged" in decision["reason"]
+        assert decision["next_recipe"] == "proxy_cpu_anneal"  # proxy_tiny_anneal's next scale
+    else:
+        assert "relative value" in decision["reason"] and decision["relative"]["value"] <= 0.3
+        assert decision["decision"] == "reject"  # shuffled words: worth their floor
+    basis = flow["basis"]
+    assert basis["targets"] == {"clean_prose": "prose"} and basis["reserve"]["prose"] > 0
+    assert basis["yardsticks"]["target:clean_prose"]["documents"] > 20
+    assert not [w for w in basis["warnings"].get("target:clean_prose", []) if "documents" in w]
     assert decision["noise"]["documents"] > 0 and 0 <= decision["noise"]["risk"] <= 1
     assert 0 <= decision["corpus_noise"]["risk"] <= 1  # the admitted groups' funnel
     assert decision["cost"]["cpu_seconds"] > 0 and decision["cost"]["raw_bytes_total"] > 0
@@ -283,7 +332,9 @@ def test_the_cli_reads_experiments_back(flow: dict) -> None:
     listing = cli("experiments", "--root", flow["root"], "list", "--kind", "search")
     assert listing.count("proxy_tiny") == SEARCH["candidates"] + 2  # natural, the verification
     compare = cli("experiments", "--root", flow["root"], "compare", "--group", flow["new"])
-    assert "with" in compare and "base" in compare and "mean bpb" in compare
+    assert "with" in compare and "without" in compare and "mean bpb" in compare
+    assert "floor" in compare and "reference" in compare and "target:clean_prose" in compare
+    assert "decision: reject on target:clean_prose" in compare  # the operator's review stands
     plan = cli("plan", "--root", flow["root"], "--gpus", "8", "--days", "1")
     assert "proxy experiments under" in plan and "% of the campaign" in plan
     specs = registry.list_specs(flow["root"])

@@ -19,6 +19,7 @@ from pretrain.errors import ConfigError, DataError
 from pretrain.experiments import registry
 from pretrain.experiments.ablation import with_overrides
 from pretrain.experiments.admission import (
+    CANNOT_SEE,
     AdmissionEvidence,
     AdmissionPolicy,
     AdmissionReview,
@@ -28,6 +29,7 @@ from pretrain.experiments.admission import (
     corpus_noise,
     decide_admission,
     noise_from_stats,
+    relative_value,
     yardstick_groups,
 )
 from pretrain.experiments.basis import BasisConfig, build_basis, clip_document, validation_ids
@@ -288,81 +290,132 @@ def test_a_search_over_one_source_is_skipped_with_the_reason() -> None:
 
 
 # -- admission ----------------------------------------------------------------------------------
-def evidence(delta: float, spread: float, seeds: tuple[int, ...] = (0, 1)) -> AdmissionEvidence:
+def evidence(
+    group: tuple[float, ...],
+    floor: tuple[float, ...] = (0.00, 0.002, -0.002),
+    reference: tuple[float, ...] | None = (-0.050, -0.052, -0.048),
+    key: str = "mean",
+) -> AdmissionEvidence:
+    """Evidence with each arm's per-seed change on one yardstick (lower is better)."""
+    changes = {"with": {key: group}, "floor": {key: floor}}
+    if reference is not None:
+        changes["reference"] = {key: reference}
     return AdmissionEvidence(
-        group="g", seeds=seeds, delta_bpb={"mean": delta}, spread_bpb={"mean": spread},
-        with_experiments=(), without_experiments=(), proxy_flops=1.0, proxy_seconds=1.0,
+        group="g", seeds=tuple(range(len(group))), changes=changes, experiments={},
+        proxy_flops=1.0, proxy_seconds=1.0, kind="web",
     )  # fmt: skip
 
 
 @pytest.mark.parametrize(
-    ("delta", "spread", "expected", "why"),
+    ("group", "expected", "why"),
     [
-        (-0.05, 0.01, "admit", "lowers"),
-        (0.05, 0.01, "reject", "worse"),
-        (-0.05, 0.08, "hold", "within the seed spread"),
-        (-0.0015, 0.001, "hold", "below min_gain"),  # the band reaches past -min_gain
-        (0.0015, 0.001, "hold", "harm is below max_harm"),
-        (-0.001, 0.0001, "reject", "adds nothing"),  # conclusively negligible
-        (0.0003, 0.0007, "reject", "adds nothing"),
+        ((-0.048, -0.050, -0.046), "admit", "worth at least admit_at"),  # about the reference
+        ((-0.002, 0.000, 0.003), "reject", "worth at most reject_at"),  # about the floor
+        ((0.010, 0.012, 0.011), "reject", "worth at most reject_at"),  # worse than its floor
+        ((-0.025, -0.022, -0.026), "hold", "review it"),  # half way
+        ((-0.05, 0.0, -0.03), "hold", "review it"),  # its band spans both thresholds
     ],
 )
-def test_policy(delta: float, spread: float, expected: str, why: str) -> None:
-    decision = decide_admission(
-        evidence(delta, spread), noise=None, cost=None, policy=AdmissionPolicy()
-    )
+def test_relative_value_decides(group: tuple[float, ...], expected: str, why: str) -> None:
+    decision = decide_admission(evidence(group), noise=None, cost=None, policy=AdmissionPolicy())
     assert decision.decision == expected and why in decision.reason, decision.reason
+    value = decision.relative
+    assert value is not None and not decision.cannot_see
+    assert math.isclose(value.floor_change, 0.0, abs_tol=1e-12)
+    assert math.isclose(value.reference_change, -0.05)
+    assert "relative value" in decision.reason and "floor" in decision.reason
 
 
-def test_own_source_judges_a_group_by_the_source_it_joins() -> None:
-    """More clean code at the probe share: code improves, every other source pays for the
-    tokens it displaces (bench/RESULTS.md, the truth at scale). ``mean`` rejects it,
-    ``own_source`` admits it; a group of a source the validation does not measure falls back
-    to the mean."""
+def test_a_group_between_its_floor_and_the_reference_is_placed_seed_by_seed() -> None:
+    found = relative_value(evidence((-0.025, -0.026, -0.024)), "mean")
+    assert found is not None
+    assert math.isclose(
+        found.value, np.mean([0.5, (0.002 + 0.026) / 0.054, (-0.002 + 0.024) / 0.046])
+    )
+    assert found.spread > 0 and math.isclose(found.separation, 0.05)
+    assert relative_value(evidence((-0.02,) * 3, reference=None), "mean") is None
 
-    def result(name: str, seed: int, bpb: dict[str, float]) -> ExperimentResult:
+
+def test_when_the_floor_is_the_reference_the_proxies_cannot_see() -> None:
+    """Damaged text that lowers validation loss as much as clean text: no verdict but "cannot
+    see", with the recipe to try next; an absolute gain alone no longer admits."""
+    blind = evidence((-0.030, -0.031, -0.029), floor=(-0.030, -0.028, -0.033),
+                     reference=(-0.031, -0.029, -0.032))  # fmt: skip
+    decision = decide_admission(blind, noise=None, cost=None, policy=AdmissionPolicy(),
+                                next_recipe="proxy_cpu_anneal_2x")  # fmt: skip
+    assert decision.decision == "hold" and decision.cannot_see
+    assert CANNOT_SEE in decision.reason and "try recipe proxy_cpu_anneal_2x" in decision.reason
+    assert decision.next_recipe == "proxy_cpu_anneal_2x"
+    # apart by less than min_separation: blind too, however small the spread
+    close = evidence((-0.0010,) * 3, floor=(0.0,) * 3, reference=(-0.0015, -0.0015, -0.0016))
+    assert decide_admission(close, noise=None, cost=None, policy=AdmissionPolicy()).cannot_see
+
+
+def test_no_reference_of_its_kind_holds_the_group_for_review() -> None:
+    decision = decide_admission(
+        evidence((-0.05,) * 3, reference=None), noise=None, cost=None, policy=AdmissionPolicy()
+    )
+    assert decision.decision == "hold" and "no clean data of its kind (web)" in decision.reason
+    assert decision.relative is None and not decision.cannot_see
+
+
+def test_the_yardstick_is_the_target_of_the_groups_kind_else_its_own_source() -> None:
+    def result(name: str, seed: int, bpb: dict[str, float], targets: dict[str, float]):
         return ExperimentResult(
             name=name, spec={"seed": seed}, shares={}, rows={}, loss={}, bits_per_byte=bpb,
-            tasks={}, cost={"flops": 1.0, "wall_s": 1.0},
+            tasks={}, cost={"flops": 1.0, "wall_s": 1.0}, targets=targets,
         )  # fmt: skip
 
-    without = [result(f"b{s}", s, {"code": 2.3, "news": 3.0, "web": 3.8}) for s in (0, 1)]
-    with_ = [result(f"w{s}", s, {"code": 2.25 - 0.01 * s, "news": 3.04, "web": 3.84})
-             for s in (0, 1)]  # fmt: skip
-    for sources, judge, expected in (
-        ({"code"}, "mean", "reject"),
-        ({"code"}, "own_source", "admit"),
-        ({"forum"}, "own_source", "reject"),  # unmeasured: the mean decides
-    ):
-        evidence = admission_evidence(
-            group="code-0007", with_runs=with_, without_runs=without, sources=sources
-        )
-        decision = decide_admission(
-            evidence, noise=None, cost=None, policy=AdmissionPolicy(judge=judge)
-        )
-        assert decision.decision == expected, (sources, judge, decision.reason)
-    assert evidence.own_sources == () and "own" not in evidence.delta_bpb
-    own = admission_evidence(group="c", with_runs=with_, without_runs=without, sources={"code"})
-    assert own.own_sources == ("code",) and math.isclose(own.delta_bpb["own"], -0.055)
-    assert (
-        "own source's (code)"
-        in decide_admission(
-            own, noise=None, cost=None, policy=AdmissionPolicy(judge="own_source")
-        ).reason
+    base = {"code": 2.3, "web": 3.8}
+    arms = {
+        arm: [result(f"{arm}{s}", s, {k: v + d for k, v in base.items()},
+                     {"clean_web": 3.5 + t, "forum": 4.0}) for s in (0, 1, 2)]
+        for arm, d, t in (("with", -0.02, -0.04), ("without", 0, 0), ("floor", -0.02, 0.0),
+                          ("reference", -0.02, -0.05))
+    }  # fmt: skip
+    evidence = admission_evidence(
+        group="web-0007", with_runs=arms["with"], without_runs=arms["without"],
+        floor_runs=arms["floor"], reference_runs=arms["reference"], sources={"web"},
+        kind="web", targets={"clean_web": "web", "forum": None},
+    )  # fmt: skip
+    assert evidence.yardstick("own_source") == "target:clean_web"
+    assert evidence.yardstick("mean") == "mean" and evidence.yardstick("bpb:code") == "code"
+    assert evidence.yardstick("target:forum") == "target:forum"
+    with pytest.raises(DataError, match="no yardstick"):
+        evidence.yardstick("target:nosuch")
+    decision = decide_admission(evidence, noise=None, cost=None, policy=AdmissionPolicy())
+    assert decision.yardstick == "target:clean_web" and decision.decision == "admit", (
+        decision.reason
     )
+    # on the held-out web documents the floor helps as much as the reference: blind there
+    own = decide_admission(evidence, noise=None, cost=None,
+                           policy=AdmissionPolicy(judge="bpb:web"))  # fmt: skip
+    assert own.yardstick == "web" and own.cannot_see
+    no_target = dataclasses.replace(evidence, targets={})
+    assert no_target.yardstick("own_source") == "own"
     with pytest.raises(ConfigError, match="judge"):
         AdmissionPolicy(judge="median")
+    with pytest.raises(ConfigError, match="reject_at"):
+        AdmissionPolicy(admit_at=0.3, reject_at=0.6)
 
 
-def test_a_negligible_change_can_go_to_review_instead() -> None:
-    policy = AdmissionPolicy(no_gain="hold")
-    decision = decide_admission(evidence(-0.001, 0.0001), noise=None, cost=None, policy=policy)
-    assert decision.decision == "hold" and "no_gain=hold" in decision.reason
-    with pytest.raises(ConfigError, match="no_gain"):
-        AdmissionPolicy(no_gain="drop")
+def test_a_yardstick_too_small_or_in_another_language_is_warned_about() -> None:
+    stats = {"documents": 21, "chars": 80_000, "languages": {"en": 0.48, "cs": 0.52},
+             "warnings": ["yardstick web holds 21 documents (under 300): too few"]}  # fmt: skip
+    found = dataclasses.replace(
+        evidence((-0.05,) * 3, key="web"), yardsticks={"web": stats}, language="en"
+    )
+    warnings = found.warnings("web")
+    assert any("21 documents" in w for w in warnings)
+    assert any("48% en" in w and "too mixed" in w for w in warnings)
+    decision = decide_admission(found, noise=None, cost=None,
+                                policy=AdmissionPolicy(judge="bpb:web"))  # fmt: skip
+    assert decision.warnings == tuple(warnings)
+    english = {**stats, "languages": {"en": 0.97}, "warnings": []}
+    assert dataclasses.replace(found, yardsticks={"web": english}).warnings("web") == []
 
 
-def test_a_helpful_but_noisy_group_is_held() -> None:
+def test_a_valuable_but_noisy_group_is_held() -> None:
     noisy = NoiseRisk(
         documents=100, rejected_share=0.7, duplicate_share=0.1, toxic_share=0.0, pii_share=0.0
     )
@@ -378,20 +431,21 @@ def test_a_helpful_but_noisy_group_is_held() -> None:
     assert clean_corpus is not None and clean_corpus.documents == 400
     assert math.isclose(clean_corpus.rejected_share, 0.25)  # weighted by documents
     assert math.isclose(clean_corpus.duplicate_share, (240 * 0.05 + 60 * 0.2) / 300)  # by kept
+    good = evidence((-0.048, -0.050, -0.046))
     for noise, word in ((noisy, "more than of the admitted corpus"), (toxic, "toxic")):
-        decision = decide_admission(evidence(-0.05, 0.01), noise=noise, cost=None,
-                                    policy=AdmissionPolicy(), corpus=clean_corpus)  # fmt: skip
+        decision = decide_admission(good, noise=noise, cost=None, policy=AdmissionPolicy(),
+                                    corpus=clean_corpus)  # fmt: skip
         assert decision.decision == "hold" and word in decision.reason, decision.reason
         assert decision.to_dict()["corpus_noise"]["risk"] == clean_corpus.risk
     # a web group that loses as much to cleaning as the admitted web did is admitted
     web_corpus = corpus_noise([dataclasses.replace(noisy, documents=500)])
-    admitted = decide_admission(evidence(-0.05, 0.01), noise=noisy, cost=None,
-                                policy=AdmissionPolicy(), corpus=web_corpus)  # fmt: skip
+    admitted = decide_admission(good, noise=noisy, cost=None, policy=AdmissionPolicy(),
+                                corpus=web_corpus)  # fmt: skip
     assert admitted.decision == "admit", admitted.reason
     # past max_noise_risk it is held whatever the corpus lost
     garbage = dataclasses.replace(noisy, rejected_share=0.95)
-    held = decide_admission(evidence(-0.05, 0.01), noise=garbage, cost=None,
-                            policy=AdmissionPolicy(), corpus=corpus_noise([garbage]))  # fmt: skip
+    held = decide_admission(good, noise=garbage, cost=None, policy=AdmissionPolicy(),
+                            corpus=corpus_noise([garbage]))  # fmt: skip
     assert held.decision == "hold" and "max_noise_risk" in held.reason
     assert corpus_noise([]) is None
     # the yardstick: the admitted groups that share a source, else all of them
@@ -401,9 +455,10 @@ def test_a_helpful_but_noisy_group_is_held() -> None:
     assert yardstick_groups("web-0007", sources, admitted_groups) == ["mix-0000", "web-0000"]
     assert yardstick_groups("forum-0001", sources, admitted_groups) == admitted_groups
     one_seed = decide_admission(
-        evidence(-0.05, math.nan, (0,)), noise=None, cost=None, policy=AdmissionPolicy()
-    )
-    assert one_seed.decision == "hold"
+        evidence((-0.05,), floor=(0.0,), reference=(-0.05,)), noise=None, cost=None,
+        policy=AdmissionPolicy(),
+    )  # fmt: skip
+    assert one_seed.decision == "hold" and "policy needs 2" in one_seed.reason
     with pytest.raises(ConfigError, match="2 seeds"):
         AdmissionPolicy(min_seeds=1)
 
@@ -442,19 +497,32 @@ def test_decisions_and_reviews_are_stored(tmp_path: Path) -> None:
 
 # -- registry, specs, ablation settings ---------------------------------------------------------
 def test_specs_are_named_by_their_settings(tmp_path: Path) -> None:
-    with_, without = registry.admission_specs(
-        "web-0007", recipe="proxy_cpu", seeds=(0, 1), probe_share=0.25
+    with_, without, floor, reference = registry.admission_specs(
+        "web-0007", recipe="proxy_cpu", seeds=(0, 1), probe_share=0.25, kind="web"
     )
-    again, _ = registry.admission_specs(
-        "web-0007", recipe="proxy_cpu", seeds=(0, 1), probe_share=0.25
+    again = registry.admission_specs(
+        "web-0007", recipe="proxy_cpu", seeds=(0, 1), probe_share=0.25, kind="web"
     )
-    assert [s.name for s in with_] == [s.name for s in again]
-    on_gpu, _ = registry.admission_specs(
+    assert [s.name for s in with_] == [s.name for s in again.with_]
+    on_gpu = registry.admission_specs(
         "web-0007", recipe="proxy_gpu_20m", seeds=(0, 1), probe_share=0.25
-    )
+    ).with_
     assert not {s.name for s in on_gpu} & {s.name for s in with_}  # another experiment
     assert {s.label for s in with_} == {"with"} and {s.label for s in without} == {"base"}
     assert all(s.group == "" for s in without)  # the base arm is shared by every group
+    assert [s.variant.include_groups for s in floor] == [("floor:web-0007",)] * 2
+    assert [s.variant.boost for s in reference] == [{"reserve:web": 0.25}] * 2
+    news = registry.admission_specs(
+        "web-0009", recipe="proxy_cpu", seeds=(0, 1), probe_share=0.25, kind="web"
+    )
+    assert [s.name for s in news.reference] == [s.name for s in reference]  # shared by kind
+    assert [s.name for s in news.floor] != [s.name for s in floor]  # the group's own
+    assert (
+        registry.admission_specs(
+            "web-0007", recipe="proxy_cpu", seeds=(0,), probe_share=0.25
+        ).reference
+        == []
+    )  # no kind: no reference arm
     root = str(tmp_path)
     assert registry.register(root, with_[0]) is True
     assert registry.register(root, with_[0]) is False
@@ -469,17 +537,17 @@ def test_specs_are_named_by_their_settings(tmp_path: Path) -> None:
 
 
 def test_anneal_arms_of_a_seed_continue_one_shared_proxy() -> None:
-    with_, without = registry.admission_specs(
-        "web-0007", recipe="proxy_cpu_anneal", seeds=(0, 1), probe_share=0.25
+    with_, without, floor, reference = registry.admission_specs(
+        "web-0007", recipe="proxy_cpu_anneal", seeds=(0, 1), probe_share=0.25, kind="web"
     )
     starts = registry.starts_of("proxy_cpu_anneal", (0, 1))
     assert [s.recipe for s in starts] == ["proxy_cpu_admit"] * 2
     assert [s.seed for s in starts] == [0, 1] and {s.label for s in starts} == {"start"}
     assert starts[0].variant == DataVariant() and starts[0].base == ""  # the corpus, from scratch
-    for arms in (with_, without):
+    for arms in (with_, without, floor, reference):
         assert [a.base for a in arms] == [s.name for s in starts]  # seed s continues start s
     # every group's admission shares the starts and the without arm
-    other_with, other_without = registry.admission_specs(
+    other_with, other_without, _, _ = registry.admission_specs(
         "news-0009", recipe="proxy_cpu_anneal", seeds=(0, 1), probe_share=0.25
     )
     assert [s.name for s in other_without] == [s.name for s in without]
@@ -507,9 +575,9 @@ def test_an_anneal_needs_its_base_result(tmp_path: Path) -> None:
     from pretrain.experiments.run import run_experiment
 
     basis, pools = synthetic_setup(tmp_path)
-    [spec], _ = registry.admission_specs(
+    [spec] = registry.admission_specs(
         "beta-0001", recipe="proxy_tiny_anneal", seeds=(0,), probe_share=0.3
-    )
+    ).with_
     with pytest.raises(DataError, match="run start-"):
         run_experiment(
             spec, [p for g in ("alpha-0000", "beta-0000", "beta-0001") for p in pools[g]],

@@ -9,8 +9,10 @@ validation set per source and on the eval tasks' continuous likelihood (:mod:`.b
   distribution, train a proxy on each, regress target on weights (LightGBM, a linear
   baseline), check the fit on held-out proxies, propose the best weights; ``data_mixture`` can
   take them (``weights_from: searched``);
-- **admission** (:mod:`.admission`): a new shard group with and without, over seeds, plus its
-  noise risk and cleaning cost, decided by a policy (admit / hold / reject);
+- **admission** (:mod:`.admission`): a new shard group with and without, against its floor (its
+  own words shuffled) and clean data of its kind (the basis's reserve), over seeds: its relative
+  value, or "cannot see", plus its noise risk and cleaning cost, decided by a policy (admit /
+  hold / reject);
 - **filter ablations** (:mod:`.ablation`): filter settings compared by proxy loss (DCLM-style).
 
     from pretrain.experiments import DataVariant, ExperimentSpec, run_experiment
@@ -20,15 +22,24 @@ validation set per source and on the eval tasks' continuous likelihood (:mod:`.b
 
 | module       | concept                                                          |
 |--------------|------------------------------------------------------------------|
-| config.py    | ``DataVariant``, ``ExperimentSpec``, proxy recipes               |
-| basis.py     | the proxy tokenizer and the shared validation set                |
-| pools.py     | one shard group tokenized once (a packed directory)              |
+| config.py    | ``DataVariant``, ``ExperimentSpec``, proxy recipes (and their ladder) |
+| basis.py     | the proxy tokenizer, the validation set, the targets, the reserve |
+| yardsticks.py| target sets, what a yardstick holds, when it is unfit to judge by |
+| pools.py     | one shard group tokenized once (a packed directory); its floor   |
 | view.py      | a variant as row ranges of pools (weights, boosts, epoch caps)   |
 | run.py       | train + evaluate one proxy; ``ExperimentResult``; its cost       |
 | registry.py  | specs under the artifact root; specs for search/admission/ablation |
 | search.py    | Dirichlet sampling, the regressions, the proposal               |
 | admission.py | evidence over seeds, noise risk, cleaning cost, the policy      |
 | ablation.py  | a shard group re-filtered with an arm's settings                 |
+| corpus.py    | ``ExperimentRoot``: the engine's files under one artifact root    |
+| evidence.py  | what a search's fit and an admission's decision read             |
+| workflow.py  | ``gather`` the root's state, the pure ``next_steps``: what runs next |
+| records.py   | one reader for every file the engine reads back                  |
+| decisions.py | decisions and reviews as stored; what the mixture leaves out     |
+
+The Dagster side (``pretrain_assets/experiment_assets.py``, ``sensors/experiments.py``,
+``jobs/experiments.py``) only reads the instance and calls these.
 """
 
 from pretrain.experiments.config import (

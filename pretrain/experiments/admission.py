@@ -1,25 +1,37 @@
-"""Admission of a new shard group: what proxies with and without it say, what cleaning it cost,
-and a policy that turns both into admit, hold for review, or reject.
+"""Admission of a new shard group: how much a token of it is worth next to a token of clean data
+of its kind, what cleaning it cost, and a policy that turns both into admit, hold, or reject.
 
-    evidence = admission_evidence(group="forum-0007", with_runs=[r0, r1], without_runs=[b0, b1],
-                                  sources={"web"})
-    evidence.delta_bpb          # {"news": -0.004, "web": +0.031, ..., "mean": +0.012, "own": +0.031}
+    evidence = admission_evidence(group="forum-0007", with_runs=[...], without_runs=[...],
+                                  floor_runs=[...], reference_runs=[...], sources={"web"},
+                                  kind="web", targets={"clean_web": "web"})
+    value = relative_value(evidence, "target:clean_web")
+    value.value, value.spread       # 0.82 ± 0.07: 0 is the floor, 1 the reference
     decision = decide_admission(evidence, noise=NoiseRisk(...), cost=CleaningCost(...),
                                 policy=AdmissionPolicy(), corpus=corpus_noise([...]))
-    decision.decision           # "reject"
-    decision.reason             # "adding it changes its own source's (web) validation bits ..."
+    decision.decision               # "admit", "hold" or "reject"; decision.reason says why
 
-A change counts only when it is larger than ``spread_factor`` times its spread over seeds
-(the seeds are paired: seed ``s`` with the group against seed ``s`` without it). The noise risk
-is what the stages found in the group (shares rejected, duplicate, toxic, masked for PII),
-judged against what they found in the admitted corpus's groups; the cleaning cost is the CPU time the stages spent on it, per GB and for the whole group.
+Every arm is a proxy of the same budget and seed (an anneal of the same start): the corpus
+alone (*without*), with the group at ``probe_share`` of the budget (*with*), with the group's
+own text, the words of each sentence shuffled, at the same share (*floor*: vocabulary without
+language), and with as many tokens of clean data of the group's kind (*reference*: the basis's
+reserve of that source, which no start proxy and no validation set holds). A change is an arm's
+bits per byte on the judged yardstick minus the without arm's, seed by seed. At proxy scale any
+text of a language lowers that language's bits per byte through its vocabulary, so a change
+alone does not say the data is good: the **relative value** places the group's change between
+the floor's (0) and the reference's (1), and the policy admits on it. When the floor and the
+reference are within their spread of each other the proxies cannot tell clean from damaged text
+at this scale: the verdict is *hold, cannot see*, with the recipe to try next.
+
+The noise risk is what the stages found in the group (shares rejected, duplicate, toxic, masked
+for PII), judged against what they found in the admitted corpus's groups; the cleaning cost is
+the CPU time the stages spent on it, per GB and for the whole group.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -29,57 +41,60 @@ from pretrain.experiments.run import ExperimentResult
 from pretrain.settings import check_types
 
 DECISIONS = ("admit", "hold", "reject")
-JUDGES = ("mean", "own_source")
+JUDGES = ("mean", "own_source", "task_likelihood")
+NAMED_JUDGES = ("target:", "bpb:", "task:")
+CANNOT_SEE = "the proxies cannot separate clean from damaged text at this scale"
 
 
 @dataclass(frozen=True, kw_only=True)
 class AdmissionPolicy:
-    """Thresholds, in validation bits per byte of the group's own sources (``judge=
-    "own_source"``, the default) or averaged over every source (``judge="mean"``); lower is
-    better.
+    """How a relative value (0: the group's floor, 1: clean data of its kind) becomes a verdict.
 
-    ``min_gain``: admit only when the group lowers it at least this much; ``max_harm``: reject
-    when it raises it at least this much; between the two, or when the change is within
-    ``spread_factor`` × its seed spread, hold for review. A group whose change is conclusively
-    small (the whole band Δ ± ``spread_factor`` × spread lies between ``-min_gain`` and
-    ``max_harm``) adds nothing the proxies can measure while every token of it displaces
-    admitted data: ``no_gain`` says whether it is rejected (default) or held for review. A
-    group that helps is held too when
-    its toxic share exceeds ``max_toxic_share``, when cleaning removed more of it than
-    ``max_noise_risk``, or when it removed more than the admitted groups of the same sources
-    lost plus ``max_excess_noise`` (their funnel is the yardstick, :func:`yardstick_groups`:
-    web crawls lose most of their pages to cleaning and code almost none, so a fixed share
-    alone would hold every web group)."""
+    ``admit_at`` / ``reject_at``: admit when the value and its band (± ``spread_factor`` × its
+    spread over seeds) lie at or above ``admit_at``; reject when they lie at or below
+    ``reject_at``; hold for review in between. When the floor's and the reference's changes are
+    not ``spread_factor`` spreads apart, and at least ``min_separation`` bits per byte, the
+    proxies cannot see: hold, with the next recipe to try. A group with no reference (its
+    source has no reserve and no target of its kind) is held for review. A group that would be
+    admitted is held too when its toxic share exceeds ``max_toxic_share``, when cleaning
+    removed more of it than ``max_noise_risk``, or more than the admitted groups of the same
+    sources lost plus ``max_excess_noise`` (their funnel is the yardstick,
+    :func:`yardstick_groups`: web crawls lose most pages to cleaning, code almost none).
 
-    min_gain: float = 0.002  # admit only when the group lowers bits per byte at least this much
-    max_harm: float = 0.002  # reject when it raises bits per byte at least this much
-    spread_factor: float = 1.0  # a change within this many seed spreads is held as inconclusive
-    min_seeds: int = 2  # fewer paired seeds than this: held (no spread can be measured)
-    max_noise_risk: float = 0.9  # a helpful group that cleaning cut by more than this: held
-    max_excess_noise: float = 0.2  # held when cleaning cut it this much more than its peers
-    max_toxic_share: float = 0.05  # a helpful group with a larger toxic share: held
-    no_gain: str = "reject"  # "reject" or "hold": a change conclusively within both thresholds
-    # "own_source" (default): the change on the group's own sources only -- is it good data for
-    # what it is? The mixture (weights searched or configured) decides how much of each source
-    # to take. "mean": the change averaged over every validation source, which also counts what
-    # the probe share displaces from the others (a mixture question: at 25% every clean group
-    # costs the other sources +0.01-0.03 bits/byte). A group with no measured source: the mean.
-    # bench/data_roi.py: own_source decides 7 of 7 planted groups right, mean 5 of 7.
-    judge: str = "own_source"  # "own_source" or "mean": which change the thresholds read
+    ``judge``: the yardstick. ``own_source`` (default): a target set of the group's kind when
+    the basis has one (``BasisConfig.targets`` with ``kind``), else the held-out documents of
+    the group's own sources; ``mean``: every source's, averaged; or a yardstick by name:
+    ``target:<name>``, ``bpb:<source>``, ``task:<task>``, ``task_likelihood``."""
+
+    admit_at: float = 0.6  # admit at this relative value or more, beyond its spread
+    reject_at: float = 0.3  # reject at this relative value or less, beyond its spread
+    spread_factor: float = 1.0  # how many spreads over seeds a band reaches
+    min_separation: float = 0.002  # bits per byte between the floor and the reference
+    min_seeds: int = 2  # fewer seeds measure no spread: the group is held
+    max_noise_risk: float = 0.9  # hold a worthy group cleaning removed more of
+    max_excess_noise: float = 0.2  # hold one it removed this much more of than of its peers
+    max_toxic_share: float = 0.05  # hold one with more toxic documents
+    judge: str = "own_source"  # the yardstick (see above)
 
     def __post_init__(self) -> None:
         check_types(self)
-        if min(self.min_gain, self.max_harm, self.spread_factor) < 0:
-            raise ConfigError("AdmissionPolicy: min_gain, max_harm, spread_factor must be >= 0")
+        if not self.reject_at < self.admit_at:
+            raise ConfigError(
+                f"AdmissionPolicy: reject_at={self.reject_at} must be below "
+                f"admit_at={self.admit_at} (between them a group is held for review)"
+            )
+        if min(self.spread_factor, self.min_separation) < 0:
+            raise ConfigError("AdmissionPolicy: spread_factor and min_separation must be >= 0")
         if self.min_seeds < 2:
             raise ConfigError(
                 f"AdmissionPolicy.min_seeds={self.min_seeds}: at least 2 seeds, or no spread "
                 "can be measured"
             )
-        if self.judge not in JUDGES:
-            raise ConfigError(f"AdmissionPolicy.judge={self.judge!r}: use one of {JUDGES}")
-        if self.no_gain not in ("reject", "hold"):
-            raise ConfigError(f"AdmissionPolicy.no_gain={self.no_gain!r}: use 'reject' or 'hold'")
+        if self.judge not in JUDGES and not self.judge.startswith(NAMED_JUDGES):
+            raise ConfigError(
+                f"AdmissionPolicy.judge={self.judge!r}: use one of {JUDGES} or a yardstick "
+                "named target:<name>, bpb:<source>, task:<task>, task_likelihood"
+            )
         for name in ("max_noise_risk", "max_excess_noise", "max_toxic_share"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"AdmissionPolicy.{name} must be a share in [0, 1]")
@@ -109,7 +124,7 @@ class AdmissionConfig:
     # anneals of one shared proxy per seed: the arms of a seed differ by their data alone
     # (from scratch, proxy_cpu_admit's seed spread of 0.04-0.1 bits/byte hid most groups)
     recipe: str = "proxy_cpu_anneal"  # the proxy recipe of both arms (an anneal of a start)
-    seeds: tuple[int, ...] = (0, 1)  # one pair of arms per seed (at least policy.min_seeds)
+    seeds: tuple[int, ...] = (0, 1, 2)  # one set of arms per seed (at least policy.min_seeds)
     probe_share: float = 0.25  # share of the proxy budget the new group takes when added
     policy: AdmissionPolicy = AdmissionPolicy()  # the thresholds that decide
     review: AdmissionReview | None = None  # the operator's decision (recorded; it then holds)
@@ -127,17 +142,117 @@ class AdmissionConfig:
             )
 
 
+ARMS = ("with", "floor", "reference")
+
+
 @dataclass(frozen=True, kw_only=True)
 class AdmissionEvidence:
+    """Each arm's change against the without arm, seed by seed, on every yardstick the proxies
+    were scored on (sources, ``mean``, ``own``, ``target:<name>``, ``task:<task>``), and what
+    the decision needs to choose one and to trust it."""
+
     group: str
     seeds: tuple[int, ...]
-    delta_bpb: dict[str, float]  # source, "mean" (and "own") -> mean paired change, with - without
-    spread_bpb: dict[str, float]  # the same keys -> std over seeds of that change
-    with_experiments: tuple[str, ...]
-    without_experiments: tuple[str, ...]
+    changes: dict[str, dict[str, tuple[float, ...]]]  # arm -> yardstick -> change per seed
+    experiments: dict[str, tuple[str, ...]]  # arm (and "without") -> experiment names
     proxy_flops: float
     proxy_seconds: float
     own_sources: tuple[str, ...] = ()  # the group's sources the validation set measures ("own")
+    kind: str | None = None  # the group's source: its reference's, its target's
+    language: str | None = None  # the group's main language (its yardstick should match)
+    targets: dict[str, str | None] = field(default_factory=dict)  # target set -> its kind
+    yardsticks: dict[str, dict[str, Any]] = field(default_factory=dict)  # basis.json's stats
+
+    @property
+    def delta_bpb(self) -> dict[str, float]:
+        """The with arm's mean change per yardstick (lower is better)."""
+        return {k: float(np.mean(v)) for k, v in self.changes["with"].items()}
+
+    @property
+    def spread_bpb(self) -> dict[str, float]:
+        """The with arm's spread over seeds per yardstick (std, ddof 1)."""
+        return {k: _spread(v) for k, v in self.changes["with"].items()}
+
+    def yardstick(self, judge: str) -> str:
+        """The yardstick ``judge`` names for this group (see :class:`AdmissionPolicy`)."""
+        keys = self.changes["with"]
+        if judge == "own_source":
+            own = [f"target:{t}" for t, k in sorted(self.targets.items()) if k == self.kind]
+            found = [k for k in own if k in keys]
+            return found[0] if found else ("own" if "own" in keys else "mean")
+        key = judge[4:] if judge.startswith("bpb:") else judge
+        if key not in keys:
+            raise DataError(
+                f"admission of {self.group!r}: no yardstick {judge!r}; the proxies were scored "
+                f"on {sorted(keys)}"
+            )
+        return key
+
+    def warnings(self, key: str, min_docs: int | None = None) -> list[str]:
+        """Why ``key`` may be too small or too mixed to judge this group by (the basis's size
+        warnings and the group's language against the yardstick's)."""
+        from pretrain.experiments.yardsticks import YardstickStats, yardstick_warnings
+
+        names = list(self.own_sources) if key == "own" else [key]
+        found: list[str] = []
+        for name in names:
+            entry = self.yardsticks.get(name)
+            if entry is None:
+                continue
+            found += list(entry.get("warnings", []))
+            found += yardstick_warnings(
+                name, YardstickStats.from_dict(entry), language=self.language,
+                min_docs=min_docs if min_docs is not None else 0,
+            )  # fmt: skip
+        return list(dict.fromkeys(found))
+
+
+def _spread(values: Sequence[float]) -> float:
+    return float(np.std(values, ddof=1)) if len(values) > 1 else math.nan
+
+
+@dataclass(frozen=True, kw_only=True)
+class RelativeValue:
+    """Where the group's change lies between its floor's (0) and its reference's (1), on one
+    yardstick: the mean over seeds of ``(group - floor) / (reference - floor)``, its spread, and
+    the separation of floor and reference that it stands on."""
+
+    yardstick: str
+    value: float
+    spread: float
+    group_change: float
+    floor_change: float
+    reference_change: float
+    separation: float  # floor change minus reference change, mean over seeds (> 0: they part)
+    separation_spread: float
+
+    def visible(self, policy: AdmissionPolicy) -> bool:
+        """The proxies tell the floor from the reference (beyond spread and min_separation)."""
+        return self.separation > max(
+            policy.spread_factor * self.separation_spread, policy.min_separation
+        ) and math.isfinite(self.value)
+
+
+def relative_value(evidence: AdmissionEvidence, key: str) -> RelativeValue | None:
+    """The group's relative value on yardstick ``key`` (None without a reference arm)."""
+    if "reference" not in evidence.changes or key not in evidence.changes["reference"]:
+        return None
+    group = np.asarray(evidence.changes["with"][key])
+    floor = np.asarray(evidence.changes["floor"][key])
+    reference = np.asarray(evidence.changes["reference"][key])
+    separation = floor - reference
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_seed = np.where(np.abs(separation) > 1e-12, (floor - group) / separation, np.nan)
+    return RelativeValue(
+        yardstick=key,
+        value=float(np.mean(per_seed)),
+        spread=_spread(per_seed.tolist()),
+        group_change=float(np.mean(group)),
+        floor_change=float(np.mean(floor)),
+        reference_change=float(np.mean(reference)),
+        separation=float(np.mean(separation)),
+        separation_spread=_spread(separation.tolist()),
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -233,10 +348,17 @@ class AdmissionDecision:
     noise: NoiseRisk | None
     cost: CleaningCost | None
     policy: AdmissionPolicy
-    corpus_noise: NoiseRisk | None = None  # the admitted corpus's funnel, the yardstick
+    corpus_noise: NoiseRisk | None = None  # the admitted corpus's funnel, the noise yardstick
+    yardstick: str = "mean"  # what the group was judged on
+    relative: RelativeValue | None = None
+    cannot_see: bool = False  # the proxies could not tell its floor from its reference
+    next_recipe: str | None = None  # what to try when they could not
+    warnings: tuple[str, ...] = ()  # why the yardstick may be unfit to judge by
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
+        out["evidence"]["delta_bpb"] = self.evidence.delta_bpb
+        out["evidence"]["spread_bpb"] = self.evidence.spread_bpb
         if self.noise is not None:
             out["noise"]["risk"] = self.noise.risk
         if self.corpus_noise is not None:
@@ -259,46 +381,68 @@ def _by_seed(runs: Sequence[ExperimentResult], side: str) -> dict[int, Experimen
     return out
 
 
+def _yardstick_values(run: ExperimentResult, measured: Sequence[str]) -> dict[str, float]:
+    """What ``run`` scored on every yardstick: each measured source, the mean, the targets and
+    the tasks (their correct-answer probability negated: lower is better everywhere)."""
+    values = {s: run.bits_per_byte[s] for s in measured}
+    values["mean"] = run.mean_bits_per_byte
+    values.update({f"target:{t}": v for t, v in run.targets.items()})
+    values.update({f"task:{t}": -v["correct_prob"] for t, v in run.tasks.items()})
+    return values
+
+
 def admission_evidence(
     *,
     group: str,
     with_runs: Sequence[ExperimentResult],
     without_runs: Sequence[ExperimentResult],
+    floor_runs: Sequence[ExperimentResult] = (),
+    reference_runs: Sequence[ExperimentResult] = (),
     sources: Collection[str] = (),
+    kind: str | None = None,
+    language: str | None = None,
+    targets: Mapping[str, str | None] | None = None,
+    yardsticks: Mapping[str, dict[str, Any]] | None = None,
 ) -> AdmissionEvidence:
-    """Paired per-seed changes in validation bits per byte, per source and on average; with
-    the group's ``sources``, also ``"own"``: the average over those the validation measures."""
-    with_, without = _by_seed(with_runs, "with"), _by_seed(without_runs, "without")
-    seeds = tuple(sorted(set(with_) & set(without)))
+    """Paired per-seed changes of each arm against the without arm on every yardstick; with
+    the group's ``sources``, also ``"own"``: the average over those the validation measures.
+    A seed counts when every arm given has run it."""
+    arms = {"with": with_runs, "floor": floor_runs, "reference": reference_runs}
+    arms = {arm: runs for arm, runs in arms.items() if runs or arm == "with"}
+    by_seed = {arm: _by_seed(runs, arm) for arm, runs in arms.items()}
+    without = _by_seed(without_runs, "without")
+    seeds = tuple(sorted(set(without).intersection(*(set(b) for b in by_seed.values()))))
     if not seeds:
-        raise DataError(f"admission of {group!r}: no seed has both a with and a without run")
-    measured = sorted(
-        set.intersection(*(set(r.bits_per_byte) for r in (*with_runs, *without_runs))) - {"overall"}
-    )
+        raise DataError(f"admission of {group!r}: no seed has every arm and a without run")
+    everything = [*without_runs, *(r for runs in arms.values() for r in runs)]
+    measured = sorted(set.intersection(*(set(r.bits_per_byte) for r in everything)) - {"overall"})
     own = tuple(sorted(set(sources) & set(measured)))
-    changes: dict[str, list[float]] = {
-        s: [] for s in [*measured, "mean", *(["own"] if own else [])]
-    }
-    for seed in seeds:
-        a, b = with_[seed], without[seed]
-        for s in measured:
-            changes[s].append(a.bits_per_byte[s] - b.bits_per_byte[s])
-        changes["mean"].append(a.mean_bits_per_byte - b.mean_bits_per_byte)
-        if own:
-            changes["own"].append(float(np.mean([changes[s][-1] for s in own])))
-    runs = [*with_.values(), *without.values()]
+    changes: dict[str, dict[str, tuple[float, ...]]] = {}
+    for arm, runs in by_seed.items():
+        per_key: dict[str, list[float]] = {}
+        for seed in seeds:
+            a = _yardstick_values(runs[seed], measured)
+            b = _yardstick_values(without[seed], measured)
+            for key in a.keys() & b.keys():
+                per_key.setdefault(key, []).append(a[key] - b[key])
+            if own:
+                per_key.setdefault("own", []).append(float(np.mean([a[s] - b[s] for s in own])))
+        changes[arm] = {k: tuple(v) for k, v in sorted(per_key.items()) if len(v) == len(seeds)}
+    experiments = {arm: tuple(runs[s].name for s in seeds) for arm, runs in by_seed.items()}
+    experiments["without"] = tuple(without[s].name for s in seeds)
+    used = [r for b in (*by_seed.values(), without) for s, r in b.items() if s in seeds]
     return AdmissionEvidence(
         group=group,
         seeds=seeds,
-        delta_bpb={k: float(np.mean(v)) for k, v in changes.items()},
-        spread_bpb={
-            k: float(np.std(v, ddof=1)) if len(v) > 1 else math.nan for k, v in changes.items()
-        },
-        with_experiments=tuple(with_[s].name for s in seeds),
-        without_experiments=tuple(without[s].name for s in seeds),
-        proxy_flops=sum(r.cost["flops"] for r in runs),
-        proxy_seconds=sum(r.cost["wall_s"] for r in runs),
+        changes=changes,
+        experiments=experiments,
+        proxy_flops=sum(r.cost["flops"] for r in used),
+        proxy_seconds=sum(r.cost["wall_s"] for r in used),
         own_sources=own,
+        kind=kind,
+        language=language,
+        targets=dict(targets or {}),
+        yardsticks=dict(yardsticks or {}),
     )
 
 
@@ -309,72 +453,40 @@ def decide_admission(
     cost: CleaningCost | None,
     policy: AdmissionPolicy,
     corpus: NoiseRisk | None = None,
+    next_recipe: str | None = None,
 ) -> AdmissionDecision:
     """Admit, hold for review or reject (see :class:`AdmissionPolicy`), with the reason;
-    ``corpus`` is the admitted corpus's funnel (:func:`corpus_noise`), when known."""
-    excess = noise.risk - corpus.risk if noise is not None and corpus is not None else None
-    key = "own" if policy.judge == "own_source" and "own" in evidence.delta_bpb else "mean"
+    ``corpus`` is the admitted corpus's funnel (:func:`corpus_noise`), when known;
+    ``next_recipe`` the recipe a "cannot see" verdict names."""
+    key = evidence.yardstick(policy.judge)
+    value = relative_value(evidence, key)
     delta, spread = evidence.delta_bpb[key], evidence.spread_bpb[key]
-    bound = policy.spread_factor * spread
-    what = (
-        f"its own source's ({', '.join(evidence.own_sources)}) validation bits per byte"
-        if key == "own"
-        else "mean validation bits per byte"
+    said = (
+        f"on {_yardstick_name(evidence, key)} adding it changes {delta:+.4f} (spread {spread:.4f})"
     )
-    said = f"adding it changes {what} by {delta:+.4f} (seed spread {spread:.4f})"
+    cannot_see = False
     if len(evidence.seeds) < policy.min_seeds:
         decision, why = (
             "hold",
             f"only {len(evidence.seeds)} seed(s), policy needs {policy.min_seeds}",
         )
-    elif -policy.min_gain < delta - bound and delta + bound < policy.max_harm:
-        decision, why = (
-            policy.no_gain,
-            (
-                f"the change and its spread lie within (-min_gain, max_harm) = "
-                f"(-{policy.min_gain}, {policy.max_harm}): it adds nothing the proxies can "
-                f"measure (no_gain={policy.no_gain})"
-            ),
-        )
-    elif not abs(delta) > bound:
-        decision, why = "hold", "the change is within the seed spread: inconclusive"
-    elif delta >= policy.max_harm:
-        decision, why = (
-            "reject",
-            f"it makes the proxies worse by more than max_harm={policy.max_harm}",
-        )
-    elif delta > 0:
-        decision, why = "hold", f"the harm is below max_harm={policy.max_harm}: review it"
-    elif delta > -policy.min_gain:
-        decision, why = "hold", f"the gain is below min_gain={policy.min_gain}"
-    elif noise is not None and noise.risk > policy.max_noise_risk:
+    elif value is None:
         decision, why = (
             "hold",
-            (
-                f"it helps, but cleaning removed {noise.risk:.0%} of it (max_noise_risk="
-                f"{policy.max_noise_risk:.0%}): review it"
-            ),
-        )
-    elif excess is not None and excess > policy.max_excess_noise:
-        assert noise is not None and corpus is not None
-        decision, why = (
-            "hold",
-            (
-                f"it helps, but cleaning removed {noise.risk:.0%} of it, {excess:.0%} more than "
-                f"of the admitted corpus ({corpus.risk:.0%}; max_excess_noise="
-                f"{policy.max_excess_noise:.0%}): review it"
-            ),
-        )
-    elif noise is not None and noise.toxic_share > policy.max_toxic_share:
-        decision, why = (
-            "hold",
-            (
-                f"it helps, but {noise.toxic_share:.1%} of it is toxic (max_toxic_share="
-                f"{policy.max_toxic_share:.1%}): review it"
-            ),
+            f"no clean data of its kind ({evidence.kind or 'unknown source'}) to compare it with: "
+            "the basis holds no reserve of that source and no target set of that kind "
+            "(BasisConfig.targets with kind); review it",
         )
     else:
-        decision, why = "admit", f"it lowers it by more than min_gain={policy.min_gain}"
+        said += (
+            f"; relative value {value.value:.2f} ± {value.spread:.2f} between its floor "
+            f"(shuffled words, {value.floor_change:+.4f} = 0) and clean {evidence.kind} "
+            f"({value.reference_change:+.4f} = 1)"
+        )
+        decision, why, cannot_see = _verdict(value, policy, next_recipe)
+        if decision == "admit":
+            decision, why = _noise_check(noise, corpus, policy, why)
+    warnings = evidence.warnings(key)
     return AdmissionDecision(
         group=evidence.group,
         decision=decision,
@@ -384,4 +496,75 @@ def decide_admission(
         cost=cost,
         policy=policy,
         corpus_noise=corpus,
+        yardstick=key,
+        relative=value,
+        cannot_see=cannot_see,
+        next_recipe=next_recipe if cannot_see else None,
+        warnings=tuple(warnings),
     )
+
+
+def _yardstick_name(evidence: AdmissionEvidence, key: str) -> str:
+    if key == "own":
+        return f"its own source's ({', '.join(evidence.own_sources)}) held-out documents"
+    if key == "mean":
+        return "every source's held-out documents (mean)"
+    return key if ":" in key else f"{key}'s held-out documents"
+
+
+def _verdict(
+    value: RelativeValue, policy: AdmissionPolicy, next_recipe: str | None
+) -> tuple[str, str, bool]:
+    """(decision, why, cannot see) from the relative value alone."""
+    if not value.visible(policy):
+        step = f"; try recipe {next_recipe}" if next_recipe else "; try a larger proxy recipe"
+        return (
+            "hold",
+            f"{CANNOT_SEE} (floor and reference {value.separation:+.4f} apart, spread "
+            f"{value.separation_spread:.4f}){step}",
+            True,
+        )
+    band = policy.spread_factor * value.spread
+    if value.value - band >= policy.admit_at:
+        return (
+            "admit",
+            f"a token of it is worth at least admit_at={policy.admit_at} of one of clean data",
+            False,
+        )
+    if value.value + band <= policy.reject_at:
+        return (
+            "reject",
+            f"a token of it is worth at most reject_at={policy.reject_at} of one of clean data",
+            False,
+        )
+    return (
+        "hold",
+        f"its value is not clearly above admit_at={policy.admit_at} or below "
+        f"reject_at={policy.reject_at}: review it",
+        False,
+    )
+
+
+def _noise_check(
+    noise: NoiseRisk | None, corpus: NoiseRisk | None, policy: AdmissionPolicy, why: str
+) -> tuple[str, str]:
+    """A group worth admitting is held when cleaning found too much noise or toxicity."""
+    excess = noise.risk - corpus.risk if noise is not None and corpus is not None else None
+    if noise is not None and noise.risk > policy.max_noise_risk:
+        return "hold", (
+            f"it is worth it, but cleaning removed {noise.risk:.0%} of it (max_noise_risk="
+            f"{policy.max_noise_risk:.0%}): review it"
+        )
+    if excess is not None and excess > policy.max_excess_noise:
+        assert noise is not None and corpus is not None
+        return "hold", (
+            f"it is worth it, but cleaning removed {noise.risk:.0%} of it, {excess:.0%} more "
+            f"than of the admitted corpus ({corpus.risk:.0%}; max_excess_noise="
+            f"{policy.max_excess_noise:.0%}): review it"
+        )
+    if noise is not None and noise.toxic_share > policy.max_toxic_share:
+        return "hold", (
+            f"it is worth it, but {noise.toxic_share:.1%} of it is toxic (max_toxic_share="
+            f"{policy.max_toxic_share:.1%}): review it"
+        )
+    return "admit", why

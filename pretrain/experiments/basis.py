@@ -18,13 +18,25 @@ characters (at a seeded offset, cut at line or word breaks): bits per byte weigh
 long page must not stand for its source. (Uncut, one 40,000-character Czech page was 38% of a
 21-page web validation set, and -- the evaluation then scoring the first 64 sequences -- 81% of
 what "web" measured; ``bench/RESULTS.md``, "Data value engine".)
+
+Two more things a verdict needs are fixed here too (:mod:`pretrain.experiments.yardsticks`):
+
+- **target sets** (``targets``): the user's own yardsticks, packed into ``targets/`` (one
+  validation source per target, windows as above) and described (documents, characters,
+  languages) in ``basis.json``, next to each source's validation set;
+- **the reserve** (``reserve_fraction``): a seeded share of each source's training documents
+  (never validation documents), kept out of every pool and packed apart as ``reserve/<source>/``:
+  clean data of that source that no start proxy and no arm has seen, which an admission's
+  *reference arm* trains on. A target of a ``kind`` the corpus has too few documents of for a
+  reserve gives half its documents (by a hash of the text) to the reserve of that kind
+  instead, the other half stays the yardstick.
 """
 
 from __future__ import annotations
 
 import tempfile
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +45,22 @@ import pyarrow.compute as pc
 
 from pretrain import storage
 from pretrain.errors import ConfigError, DataError
+from pretrain.experiments.yardsticks import (
+    TargetSet,
+    YardstickStats,
+    describe,
+    read_target,
+    target_key,
+    yardstick_warnings,
+)
 from pretrain.mixture.config import hash_score
 from pretrain.packing import PackingConfig, pack_tokens
 from pretrain.settings import check_types
 from pretrain.tokenizer import TokenizerConfig, train_tokenizer
 
 VALIDATION_IDS = "validation_ids.parquet"
+RESERVE_IDS = "reserve_ids.parquet"
+RESERVE, TARGETS = "reserve", "targets"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,11 +75,22 @@ class BasisConfig:
     val_doc_chars: int = 4096  # a longer validation document is scored on a window this long
     tokenizer_sample_chars: int = 20_000_000
     seed: int = 0
+    # the user's yardsticks (decisions and searches judge on them by name: target:<name>)
+    targets: tuple[TargetSet, ...] = ()
+    # share of each source's training documents set aside for the reference arms
+    # (only the proxies' pools leave it out: the campaign's mixture trains on all of it)
+    reserve_fraction: float = 0.25
+    min_yardstick_docs: int = 300  # a yardstick with fewer documents is warned about
 
     def __post_init__(self) -> None:
         check_types(self)
         if not 0.0 < self.val_fraction < 0.5:
             raise ConfigError(f"BasisConfig.val_fraction={self.val_fraction}: use (0, 0.5)")
+        if not 0.0 <= self.reserve_fraction < 0.5:
+            raise ConfigError(f"BasisConfig.reserve_fraction={self.reserve_fraction}: use [0, 0.5)")
+        names = [t.name for t in self.targets]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"BasisConfig.targets: two targets share a name in {names}")
         if self.val_doc_chars < 256:
             raise ConfigError(f"BasisConfig.val_doc_chars={self.val_doc_chars}: use >= 256")
         if self.seq_len < 16 or not 1 <= self.min_val_docs_per_source <= self.val_docs_per_source:
@@ -76,6 +109,11 @@ class BasisStats:
     shard_groups: tuple[str, ...]
     vocab_size: int
     seq_len: int
+    # yardstick -> documents, characters, languages: each source's validation set, each target
+    yardsticks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    targets: dict[str, str | None] = field(default_factory=dict)  # target -> its kind
+    reserve: dict[str, int] = field(default_factory=dict)  # source -> reserve tokens
+    warnings: dict[str, list[str]] = field(default_factory=dict)  # yardstick -> too small
 
     def as_metadata(self) -> dict[str, Any]:
         return asdict(self)
@@ -107,6 +145,15 @@ def build_basis(
         picked += ordered[: min(take, config.val_docs_per_source)]
     is_val = pc.is_in(table["id"], pa.array(picked, pa.string()))
     train, val = table.filter(pc.invert(is_val)), table.filter(is_val)
+    # the reserve: each source's lowest-hash training documents, reserve_fraction of them
+    # rounded down (a source of three documents keeps all three for training)
+    reserved: list[str] = []
+    for source in sorted(set(train["source"].to_pylist())):
+        ids = train["id"].filter(pc.equal(train["source"], source)).to_pylist()
+        ordered = sorted(ids, key=lambda i: hash_score(config.seed + 2, i))
+        reserved += ordered[: int(config.reserve_fraction * len(ordered))]
+    in_reserve = pc.is_in(train["id"], pa.array(reserved, pa.string()))
+    reserve, train = train.filter(in_reserve), train.filter(pc.invert(in_reserve))
     clipped: dict[str, int] = {}
     clipped_chars: dict[str, int] = {}
     windows = []
@@ -134,21 +181,31 @@ def build_basis(
                 seed=config.seed,
             ),
         )
-        # pack_tokens wants train text too: a slice of the corpus, not used by anyone
-        head = train.slice(0, min(train.num_rows, 64))
-        storage.write_table(
-            head.append_column("epoch", pa.array([0] * head.num_rows, pa.int64())),
-            str(Path(mix) / "train.parquet"),
-        )
-        storage.write_table(val, str(Path(mix) / "val.parquet"))
-        pack_tokens(
-            mix, tok_dir, storage.join(out_dir, "validation"),
-            PackingConfig(seq_len=config.seq_len, seed=config.seed),
-        )  # fmt: skip
+    _pack_split(val, tok_dir, storage.join(out_dir, "validation"), config)
     storage.write_table(val.select(["id", "source"]), storage.join(out_dir, VALIDATION_IDS))
+    storage.write_table(reserve.select(["id", "source"]), storage.join(out_dir, RESERVE_IDS))
     counts: dict[str, int] = {}
     for source in val["source"].to_pylist():
         counts[source] = counts.get(source, 0) + 1
+    yardsticks = {
+        source: describe(
+            [t for t, s in zip(windows, val["source"].to_pylist(), strict=True) if s == source],
+            code=source in CODE_SOURCES,
+        ).as_metadata()
+        for source in counts
+    }
+    reserved_sources = set(reserve["source"].to_pylist())
+    extra_reserve, target_stats = _pack_targets(config, out_dir, tok_dir, reserved_sources)
+    yardsticks.update(target_stats)
+    reserve_tokens = _pack_reserve(reserve, extra_reserve, out_dir, tok_dir, config)
+    warnings = {
+        name: found
+        for name, stats in yardsticks.items()
+        if (found := yardstick_warnings(
+            name, YardstickStats.from_dict(stats), language=None,
+            min_docs=config.min_yardstick_docs,
+        ))
+    }  # fmt: skip
     return BasisStats(
         sources=counts,
         clipped=clipped,
@@ -157,7 +214,85 @@ def build_basis(
         shard_groups=tuple(shard_groups),
         vocab_size=config.vocab_size,
         seq_len=config.seq_len,
+        yardsticks=yardsticks,
+        targets={t.name: t.kind for t in config.targets},
+        reserve=reserve_tokens,
+        warnings=warnings,
     )
+
+
+CODE_SOURCES = ("code",)  # scored as the language "code" (LID has no answer for them)
+
+
+def _pack_targets(
+    config: BasisConfig, out_dir: str, tok_dir: str, reserved: set[str]
+) -> tuple[dict[str, list[str]], dict[str, dict[str, Any]]]:
+    """Pack every target set into ``targets/`` (one validation source per target); returns
+    the texts a target gives to the reserve of its kind (a kind the corpus has too little of
+    for a reserve of its own: not in ``reserved``), and each target's yardstick stats
+    (``target:<name>``)."""
+    extra: dict[str, list[str]] = {}
+    stats: dict[str, dict[str, Any]] = {}
+    rows: list[dict[str, str]] = []
+    for target in config.targets:
+        texts = list(read_target(target))
+        if target.kind is not None and target.kind not in reserved:
+            kept = [t for t in texts if hash_score(config.seed + 3, t) >= 500_000]
+            extra[target.kind] = [t for t in texts if hash_score(config.seed + 3, t) < 500_000]
+            texts = kept
+        windows = [
+            clip_document(t, config.val_doc_chars, hash_score(config.seed + 1, t)) for t in texts
+        ]
+        stats[target_key(target.name)] = describe(
+            windows, code=target.kind in CODE_SOURCES
+        ).as_metadata()
+        rows += [{"id": f"{target.name}:{i}", "text": w, "source": target.name}
+                 for i, w in enumerate(windows)]  # fmt: skip
+    if rows:
+        _pack_split(pa.Table.from_pylist(rows), tok_dir, storage.join(out_dir, TARGETS), config)
+    return extra, stats
+
+
+def _pack_reserve(
+    reserve: pa.Table,
+    extra: dict[str, list[str]],
+    out_dir: str,
+    tok_dir: str,
+    config: BasisConfig,
+) -> dict[str, int]:
+    """The reserve's documents as token pools (``reserve/<source>/``, group ``reserve``):
+    source -> tokens (a source with too little text for one sequence has none)."""
+    from pretrain.experiments.pools import build_pool
+
+    rows = reserve.select(["id", "text", "source"]).to_pylist()
+    for kind, texts in sorted(extra.items()):
+        rows += [{"id": f"reserve:{kind}:{i}", "text": t, "source": kind}
+                 for i, t in enumerate(texts)]  # fmt: skip
+    if not rows:
+        return {}
+    with tempfile.TemporaryDirectory(prefix="reserve-") as work:
+        uri = str(Path(work) / "documents.parquet")
+        storage.write_table(pa.Table.from_pylist(rows), uri)
+        try:
+            pools = build_pool(
+                [uri], tok_dir, storage.join(out_dir, RESERVE), group=RESERVE,
+                seq_len=config.seq_len, seed=config.seed,
+            )  # fmt: skip
+        except DataError:  # less reserve text than one sequence: no reference arm
+            return {}
+    return {p.source: p.tokens for p in pools}
+
+
+def _pack_split(val: pa.Table, tok_dir: str, out_dir: str, config: BasisConfig) -> None:
+    """``val`` (``id``, ``text``, ``source``) packed as the validation split of ``out_dir``."""
+    with tempfile.TemporaryDirectory(prefix="basis-") as mix:
+        head = val.slice(0, min(val.num_rows, 8))  # pack_tokens wants some train text
+        storage.write_table(
+            head.append_column("epoch", pa.array([0] * head.num_rows, pa.int64())),
+            str(Path(mix) / "train.parquet"),
+        )
+        storage.write_table(val, str(Path(mix) / "val.parquet"))
+        pack_tokens(mix, tok_dir, out_dir, PackingConfig(seq_len=config.seq_len, seed=config.seed))
 
 
 def clip_document(text: str, limit: int, score: int) -> str:
@@ -181,8 +316,19 @@ def clip_document(text: str, limit: int, score: int) -> str:
 
 
 def validation_ids(basis_dir: str) -> frozenset[str]:
-    """Ids of the validation documents (pools leave them out)."""
+    """Ids of the validation documents."""
     where = storage.join(basis_dir, VALIDATION_IDS)
     if not storage.exists(where):
         raise DataError(f"{basis_dir} has no {VALIDATION_IDS}: materialize experiment_basis")
     return frozenset(storage.read_table(where, columns=["id"])["id"].to_pylist())
+
+
+def held_out_ids(basis_dir: str) -> frozenset[str]:
+    """Ids of the documents no pool may hold: the validation documents and the reserve."""
+    where = storage.join(basis_dir, RESERVE_IDS)
+    reserve = (
+        frozenset(storage.read_table(where, columns=["id"])["id"].to_pylist())
+        if storage.exists(where)
+        else frozenset()
+    )
+    return validation_ids(basis_dir) | reserve

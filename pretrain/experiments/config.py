@@ -59,10 +59,13 @@ class ProxyRecipe:
     token_budget: int
     device: str = "cpu"
     max_val_sequences: int = 64  # per source
+    max_target_sequences: int = 512  # per target set: a yardstick is scored on its breadth
     max_task_examples: int = 200  # per eval task
     schedule: str = "cosine"  # the LR schedule (OptimConfig.schedule): "cosine" or "wsd"
     decay_fraction: float = 0.2  # WSD: the share of the steps that decays (1.0: linear decay)
     starts_from: str | None = None  # an anneal: continues the proxy of this recipe (see below)
+    # the recipe to try when this one cannot tell an admission's floor from its reference
+    next_scale: str | None = None
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -116,7 +119,26 @@ PROXY_RECIPES: dict[str, ProxyRecipe] = {
             name="proxy_cpu_anneal", d_model=64, n_layers=2, n_heads=2, n_kv_heads=2,
             micro_batch_size=16, global_batch_sequences=16, lr=3e-3, warmup_steps=8,
             token_budget=524_288, schedule="wsd", decay_fraction=1.0,
-            starts_from="proxy_cpu_admit",
+            starts_from="proxy_cpu_admit", next_scale="proxy_cpu_anneal_2x",
+        ),
+        # the admission ladder (bench/data_roi.py --ladder): twice the anneal's tokens, then a
+        # wider model (its own start), then the GPU recipes
+        ProxyRecipe(
+            name="proxy_cpu_anneal_2x", d_model=64, n_layers=2, n_heads=2, n_kv_heads=2,
+            micro_batch_size=16, global_batch_sequences=16, lr=3e-3, warmup_steps=8,
+            token_budget=1_048_576, schedule="wsd", decay_fraction=1.0,
+            starts_from="proxy_cpu_admit", next_scale="proxy_cpu_anneal_wide",
+        ),
+        ProxyRecipe(
+            name="proxy_cpu_admit_wide", d_model=128, n_layers=2, n_heads=4, n_kv_heads=4,
+            micro_batch_size=16, global_batch_sequences=16, lr=5e-3, warmup_steps=20,
+            token_budget=2_097_152, schedule="wsd",
+        ),
+        ProxyRecipe(
+            name="proxy_cpu_anneal_wide", d_model=128, n_layers=2, n_heads=4, n_kv_heads=4,
+            micro_batch_size=16, global_batch_sequences=16, lr=2e-3, warmup_steps=8,
+            token_budget=524_288, schedule="wsd", decay_fraction=1.0,
+            starts_from="proxy_cpu_admit_wide", next_scale="proxy_gpu_20m",
         ),
         ProxyRecipe(
             name="proxy_cpu_stable", d_model=64, n_layers=2, n_heads=2, n_kv_heads=2,
@@ -145,13 +167,13 @@ PROXY_RECIPES: dict[str, ProxyRecipe] = {
             name="proxy_tiny_anneal", d_model=64, n_layers=2, n_heads=4, n_kv_heads=4,
             micro_batch_size=16, global_batch_sequences=16, lr=1e-3, warmup_steps=2,
             token_budget=40_000, max_val_sequences=32, max_task_examples=50, schedule="wsd",
-            decay_fraction=1.0, starts_from="proxy_tiny",
+            decay_fraction=1.0, starts_from="proxy_tiny", next_scale="proxy_cpu_anneal",
         ),
         ProxyRecipe(
             name="proxy_gpu_20m", d_model=384, n_layers=8, n_heads=6, n_kv_heads=6,
             micro_batch_size=64, global_batch_sequences=128, lr=2e-3, warmup_steps=100,
             token_budget=400_000_000, device="cuda", max_val_sequences=512,
-            max_task_examples=1000,
+            max_task_examples=1000, next_scale="proxy_gpu_150m",
         ),
         ProxyRecipe(
             name="proxy_gpu_150m", d_model=1024, n_layers=10, n_heads=16, n_kv_heads=16,
@@ -186,6 +208,9 @@ def check_anneal_recipes(recipes: dict[str, ProxyRecipe]) -> None:
 
 
 check_anneal_recipes(PROXY_RECIPES)
+_unknown_next = {r.name: r.next_scale for r in PROXY_RECIPES.values()
+                 if r.next_scale and r.next_scale not in PROXY_RECIPES}  # fmt: skip
+assert not _unknown_next, f"next_scale names no recipe: {_unknown_next}"
 
 
 def get_proxy_recipe(name: str) -> ProxyRecipe:
@@ -299,6 +324,7 @@ class ExperimentSpec:
         an anneal's base (whose own identity the asset chains in); not the name or the
         bookkeeping labels."""
         recipe = dataclasses.asdict(get_proxy_recipe(self.recipe))
+        recipe.pop("next_scale")  # what to try next changes nothing this proxy measures
         found = {"variant": self.variant.to_dict(), "recipe": self.recipe,
                  "recipe_settings": recipe, "seed": self.seed}  # fmt: skip
         return {**found, "base": self.base} if self.base else found

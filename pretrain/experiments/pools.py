@@ -13,10 +13,17 @@ Experiments never copy a pool: a data variant is a *view* that names ranges of p
 
 Validation documents (the mixture's ``val.parquet``) are excluded, so every experiment is scored
 on documents no proxy trained on.
+
+A group under admission also gets a **floor** pool (``build_floor_pool``, ``<group>/_floor/``,
+pool group ``floor:<group>``): its own documents with the words of each sentence shuffled
+(:func:`shuffled_sentences`) -- its vocabulary without its language, the zero of the group's
+relative value (:mod:`pretrain.experiments.admission`).
 """
 
 from __future__ import annotations
 
+import random
+import re
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -31,7 +38,9 @@ from pretrain.experiments.records import json_object, read_record
 from pretrain.packing import PackingConfig, pack_tokens, read_packed_index
 
 POOL_FILE = "pool.json"
+FLOOR_DIR, FLOOR_PREFIX = "_floor", "floor:"
 _COLUMNS = ("id", "text", "source")
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,8 +76,7 @@ def build_pool(
     exclude_ids: set[str] | frozenset[str] = frozenset(),
 ) -> list[PoolInfo]:
     """Tokenize the documents of one shard group, one pool per source (module docstring)."""
-    tables = [storage.read_table(uri, columns=list(_COLUMNS)) for uri in document_uris]
-    table = pa.concat_tables(tables) if tables else pa.table({c: [] for c in _COLUMNS})
+    table = _documents(document_uris)
     before = table.num_rows
     if exclude_ids:
         table = table.filter(pc.invert(pc.is_in(table["id"], pa.array(sorted(exclude_ids)))))
@@ -110,6 +118,12 @@ def build_pool(
     return pools
 
 
+def _documents(document_uris: list[str]) -> pa.Table:
+    """The ``id``, ``text`` and ``source`` of every document of ``document_uris``."""
+    tables = [storage.read_table(uri, columns=list(_COLUMNS)) for uri in document_uris]
+    return pa.concat_tables(tables) if tables else pa.table({c: [] for c in _COLUMNS})
+
+
 def read_pool(pool_dir: str) -> list[PoolInfo]:
     """The pools of one shard group (one per source)."""
     where = storage.join(pool_dir, POOL_FILE)
@@ -122,3 +136,50 @@ def _pool_record(data: Any) -> list[PoolInfo]:
     if not isinstance(data, list):
         raise TypeError(f"a JSON {type(data).__name__}, not a list of pools")
     return [PoolInfo(**json_object(entry)) for entry in data]
+
+
+def shuffled_sentences(text: str, seed: int) -> str:
+    """``text`` with the words of each sentence (and of each line) shuffled, the sentence's
+    final punctuation and the line breaks kept: the same words, the same lengths, no language.
+    Deterministic in ``seed`` and the text."""
+    rng = random.Random(f"{seed}:{len(text)}:{text[:64]}")
+    lines = []
+    for line in text.split("\n"):
+        sentences = []
+        for sentence in _SENTENCE.findall(line):
+            stripped = sentence.strip()
+            end = len(stripped) - len(stripped.rstrip(".!?"))
+            words = stripped[: len(stripped) - end].split() if end else stripped.split()
+            rng.shuffle(words)
+            if words:
+                sentences.append(" ".join(words) + (stripped[-end:] if end else ""))
+        lines.append(" ".join(sentences))
+    return "\n".join(lines)
+
+
+def build_floor_pool(
+    document_uris: list[str],
+    tokenizer_uri: str,
+    out_dir: str,
+    *,
+    group: str,
+    seq_len: int,
+    seed: int = 0,
+    exclude_ids: set[str] | frozenset[str] = frozenset(),
+) -> list[PoolInfo]:
+    """The floor pool of ``group`` in ``out_dir/_floor`` (module docstring)."""
+    table = _documents(document_uris)
+    shuffled = [shuffled_sentences(t, seed) for t in table["text"].to_pylist()]
+    table = table.set_column(table.schema.get_field_index("text"), "text", pa.array(shuffled))
+    with tempfile.TemporaryDirectory(prefix="floor-") as work:
+        uri = str(Path(work) / "documents.parquet")
+        storage.write_table(table, uri)
+        return build_pool(
+            [uri], tokenizer_uri, floor_dir(out_dir), group=FLOOR_PREFIX + group,
+            seq_len=seq_len, seed=seed, exclude_ids=exclude_ids,
+        )  # fmt: skip
+
+
+def floor_dir(pool_dir: str) -> str:
+    """Where the floor pool of the group pooled in ``pool_dir`` lies."""
+    return storage.join(pool_dir, FLOOR_DIR)

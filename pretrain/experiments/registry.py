@@ -10,7 +10,8 @@ name, and the spec says what to train. Registering the same spec twice is a no-o
 with other settings is refused. Every spec and result is read through
 :func:`pretrain.experiments.records.read_record`: a file that is not one is a ``DataError``
 naming it. The functions that make specs for one purpose are here too:
-:func:`admission_specs` (a shard group with and without, several seeds; :func:`starts_of`, the
+:func:`admission_specs` (a shard group with and without, against its floor and a reference of
+clean data of its kind, several seeds; :func:`starts_of`, the
 proxies an anneal recipe continues), :func:`search_specs`
 (mixture candidates) and :func:`ablation_specs` (filter settings).
 """
@@ -18,7 +19,7 @@ proxies an anneal recipe continues), :func:`search_specs`
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from pretrain import identity, storage
 from pretrain.errors import ConfigError, DataError
@@ -28,6 +29,7 @@ from pretrain.experiments.config import (
     experiment_name,
     get_proxy_recipe,
 )
+from pretrain.experiments.pools import FLOOR_PREFIX
 from pretrain.experiments.records import Warn, read_record, read_records
 from pretrain.experiments.run import ExperimentResult, read_result
 
@@ -135,26 +137,58 @@ def start_spec(recipe: str, seed: int) -> ExperimentSpec | None:
     )  # fmt: skip
 
 
-def admission_specs(
-    group: str, *, recipe: str, seeds: Sequence[int], probe_share: float
-) -> tuple[list[ExperimentSpec], list[ExperimentSpec]]:
-    """(with, without): the admitted corpus with ``group`` added at ``probe_share`` of the
-    budget, and without it; the same recipe and budget, one of each per seed. The without arm
-    does not name the group, so every group decided against the same corpus shares it. With
-    an anneal recipe both arms of a seed continue the same proxy (:func:`start_spec`), so the
-    pair differs by its data alone; :func:`starts_of` lists the proxies to run first."""
-    with_variant = DataVariant(include_groups=(group,), boost={group: probe_share})
-    base = DataVariant()
+RESERVE_PREFIX = "reserve:"  # a variant's pseudo-group: the basis's reserve of one source
 
-    def make(variant: DataVariant, label: str, seed: int) -> ExperimentSpec:
+
+class AdmissionArms(NamedTuple):
+    """The proxies an admission compares, one per seed each: the corpus with the group, the
+    corpus alone, with the group's floor (its words shuffled) and with the reserve of clean
+    data of its kind (none when the basis holds no reserve of that source)."""
+
+    with_: list[ExperimentSpec]
+    without: list[ExperimentSpec]
+    floor: list[ExperimentSpec]
+    reference: list[ExperimentSpec]
+
+    def all(self) -> list[ExperimentSpec]:
+        return [*self.with_, *self.without, *self.floor, *self.reference]
+
+
+def admission_specs(
+    group: str,
+    *,
+    recipe: str,
+    seeds: Sequence[int],
+    probe_share: float,
+    kind: str | None = None,
+) -> AdmissionArms:
+    """The arms of ``group``'s admission (:class:`AdmissionArms`), each at ``probe_share`` of
+    the same budget. The without arm names no group and the reference arm only ``kind`` (the
+    source whose reserve it reads), so every group decided against the same corpus shares the
+    first, and every group of that source the second. With an anneal recipe every arm of a
+    seed continues the same proxy (:func:`start_spec`), so they differ by their data alone;
+    :func:`starts_of` lists the proxies to run first."""
+
+    def probe(pseudo: str) -> DataVariant:
+        return DataVariant(include_groups=(pseudo,), boost={pseudo: probe_share})
+
+    def make(variant: DataVariant, label: str, seed: int, owner: str) -> ExperimentSpec:
         start = start_spec(recipe, seed)
         return ExperimentSpec(
             name=experiment_name(f"admit-{label}", variant, seed, recipe), variant=variant,
-            recipe=recipe, seed=seed, kind="admission", group=group if label == "with" else "",
-            label=label, base=start.name if start else "",
+            recipe=recipe, seed=seed, kind="admission", group=owner, label=label,
+            base=start.name if start else "",
         )  # fmt: skip
 
-    return [make(with_variant, "with", s) for s in seeds], [make(base, "base", s) for s in seeds]
+    reference = [] if kind is None else [
+        make(probe(RESERVE_PREFIX + kind), "reference", s, RESERVE_PREFIX + kind) for s in seeds
+    ]  # fmt: skip
+    return AdmissionArms(
+        with_=[make(probe(group), "with", s, group) for s in seeds],
+        without=[make(DataVariant(), "base", s, "") for s in seeds],
+        floor=[make(probe(FLOOR_PREFIX + group), "floor", s, group) for s in seeds],
+        reference=reference,
+    )
 
 
 def starts_of(recipe: str, seeds: Sequence[int]) -> list[ExperimentSpec]:

@@ -42,6 +42,7 @@ from pretrain.experiments.config import ExperimentSpec, ProxyRecipe, get_proxy_r
 from pretrain.experiments.pools import PoolInfo
 from pretrain.experiments.records import json_object, read_record
 from pretrain.experiments.view import ViewPlan, plan_view, write_view
+from pretrain.experiments.yardsticks import TARGET_PREFIX
 from pretrain.model.config import ModelConfig, flops_per_token, num_params
 from pretrain.train.config import (
     DataConfig,
@@ -70,6 +71,7 @@ class ExperimentResult:
     cost: dict[str, float]  # params, tokens, flops, train_s, eval_s, wall_s
     loss_curve: list[tuple[int, float]] = field(default_factory=list)
     checkpoint: str = ""  # the proxy's final checkpoint (what an anneal of it starts from)
+    targets: dict[str, float] = field(default_factory=dict)  # target set -> bits per byte
 
     @property
     def mean_bits_per_byte(self) -> float:
@@ -83,17 +85,24 @@ class ExperimentResult:
         return sum(values) / len(values) if values else math.nan
 
     def target(self, name: str) -> float:
-        """A target to minimise: ``mean_bpb``, ``bpb:<source>`` or ``task_likelihood``
-        (negated, so that lower is better for all three)."""
+        """A target to minimise: ``mean_bpb``, ``bpb:<source>``, ``target:<target set>``
+        (bits per byte on a user's yardstick), ``task_likelihood`` or ``task:<task>`` (the
+        probability of the correct answer, negated: lower is better for all)."""
         if name == "mean_bpb":
             return self.mean_bits_per_byte
         if name == "task_likelihood":
             return -self.task_likelihood()
         if name.startswith("bpb:") and name[4:] in self.bits_per_byte:
             return self.bits_per_byte[name[4:]]
+        if name.startswith(TARGET_PREFIX) and name[len(TARGET_PREFIX) :] in self.targets:
+            return self.targets[name[len(TARGET_PREFIX) :]]
+        if name.startswith("task:") and name[5:] in self.tasks:
+            return -self.tasks[name[5:]]["correct_prob"]
         raise DataError(
-            f"unknown target {name!r}; use mean_bpb, task_likelihood or bpb:<source> with a "
-            f"source of {sorted(k for k in self.bits_per_byte if k != 'overall')}"
+            f"unknown target {name!r}; use mean_bpb, task_likelihood, bpb:<source> with a "
+            f"source of {sorted(k for k in self.bits_per_byte if k != 'overall')}, "
+            f"target:<name> with a target of {sorted(self.targets)} or task:<name> with a "
+            f"task of {sorted(self.tasks)}"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -205,9 +214,36 @@ def _scores(
     tokenizer_uri: str,
     out_dir: str,
     tasks: tuple[TaskSpec, ...],
+    targets_packed_dir: str | None = None,
 ) -> dict[str, Any]:
-    """The checkpoint's ``loss``, ``bits_per_byte`` and ``tasks`` (as :class:`ExperimentResult`
-    holds them), scored as the recipe says; the report lands in ``out_dir/eval``."""
+    """The checkpoint's ``loss``, ``bits_per_byte``, ``tasks`` and ``targets`` (as
+    :class:`ExperimentResult` holds them), scored as the recipe says; the report lands in
+    ``out_dir/eval`` (the targets' in ``out_dir/eval/targets``)."""
+    scores = _validation_scores(recipe, checkpoint, val_packed_dir, tokenizer_uri, out_dir, tasks)
+    targets: dict[str, float] = {}
+    if targets_packed_dir is not None and storage.exists(
+        storage.join(targets_packed_dir, "index.json")
+    ):
+        config = EvalConfig(
+            max_sequences_per_source=recipe.max_target_sequences, batch_size=16,
+            device=recipe.device, task_dir="", generation=None,
+        )  # fmt: skip
+        stats = evaluate_checkpoint(
+            checkpoint, targets_packed_dir, storage.join(out_dir, "eval", "targets"), config,
+            tokenizer_uri=tokenizer_uri,
+        )  # fmt: skip
+        targets = {s.source: float(s.bits_per_byte or math.nan) for s in stats.per_source}
+    return {**scores, "targets": targets}
+
+
+def _validation_scores(
+    recipe: ProxyRecipe,
+    checkpoint: str,
+    val_packed_dir: str,
+    tokenizer_uri: str,
+    out_dir: str,
+    tasks: tuple[TaskSpec, ...],
+) -> dict[str, Any]:
     eval_config = EvalConfig(
         max_sequences_per_source=recipe.max_val_sequences,
         batch_size=16,
@@ -239,6 +275,7 @@ def rescore_experiment(
     val_packed_dir: str,
     tokenizer_uri: str,
     tasks: tuple[TaskSpec, ...] = (),
+    targets_packed_dir: str | None = None,
 ) -> ExperimentResult:
     """Score a finished experiment's kept checkpoint again, on other validation data (a rebuilt
     basis whose training side is unchanged), without retraining it: ``result.json`` is
@@ -250,7 +287,10 @@ def rescore_experiment(
         raise DataError(f"{out_dir}: no finished experiment with a kept checkpoint to rescore")
     recipe = get_proxy_recipe(ExperimentSpec.from_dict(result.spec).recipe)
     started = time.perf_counter()
-    scores = _scores(recipe, result.checkpoint, val_packed_dir, tokenizer_uri, out_dir, tasks)
+    scores = _scores(
+        recipe, result.checkpoint, val_packed_dir, tokenizer_uri, out_dir, tasks,
+        targets_packed_dir,
+    )  # fmt: skip
     eval_s = time.perf_counter() - started
     cost = {**result.cost, "eval_s": eval_s,
             "wall_s": result.cost["wall_s"] - result.cost["eval_s"] + eval_s}  # fmt: skip
@@ -292,8 +332,10 @@ def run_experiment(
     train_fn: TrainFn = train_in_process,
     work_dir: str | None = None,
     base: ExperimentResult | None = None,
+    targets_packed_dir: str | None = None,
 ) -> ExperimentResult:
-    """Train and score the proxy of ``spec`` on a view of ``pools`` (see the module docstring).
+    """Train and score the proxy of ``spec`` on a view of ``pools`` (see the module docstring);
+    ``targets_packed_dir``: the basis's packed target sets, scored next to the validation set.
 
     ``work_dir`` (local) holds the view and the proxy's run while it trains; default: ``out_dir``
     when it is local, else a temporary folder whose results are copied to ``out_dir``. An
@@ -335,7 +377,9 @@ def run_experiment(
         train_s = time.perf_counter() - trained_at
         checkpoint = str(cfg.branch_dir() / f"step-{steps:08d}")
         evaluated_at = time.perf_counter()
-        scores = _scores(recipe, checkpoint, val_packed_dir, tokenizer_uri, out_dir, tasks)
+        scores = _scores(
+            recipe, checkpoint, val_packed_dir, tokenizer_uri, out_dir, tasks, targets_packed_dir
+        )
         eval_s = time.perf_counter() - evaluated_at
         curve = _loss_curve(cfg.metrics_path())
         kept = _keep_checkpoint(checkpoint, out_dir, local)

@@ -51,7 +51,8 @@ from pretrain.errors import ConfigError, DataError
 from pretrain.experiments.pools import PoolInfo
 from pretrain.settings import check_types
 
-TARGETS = ("mean_bpb", "task_likelihood")  # or "bpb:<source>"
+TARGETS = ("mean_bpb", "task_likelihood")  # or "bpb:<source>", "target:<name>", "task:<task>"
+NAMED_TARGETS = ("bpb:", "target:", "task:")
 ANCHORS = ("natural", "uniform")  # the baselines every search trains beside its candidates
 
 
@@ -93,8 +94,11 @@ class SearchConfig:
             raise ConfigError("SearchConfig.seeds is empty; give at least one seed")
         if min(*self.seeds, self.seed) < 0:
             raise ConfigError(f"SearchConfig: seeds={self.seeds}, seed={self.seed}; use seeds >= 0")
-        if self.target not in TARGETS and not self.target.startswith("bpb:"):
-            raise ConfigError(f"SearchConfig.target={self.target!r}: use {TARGETS} or bpb:<source>")
+        if self.target not in TARGETS and not self.target.startswith(NAMED_TARGETS):
+            raise ConfigError(
+                f"SearchConfig.target={self.target!r}: use {TARGETS}, bpb:<source>, "
+                "target:<target set> or task:<task>"
+            )
         if min(self.top_k, self.proposal_samples) < 1 or self.top_k > self.proposal_samples:
             raise ConfigError("SearchConfig: 1 <= top_k <= proposal_samples")
         unknown = sorted(set(self.anchors) - set(ANCHORS))

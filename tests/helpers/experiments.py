@@ -9,6 +9,7 @@ model nothing about either language.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from pathlib import Path
 
@@ -16,8 +17,8 @@ import pyarrow as pa
 
 from pretrain import storage
 from pretrain.data.schema import doc_id
-from pretrain.experiments.basis import BasisConfig, build_basis
-from pretrain.experiments.pools import PoolInfo, build_pool
+from pretrain.experiments.basis import BasisConfig, build_basis, held_out_ids
+from pretrain.experiments.pools import PoolInfo, build_floor_pool, build_pool, read_pool
 
 LANGUAGES = {
     "alpha": (
@@ -64,11 +65,12 @@ def write_group(root: Path, group: str, rows: list[dict]) -> str:
 
 
 def synthetic_setup(root: Path, seq_len: int = 64) -> tuple[str, dict[str, list[PoolInfo]]]:
-    """(basis dir, pools by group): basis groups alpha-0000, beta-0000 (small); new groups
-    beta-0001 (helpful) and alpha-0001 (harmful)."""
+    """(basis dir, pools by group): basis groups alpha-0000, beta-0000 (small), with a
+    reserve of each source (``reserve:alpha``, ``reserve:beta``); new groups beta-0001
+    (helpful) and alpha-0001 (harmful), each with its floor (``floor:<group>``)."""
     groups = {
         "alpha-0000": group_documents("alpha", "clean", 1, docs=200),
-        "beta-0000": group_documents("beta", "clean", 2, docs=20),
+        "beta-0000": group_documents("beta", "clean", 2, docs=40),
         "beta-0001": group_documents("beta", "clean", 3, docs=60),
         "alpha-0001": group_documents("alpha", "harmful", 4, docs=60),
     }
@@ -76,21 +78,24 @@ def synthetic_setup(root: Path, seq_len: int = 64) -> tuple[str, dict[str, list[
     basis = str(root / "basis")
     build_basis(
         [uris["alpha-0000"], uris["beta-0000"]], basis,
-        BasisConfig(vocab_size=300, seq_len=seq_len, val_fraction=0.2, val_docs_per_source=20),
+        BasisConfig(vocab_size=300, seq_len=seq_len, val_fraction=0.2, val_docs_per_source=20,
+                    reserve_fraction=0.4, min_yardstick_docs=10),
         shard_groups=("alpha-0000", "beta-0000"),
     )  # fmt: skip
-    from pretrain.experiments.basis import validation_ids
-
-    held = validation_ids(basis)
+    held = held_out_ids(basis)
+    tokenizer = str(Path(basis) / "tokenizer")
     pools = {
         g: build_pool(
-            [uri],
-            str(Path(basis) / "tokenizer"),
-            str(root / "pools" / g),
-            group=g,
-            seq_len=seq_len,
-            exclude_ids=held,
+            [uri], tokenizer, str(root / "pools" / g), group=g, seq_len=seq_len, exclude_ids=held
         )  # fmt: skip
         for g, uri in uris.items()
     }
+    for g in ("beta-0001", "alpha-0001"):
+        pools[f"floor:{g}"] = build_floor_pool(
+            [uris[g]], tokenizer, str(root / "pools" / g), group=g, seq_len=seq_len
+        )
+    for pool in read_pool(str(Path(basis) / "reserve")):
+        pools[f"reserve:{pool.source}"] = [
+            dataclasses.replace(pool, group=f"reserve:{pool.source}")
+        ]
     return basis, pools

@@ -23,7 +23,8 @@ EXPECTED_EDGES = {
     # the data-value engine: upstream of data_mixture, with a tokenizer of its own
     "experiment_basis": {"deduped_shards"},
     "proxy_pools": {"deduped_shards", "experiment_basis"},
-    "proxy_runs": {"experiment_basis", "proxy_pools"},
+    "ablation_pools": {"experiment_basis", "proxy_pools"},
+    "proxy_runs": {"experiment_basis", "proxy_pools", "ablation_pools"},
     "mixture_search": {"proxy_runs"},
     "data_admission": {"proxy_pools", "proxy_runs"},
 }
