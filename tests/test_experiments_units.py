@@ -13,6 +13,8 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet
 import pytest
 
 from pretrain.errors import ConfigError, DataError
@@ -150,6 +152,37 @@ def test_a_long_validation_document_is_scored_on_a_window(tmp_path: Path) -> Non
     assert packed[512][0] <= held * (512 + 2) < packed[8192][0]  # a token is at least a byte
     with pytest.raises(ConfigError, match="val_doc_chars"):
         BasisConfig(val_doc_chars=100)
+
+
+def test_the_reserve_is_clean_data_no_pool_holds_and_never_a_groups_last(tmp_path: Path) -> None:
+    """A quarter of each source's training documents is set aside (the reference arms'),
+    kept out of every pool, never a group's last document of its source; a target of a kind
+    with no reserve gives half its documents to one, and each yardstick is described."""
+    from pretrain.experiments.basis import RESERVE_IDS, held_out_ids
+    from pretrain.experiments.pools import read_pool
+    from pretrain.experiments.yardsticks import TargetSet
+
+    big = write_group(tmp_path, "alpha-0000", group_documents("alpha", "clean", 1, docs=80))
+    small = write_group(tmp_path, "alpha-0001", group_documents("alpha", "clean", 2, docs=1))
+    target = tmp_path / "beta.jsonl"
+    target.write_text("".join(json.dumps({"text": sentences("beta", random.Random(i), 20)}) + "\n"
+                              for i in range(40)))  # fmt: skip
+    out = str(tmp_path / "basis")
+    stats = build_basis(
+        [big, small], out,
+        BasisConfig(vocab_size=300, seq_len=64, val_fraction=0.1, val_docs_per_source=5,
+                    targets=(TargetSet(name="clean_beta", uris=(str(target),), kind="beta"),)),
+        shard_groups=("alpha-0000", "alpha-0001"),
+    )  # fmt: skip
+    reserved = set(pa.parquet.read_table(Path(out) / RESERVE_IDS)["id"].to_pylist())
+    small_ids = set(pa.parquet.read_table(small)["id"].to_pylist())
+    assert 15 <= len(reserved) <= 20 and not reserved & small_ids  # ~a quarter, none of its last
+    assert reserved <= held_out_ids(out) and validation_ids(out) <= held_out_ids(out)
+    reserve = {p.source: p.tokens for p in read_pool(str(Path(out) / "reserve"))}
+    assert set(reserve) == {"alpha", "beta"} and stats.reserve == reserve  # beta: the target's
+    assert stats.targets == {"clean_beta": "beta"}
+    assert 10 <= stats.yardsticks["target:clean_beta"]["documents"] <= 30  # the other half
+    assert stats.warnings["target:clean_beta"][0].startswith("yardstick target:clean_beta holds")
 
 
 # -- search -------------------------------------------------------------------------------------

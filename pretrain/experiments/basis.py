@@ -130,9 +130,10 @@ def build_basis(
     the shard groups' ``documents.parquet`` files."""
     if not document_uris:
         raise DataError("the experiment basis needs documents: materialize deduped_shards first")
-    table = pa.concat_tables(
-        [storage.read_table(uri, columns=["id", "text", "source"]) for uri in document_uris]
-    )
+    tables = [storage.read_table(uri, columns=["id", "text", "source"]) for uri in document_uris]
+    # which input a document came from: the reserve never takes a group's last one of a source
+    origin = [i for i, t in enumerate(tables) for _ in range(t.num_rows)]
+    table = pa.concat_tables(tables).append_column("_origin", pa.array(origin, pa.int32()))
     rank = pa.array([hash_score(config.seed, i) for i in table["id"].to_pylist()])
     cut = round(config.val_fraction * 10**6)
     picked: list[str] = []
@@ -147,13 +148,10 @@ def build_basis(
     train, val = table.filter(pc.invert(is_val)), table.filter(is_val)
     # the reserve: each source's lowest-hash training documents, reserve_fraction of them
     # rounded down (a source of three documents keeps all three for training)
-    reserved: list[str] = []
-    for source in sorted(set(train["source"].to_pylist())):
-        ids = train["id"].filter(pc.equal(train["source"], source)).to_pylist()
-        ordered = sorted(ids, key=lambda i: hash_score(config.seed + 2, i))
-        reserved += ordered[: int(config.reserve_fraction * len(ordered))]
+    reserved = _reserve_ids(train, config)
     in_reserve = pc.is_in(train["id"], pa.array(reserved, pa.string()))
     reserve, train = train.filter(in_reserve), train.filter(pc.invert(in_reserve))
+    train, val, reserve = (t.drop_columns(["_origin"]) for t in (train, val, reserve))
     clipped: dict[str, int] = {}
     clipped_chars: dict[str, int] = {}
     windows = []
@@ -222,6 +220,31 @@ def build_basis(
 
 
 CODE_SOURCES = ("code",)  # scored as the language "code" (LID has no answer for them)
+
+
+def _reserve_ids(train: pa.Table, config: BasisConfig) -> list[str]:
+    """Each source's lowest-hash training documents, ``reserve_fraction`` of them rounded
+    down (a source of three documents keeps all three for training), passing over a document
+    that is the last of its source in its input (every group keeps a pool of each source)."""
+    by_source: dict[str, list[tuple[str, int]]] = {}
+    for doc, source, origin in zip(
+        *(train[c].to_pylist() for c in ("id", "source", "_origin")), strict=True
+    ):
+        by_source.setdefault(source, []).append((doc, origin))
+    reserved: list[str] = []
+    for _, docs in sorted(by_source.items()):
+        left: dict[int, int] = {}
+        for _, origin in docs:
+            left[origin] = left.get(origin, 0) + 1
+        quota = int(config.reserve_fraction * len(docs))
+        for doc, origin in sorted(docs, key=lambda d: hash_score(config.seed + 2, d[0])):
+            if quota == 0:
+                break
+            if left[origin] > 1:
+                reserved.append(doc)
+                left[origin] -= 1
+                quota -= 1
+    return reserved
 
 
 def _pack_targets(
