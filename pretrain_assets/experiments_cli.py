@@ -265,6 +265,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     from jobs.experiment_launches import launch_search, record_search
     from jobs.experiments import experiment_root
     from jobs.stages import stage_settings
+    from pretrain.experiments.evidence import search_skipped
     from pretrain.experiments.search import SearchConfig
 
     config = build(SearchConfig, stage_settings(args).get("search", {}))
@@ -276,7 +277,9 @@ def cmd_search(args: argparse.Namespace) -> int:
             "--no-launch to register them only"
         )
     instance, store = _instance_and_store(args)
-    experiment_root(instance, store).basis()  # an empty root: say what to materialize first
+    root = experiment_root(instance, store)
+    if not root.groups or not search_skipped(root, config):
+        root.basis()  # an empty root, or one to search: say what to materialize first
     launched = launch_search(instance, store, config, launch=not args.no_launch)
     if launched.get("skipped"):  # nothing launched: data_mixture keeps the configured weights
         print(f"mixture search skipped: {launched['skipped']}; nothing launched, and "

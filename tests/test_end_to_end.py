@@ -30,6 +30,7 @@ from pretrain.data.harvest import discover_embedded
 from pretrain.data.readers import iter_records
 from pretrain_assets.definitions import build_definitions
 from pretrain_assets.demo import parse_args, run_demo
+from resources.metrics import RecoveryThresholds
 from resources.storage import ArtifactStore
 from sensors.backfill_schedule import shard_backfill_schedule
 from sensors.eval_sensor import eval_sensor
@@ -104,7 +105,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> dict:
         # the daemon's first eval_sensor tick after the demo (issue 26, section 4)
         with build_sensor_context(
             instance=instance, repository_def=repository,
-            resources={"store": ArtifactStore(root=root)},
+            resources={"store": ArtifactStore(root=root), "recovery": RecoveryThresholds()},
         ) as context:  # fmt: skip
             eval_tick = eval_sensor(context)
         checkpoint_keys = instance.get_dynamic_partitions("checkpoints")
