@@ -17,7 +17,6 @@ from __future__ import annotations
 from dagster import AssetKey, AssetRecordsFilter, DagsterInstance
 
 from jobs.partitions import SHARD_PARTITIONS_NAME
-from pretrain import identity
 from pretrain.experiments.corpus import ExperimentRoot
 from resources.storage import ArtifactStore
 
@@ -25,15 +24,18 @@ from resources.storage import ArtifactStore
 CLEANING_STAGES = ("raw_shards", "filtered_shards", "minhash_signatures", "deduped_shards")
 
 
-def corpus_groups(instance: DagsterInstance, store: ArtifactStore) -> list[str]:
-    """Shard groups whose deduplicated documents exist (completed, with an identity)."""
-    shards = instance.get_dynamic_partitions(SHARD_PARTITIONS_NAME)
-    return sorted(s for s in shards if identity.read(store.uri("deduped_shards", s)) is not None)
+def corpus_groups(instance: DagsterInstance) -> list[str]:
+    """Shard groups whose deduplicated documents exist: those with a ``deduped_shards``
+    materialization (recorded once the output is complete, after its identity), from the
+    instance's asset index: two queries, whatever the number of groups (the store is not
+    read)."""
+    shards = set(instance.get_dynamic_partitions(SHARD_PARTITIONS_NAME))
+    return sorted(shards & instance.get_materialized_partitions(AssetKey("deduped_shards")))
 
 
 def experiment_root(instance: DagsterInstance, store: ArtifactStore) -> ExperimentRoot:
     """The engine's view of the store: its root and the corpus's shard groups."""
-    return ExperimentRoot(root=store.root, groups=tuple(corpus_groups(instance, store)))
+    return ExperimentRoot(root=store.root, groups=tuple(corpus_groups(instance)))
 
 
 def cleaning_cpu_seconds(instance: DagsterInstance, group: str) -> float | None:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,32 +120,63 @@ def current_inputs(input_dirs: list[str]) -> dict[str, str]:
 
 def check_fresh(uri: str, ident: Identity, _checked: set[str] | None = None) -> None:
     """Refuse an output whose inputs, or their inputs in turn, changed since it was made."""
-    checked = set() if _checked is None else _checked
-    for upstream, version in sorted(ident.inputs.items()):
-        if upstream in checked:
-            continue
-        now = read(upstream)
-        if now is None or now.version != version:
-            current = now.version if now else "missing"
-            raise DataError(
-                f"{uri} ({ident.stage}) is stale: it was made from {upstream} version {version}, "
-                f"which is now {current}; re-materialize {ident.stage} for it first"
-            )
-        checked.add(upstream)
-        check_fresh(upstream, now, checked)
+    Look()._check(uri, ident, set() if _checked is None else _checked, transitive=True)
 
 
 def is_current(uri: str) -> bool:
     """Whether the output at ``uri`` is complete (it has a readable identity) and none of the
-    inputs it records, nor theirs in turn, changed since it was made."""
-    try:
-        made = read(uri)
-        if made is None:
+    inputs it records, nor theirs in turn, changed since it was made (a record that cannot be
+    read counts as not current)."""
+    return Look().is_current(uri)
+
+
+class Look:
+    """One look at a store's identities: each ``_identity.json`` read at most once, and the
+    inputs ``unchanged`` says have not changed since a look at which everything reading them
+    was current taken as they were (not read at all). A sensor tick over thousands of outputs
+    reads what changed, not the whole chain of every output::
+
+        look = Look(unchanged=lambda uri: uri not in remade)  # remade: dirs written since
+        look.is_current(pool_dir, transitive=False)           # reads the pool and its inputs
+    """
+
+    def __init__(self, unchanged: Callable[[str], bool] | None = None) -> None:
+        self.unchanged = unchanged or (lambda uri: False)
+        self._read: dict[str, Identity | None] = {}
+        self.reads = 0  # identity files read (for the tests' and the bench's counts)
+
+    def read(self, dir_uri: str) -> Identity | None:
+        if dir_uri not in self._read:
+            self._read[dir_uri] = read(dir_uri)
+            self.reads += 1
+        return self._read[dir_uri]
+
+    def is_current(self, uri: str, *, transitive: bool = True) -> bool:
+        """Like :func:`is_current`; ``transitive=False`` checks only the inputs ``uri``
+        records (were they remade since?), not theirs in turn."""
+        try:
+            made = self.read(uri)
+            if made is None:
+                return False
+            self._check(uri, made, set(), transitive)
+        except DataError:
             return False
-        check_fresh(uri, made)
-    except DataError:  # stale, or an identity record that cannot be read: not current
-        return False
-    return True
+        return True
+
+    def _check(self, uri: str, ident: Identity, checked: set[str], transitive: bool) -> None:
+        for upstream, version in sorted(ident.inputs.items()):
+            if upstream in checked or self.unchanged(upstream):
+                continue
+            now = self.read(upstream)
+            if now is None or now.version != version:
+                current = now.version if now else "missing"
+                raise DataError(
+                    f"{uri} ({ident.stage}) is stale: it was made from {upstream} version "
+                    f"{version}, which is now {current}; re-materialize {ident.stage} first"
+                )
+            checked.add(upstream)
+            if transitive:
+                self._check(upstream, now, checked, transitive)
 
 
 def compute(stage: str, code_version: str, config: Any, inputs: list[str]) -> Identity:

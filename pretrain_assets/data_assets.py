@@ -1,47 +1,28 @@
 """Per-shard data assets: ``raw_shards[shard]`` → (``quality_classifier``, ``toxicity_classifier``)
 → ``filtered_shards[shard]``.
 
-Each asset reads its partition's URIs from the ``ArtifactStore``, calls one library
-function, and returns its stats plus asset-check results recomputed from the files.
-``filtered_shards`` also reports the funnel (Markdown) of its shard and of every shard
-filtered so far.
+Each asset reads a shard group's URIs from the ``ArtifactStore``, calls one library
+function, and returns its stats plus asset-check results recomputed from the files (one run
+makes one group or a batch: :mod:`pretrain_assets.per_shard`). ``filtered_shards`` reports the
+funnel (Markdown) of its shard; ``dedup_clusters`` the funnel of every shard.
 """
 
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from dagster import (
-    AssetCheckSpec,
-    AssetExecutionContext,
-    AssetKey,
-    MaterializeResult,
-    asset,
-)
+from dagster import AssetExecutionContext
 
 from jobs.config import to_library
-from jobs.partitions import shard_partitions
 from jobs.stages import STAGES
 from pretrain import identity, storage, verify
 from pretrain.data.config import RawShardConfig
 from pretrain.data.raw import ShardManifest, build_raw_shard
 from pretrain.filters.config import FilterConfig
-from pretrain.filters.funnel import (
-    aggregate,
-    drop_rates_within,
-    funnel_markdown,
-    funnel_reconciles,
-    stats_from_json,
-)
+from pretrain.filters.funnel import drop_rates_within, funnel_reconciles
 from pretrain.filters.pipeline import filter_shard
 from pretrain.filters.toxicity_model import VERSION as TOXICITY_MODEL_VERSION
-from pretrain_assets.metadata import (
-    begin_output,
-    check_result,
-    cpu_seconds,
-    finish_output,
-    stage_metadata,
-)
-from pretrain_assets.step_resources import STEP_RESOURCES, STEP_RETRY, bad_input_not_retried
+from pretrain_assets.metadata import begin_output, cpu_seconds, finish_output, stage_metadata
+from pretrain_assets.per_shard import ShardOutput, shard_asset
 from resources.storage import ArtifactStore
 
 if TYPE_CHECKING:  # classes generated from library dataclasses (jobs.config): Any to mypy
@@ -50,41 +31,33 @@ else:
     RawShardsConfig = STAGES["raw"].config_class
 
 
-@asset(
-    partitions_def=shard_partitions,
-    group_name="data",
+@shard_asset(
+    "raw_shards",
+    deps={},
     code_version="raw-v2",  # v2: source_id + metadata
-    check_specs=[
-        AssetCheckSpec("non_empty", asset="raw_shards"),
-        AssetCheckSpec("documents_plus_rejects_equal_records_read", asset="raw_shards"),
-    ],
-    op_tags=STEP_RESOURCES["raw_shards"],
-    retry_policy=STEP_RETRY,
+    checks={"non_empty": False, "documents_plus_rejects_equal_records_read": False},
+    config=RawShardsConfig,
 )
-@bad_input_not_retried
 def raw_shards(
-    context: AssetExecutionContext, config: RawShardsConfig, store: ArtifactStore
-) -> MaterializeResult:
+    context: AssetExecutionContext, shard: str, store: ArtifactStore, config: RawShardsConfig
+) -> ShardOutput:
     """Raw documents of one shard group, read from the files listed in its manifest."""
-    shard = context.partition_key
     manifest = ShardManifest.from_json(storage.read_bytes(store.manifest_uri(shard)).decode())
     out = store.uri("raw_shards", shard)
     library_config = to_library(config, RawShardConfig)
     settings = {"config": library_config, "manifest": manifest.to_json()}
-    ident = begin_output(context, store, out, settings, inputs=[])
+    ident = begin_output(context, store, out, settings, inputs=[], partition=shard)
     with cpu_seconds() as cpu:
         stats = build_raw_shard(
             manifest, out, max_docs=library_config.max_docs, extract=library_config.extract
         )
-    return MaterializeResult(
+    return ShardOutput(
         data_version=finish_output(out, ident),
         metadata=stage_metadata(stats, library_config, ident, uri=out, cpu_seconds=cpu["seconds"]),
-        check_results=[
-            check_result("non_empty", verify.non_empty(storage.join(out, "documents.parquet"))),
-            check_result(
-                "documents_plus_rejects_equal_records_read", verify.manifest_reconciles(out)
-            ),
-        ],
+        checks={
+            "non_empty": verify.non_empty(storage.join(out, "documents.parquet")),
+            "documents_plus_rejects_equal_records_read": verify.manifest_reconciles(out),
+        },
     )
 
 
@@ -100,25 +73,21 @@ def filter_code_version(toxicity_model: str = TOXICITY_MODEL_VERSION) -> str:
     return f"filter-v4+{toxicity_model}"  # v4: the shipped toxicity model, unscored languages
 
 
-@asset(
-    partitions_def=shard_partitions,
-    deps=[raw_shards, AssetKey("quality_classifier"), AssetKey("toxicity_classifier")],
-    group_name="data",
+@shard_asset(
+    "filtered_shards",
+    deps={"raw_shards": True, "quality_classifier": False, "toxicity_classifier": False},
     code_version=filter_code_version(),
-    check_specs=[
-        AssetCheckSpec("non_empty", asset="filtered_shards"),
-        AssetCheckSpec("kept_plus_rejected_equals_input", asset="filtered_shards"),
-        AssetCheckSpec("drop_rate_per_reason_within_bounds", asset="filtered_shards"),
-    ],
-    op_tags=STEP_RESOURCES["filtered_shards"],
-    retry_policy=STEP_RETRY,
+    checks={
+        "non_empty": False,
+        "kept_plus_rejected_equals_input": False,
+        "drop_rate_per_reason_within_bounds": True,
+    },
+    config=FilterRunConfig,
 )
-@bad_input_not_retried
 def filtered_shards(
-    context: AssetExecutionContext, config: FilterRunConfig, store: ArtifactStore
-) -> MaterializeResult:
+    context: AssetExecutionContext, shard: str, store: ArtifactStore, config: FilterRunConfig
+) -> ShardOutput:
     """Cleaned, language-identified, rule-filtered, PII-masked documents + rejects + funnel."""
-    shard = context.partition_key
     raw_uri = store.uri("raw_shards", shard, "documents.parquet")
     out = store.uri("filtered_shards", shard)
     model_uri = store.uri("quality_classifier") if config.use_quality_classifier else None
@@ -131,28 +100,17 @@ def filtered_shards(
         toxicity = replace(library_config.toxicity, classifier_uri=classifier_uri)
         library_config = replace(library_config, toxicity=toxicity)
     inputs = [store.uri("raw_shards", shard), *(u for u in (model_uri, toxicity_uri) if u)]
-    ident = begin_output(context, store, out, library_config, inputs)
+    ident = begin_output(context, store, out, library_config, inputs, partition=shard)
     with cpu_seconds() as cpu:
         stats = filter_shard(raw_uri, out, library_config)
-    every_shard = storage.list_files(store.uri("filtered_shards"), suffixes=("stats.json",))
-    overall = aggregate([stats_from_json(storage.read_json(u)) for u in every_shard])
-    return MaterializeResult(
+    return ShardOutput(
         data_version=finish_output(out, ident),
-        metadata=stage_metadata(
-            stats,
-            library_config,
-            ident,
-            uri=out,
-            cpu_seconds=cpu["seconds"],
-            funnel_all_shards_md=funnel_markdown(overall),
-        ),  # fmt: skip
-        check_results=[
-            check_result("non_empty", verify.non_empty(storage.join(out, "documents.parquet"))),
-            check_result("kept_plus_rejected_equals_input", funnel_reconciles(raw_uri, out)),
-            check_result(
-                "drop_rate_per_reason_within_bounds",
-                drop_rates_within(stats, library_config.max_drop_rate_per_reason),
-                warn=True,
+        metadata=stage_metadata(stats, library_config, ident, uri=out, cpu_seconds=cpu["seconds"]),
+        checks={
+            "non_empty": verify.non_empty(storage.join(out, "documents.parquet")),
+            "kept_plus_rejected_equals_input": funnel_reconciles(raw_uri, out),
+            "drop_rate_per_reason_within_bounds": drop_rates_within(
+                stats, library_config.max_drop_rate_per_reason
             ),
-        ],
+        },
     )

@@ -17,12 +17,7 @@ from dagster import (
 )
 
 from jobs.config import to_library
-from jobs.partitions import (
-    SHARD_PARTITIONS_NAME,
-    band_partitions,
-    check_band_layout,
-    shard_partitions,
-)
+from jobs.partitions import SHARD_PARTITIONS_NAME, band_partitions, check_band_layout
 from jobs.stages import STAGES
 from pretrain import storage, verify
 from pretrain.checks import count_rows
@@ -30,7 +25,7 @@ from pretrain.dedup.apply import apply_dedup
 from pretrain.dedup.config import DedupConfig
 from pretrain.dedup.minhash import compute_signatures
 from pretrain.dedup.pairs import band_pairs, check_pairs, cluster_band_pairs
-from pretrain_assets.data_assets import filtered_shards
+from pretrain.filters.funnel import aggregate, funnel_markdown, stats_from_json
 from pretrain_assets.metadata import (
     begin_output,
     check_result,
@@ -38,6 +33,7 @@ from pretrain_assets.metadata import (
     finish_output,
     stage_metadata,
 )
+from pretrain_assets.per_shard import ShardOutput, shard_asset
 from pretrain_assets.step_resources import STEP_RESOURCES, STEP_RETRY, bad_input_not_retried
 from resources.storage import ArtifactStore
 
@@ -48,40 +44,36 @@ else:
     DedupRunConfig = STAGES["dedup"].config_class
 
 
-@asset(
-    partitions_def=shard_partitions,
-    deps=[filtered_shards],
-    group_name="dedup",
+@shard_asset(
+    "minhash_signatures",
+    deps={"filtered_shards": True},
     code_version="minhash-v2",
-    check_specs=[AssetCheckSpec("one_signature_per_document", asset="minhash_signatures")],
-    op_tags=STEP_RESOURCES["minhash_signatures"],
-    retry_policy=STEP_RETRY,
+    checks={"one_signature_per_document": False},
+    config=DedupRunConfig,
+    group="dedup",
 )
-@bad_input_not_retried
 def minhash_signatures(
-    context: AssetExecutionContext, config: DedupRunConfig, store: ArtifactStore
-) -> MaterializeResult:
+    context: AssetExecutionContext, shard: str, store: ArtifactStore, config: DedupRunConfig
+) -> ShardOutput:
     """MinHash signatures, band-bucket rows and line hashes of one shard's kept documents."""
-    shard = context.partition_key
     docs_uri = store.uri("filtered_shards", shard, "documents.parquet")
     out_dir = store.uri("minhash_signatures", shard)
     out = storage.join(out_dir, "signatures.parquet")
     library_config = check_band_layout(to_library(config, DedupConfig))
-    ident = begin_output(
-        context, store, out_dir, library_config, [store.uri("filtered_shards", shard)]
-    )
+    inputs = [store.uri("filtered_shards", shard)]
+    ident = begin_output(context, store, out_dir, library_config, inputs, partition=shard)
     with cpu_seconds() as cpu:
         stats = compute_signatures(docs_uri, out, library_config)
-    return MaterializeResult(
+    return ShardOutput(
         data_version=finish_output(out_dir, ident),
         metadata=stage_metadata(stats, library_config, ident, uri=out, cpu_seconds=cpu["seconds"]),
-        check_results=[check_result("one_signature_per_document", verify.same_rows(docs_uri, out))],
+        checks={"one_signature_per_document": verify.same_rows(docs_uri, out)},
     )
 
 
 @asset(
     partitions_def=band_partitions,
-    deps=[AssetDep(minhash_signatures, partition_mapping=AllPartitionMapping())],
+    deps=[AssetDep("minhash_signatures", partition_mapping=AllPartitionMapping())],
     group_name="dedup",
     code_version="pairs-v1",
     check_specs=[AssetCheckSpec("pairs_ordered_inside_corpus", asset="dedup_pairs")],
@@ -112,7 +104,7 @@ def dedup_pairs(
 
 
 @asset(
-    deps=[minhash_signatures, dedup_pairs],
+    deps=["minhash_signatures", dedup_pairs],
     group_name="dedup",
     code_version="clusters-v3",
     check_specs=[AssetCheckSpec("duplicate_rate_in_range", asset="dedup_clusters")],
@@ -134,45 +126,47 @@ def dedup_clusters(
     outcome = verify.rate_in_range(
         stats.removed, stats.documents, 0.0, library_config.max_duplicate_rate
     )
+    every_shard = [store.uri("filtered_shards", s, "stats.json") for s in shards]
+    funnel = aggregate([stats_from_json(storage.read_json(u)) for u in every_shard])
     return MaterializeResult(
         data_version=finish_output(out, ident),
-        metadata=stage_metadata(stats, library_config, ident, uri=out, shards=len(shards)),
+        metadata=stage_metadata(
+            stats,
+            library_config,
+            ident,
+            uri=out,
+            shards=len(shards),
+            funnel_all_shards_md=funnel_markdown(funnel),
+        ),  # fmt: skip
         check_results=[check_result("duplicate_rate_in_range", outcome, warn=True)],
     )
 
 
-@asset(
-    partitions_def=shard_partitions,
-    deps=[filtered_shards, dedup_clusters],
-    group_name="dedup",
+@shard_asset(
+    "deduped_shards",
+    deps={"filtered_shards": True, "dedup_clusters": False},
     code_version="dedup-apply-v3",  # v3: provenance columns pass through
-    check_specs=[
-        AssetCheckSpec("non_empty", asset="deduped_shards"),
-        AssetCheckSpec("kept_plus_rejected_equals_input", asset="deduped_shards"),
-    ],
-    op_tags=STEP_RESOURCES["deduped_shards"],
-    retry_policy=STEP_RETRY,
+    checks={"non_empty": False, "kept_plus_rejected_equals_input": False},
+    group="dedup",
 )
-@bad_input_not_retried
-def deduped_shards(context: AssetExecutionContext, store: ArtifactStore) -> MaterializeResult:
+def deduped_shards(
+    context: AssetExecutionContext, shard: str, store: ArtifactStore, _: None
+) -> ShardOutput:
     """One shard minus non-survivors and boilerplate lines (removals in rejects, with reason)."""
-    shard = context.partition_key
     docs_uri = store.uri("filtered_shards", shard, "documents.parquet")
     out = store.uri("deduped_shards", shard)
     inputs = [store.uri("filtered_shards", shard), store.uri("dedup_clusters")]
-    ident = begin_output(context, store, out, {"shard": shard}, inputs)
+    ident = begin_output(context, store, out, {"shard": shard}, inputs, partition=shard)
     with cpu_seconds() as cpu:
         stats = apply_dedup(docs_uri, store.uri("dedup_clusters", "clusters.parquet"), out)
     kept, rejects = storage.join(out, "documents.parquet"), storage.join(out, "rejects.parquet")
-    return MaterializeResult(
+    return ShardOutput(
         data_version=finish_output(out, ident),
         metadata=stage_metadata(
             stats, {"shard": shard}, ident, uri=out, cpu_seconds=cpu["seconds"]
         ),
-        check_results=[
-            check_result("non_empty", verify.non_empty(kept)),
-            check_result(
-                "kept_plus_rejected_equals_input", verify.reconciles(docs_uri, [kept, rejects])
-            ),
-        ],
+        checks={
+            "non_empty": verify.non_empty(kept),
+            "kept_plus_rejected_equals_input": verify.reconciles(docs_uri, [kept, rejects]),
+        },
     )

@@ -13,11 +13,12 @@ import json
 import os
 from pathlib import Path
 
-from dagster import AssetsDefinition, AssetSpec, Definitions, ExecutorDefinition
+from dagster import AssetsDefinition, AssetSpec, BackfillPolicy, Definitions, ExecutorDefinition
 from dagster_aws.s3 import S3Resource
 
 from jobs.asset_jobs import ASSET_JOBS
 from jobs.experiment_jobs import search_mixture_job
+from jobs.partitions import shard_partitions
 from jobs.quarantine import quarantine_job, review_quarantine_job
 from jobs.training import train_job
 from pretrain import storage
@@ -41,6 +42,7 @@ from pretrain_assets.experiment_assets import (
     proxy_pools,
     proxy_runs,
 )
+from pretrain_assets.per_shard import PARTITIONS_PER_RUN
 from pretrain_assets.plan_assets import scaling_plan
 from pretrain_assets.quality_assets import quality_classifier
 from pretrain_assets.quarantine_assets import confirmed_quarantine, quarantined_documents
@@ -123,24 +125,43 @@ def launcher_from_env(nproc_per_node: int = 2, s3_endpoint_url: str | None = Non
     return LAUNCHERS[kind](**fields)
 
 
+def batched(partitions_per_run: int | None) -> list[AssetsDefinition | AssetSpec]:
+    """The assets, the per-shard ones backfilled ``partitions_per_run`` shard groups a run
+    (default ``$PRETRAIN_PARTITIONS_PER_RUN``, else ``per_shard.PARTITIONS_PER_RUN``)."""
+    n = partitions_per_run or int(
+        os.environ.get("PRETRAIN_PARTITIONS_PER_RUN") or PARTITIONS_PER_RUN
+    )
+    if n < 1:
+        raise ConfigError(f"partitions per run = {n}: use at least 1 (1: a run per shard group)")
+    policy = BackfillPolicy.multi_run(n)
+    return [
+        a.with_attributes(backfill_policy=policy)
+        if isinstance(a, AssetsDefinition) and a.partitions_def == shard_partitions
+        else a
+        for a in ASSETS
+    ]
+
+
 def build_definitions(
     artifact_root: str | None = None,
     s3_endpoint_url: str | None = None,
     nproc_per_node: int = 2,
     executor: ExecutorDefinition | None = None,
     admission: AdmissionConfig | None = None,
+    partitions_per_run: int | None = None,
 ) -> Definitions:
     """Definitions with the given storage root; tests build their own with a temp root.
 
     ``executor`` replaces the default (multiprocess) one for every job, e.g. the Ray step-pool
     executor or dagster-ray's ``ray_executor`` (``pretrain_assets/ray_jobs.py``). ``admission``
     is how ``experiment_sensor`` tries new shard groups (default ``AdmissionConfig()``).
+    ``partitions_per_run``: shard groups a backfill run materializes (see :func:`batched`).
     """
     root = artifact_root or default_artifact_root()
     endpoint = s3_endpoint_url or os.environ.get("PRETRAIN_S3_ENDPOINT_URL")
     return Definitions(
         executor=executor,
-        assets=ASSETS,
+        assets=batched(partitions_per_run),
         asset_checks=[checkpoint_healthy],
         jobs=[*ASSET_JOBS, train_job, quarantine_job, review_quarantine_job, search_mixture_job],
         sensors=[

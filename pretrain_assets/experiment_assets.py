@@ -49,8 +49,8 @@ from pretrain.experiments.pools import build_floor_pool, build_pool
 from pretrain.experiments.run import ExperimentResult, TrainFn, run_experiment, train_in_process
 from pretrain.experiments.search import SearchConfig
 from pretrain.train.config import TrainConfig
-from pretrain_assets.dedup_assets import deduped_shards
 from pretrain_assets.metadata import begin_output, finish_output, stage_metadata, to_metadata
+from pretrain_assets.per_shard import ShardOutput, shard_asset
 from resources.launching import Launcher
 from resources.storage import ArtifactStore
 
@@ -74,7 +74,7 @@ def _version(uri: str) -> str:
 
 
 @asset(
-    deps=[AssetDep(deduped_shards, partition_mapping=AllPartitionMapping())],
+    deps=[AssetDep("deduped_shards", partition_mapping=AllPartitionMapping())],
     group_name="experiments",
     code_version="basis-v2",  # v2: long validation documents are windows
 )
@@ -84,7 +84,7 @@ def experiment_basis(
     """The proxies' tokenizer and the validation set every experiment is scored on, from the
     shard groups present now (later groups never enter it)."""
     library_config = to_library(config, BasisConfig)
-    groups = corpus_groups(context.instance, store)
+    groups = corpus_groups(context.instance)
     out = store.uri("experiment_basis")
     # a fixed yardstick: the groups' versions name it, but their later changes (incremental
     # dedup, new groups) never make it stale; it changes only when it is made again
@@ -101,28 +101,30 @@ def experiment_basis(
     )
 
 
-@asset(
-    partitions_def=shard_partitions,
-    deps=[deduped_shards, experiment_basis],
-    group_name="experiments",
+@shard_asset(
+    "proxy_pools",
+    deps={"deduped_shards": True, "experiment_basis": False},
     code_version="pools-v1",
+    group="experiments",
 )
-def proxy_pools(context: AssetExecutionContext, store: ArtifactStore) -> MaterializeResult:
+def proxy_pools(
+    context: AssetExecutionContext, group: str, store: ArtifactStore, _: None
+) -> ShardOutput:
     """One shard group's documents in the proxy tokenizer, validation documents left out."""
-    group = context.partition_key
     basis = store.uri("experiment_basis")
     out = store.uri("proxy_pools", group)
     made = storage.read_json(storage.join(basis, "basis.json"))
     new = group not in made["shard_groups"]  # a group to decide: its floor is pooled too
     settings = {"seq_len": made["seq_len"], "floor": new}
-    ident = begin_output(context, store, out, settings, [store.uri("deduped_shards", group), basis])
+    inputs = [store.uri("deduped_shards", group), basis]
+    ident = begin_output(context, store, out, settings, inputs, partition=group)
     documents = [store.uri("deduped_shards", group, "documents.parquet")]
     tokenizer, held = storage.join(basis, "tokenizer"), held_out_ids(basis)
     pools = build_pool(documents, tokenizer, out, group=group, seq_len=made["seq_len"],
                        exclude_ids=held)  # fmt: skip
     floor = build_floor_pool(documents, tokenizer, out, group=group, seq_len=made["seq_len"],
                              exclude_ids=held) if new else []  # fmt: skip
-    return MaterializeResult(
+    return ShardOutput(
         data_version=finish_output(out, ident),
         metadata=to_metadata(
             {
@@ -139,7 +141,7 @@ def proxy_pools(context: AssetExecutionContext, store: ArtifactStore) -> Materia
 
 @asset(
     partitions_def=ablation_partitions,
-    deps=[experiment_basis, AssetDep(proxy_pools, partition_mapping=AllPartitionMapping())],
+    deps=[experiment_basis, AssetDep("proxy_pools", partition_mapping=AllPartitionMapping())],
     group_name="experiments",
     code_version="ablation-pools-v1",
 )

@@ -30,7 +30,6 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from jobs.stages import add_stage_options
 from pretrain.errors import ConfigError
 from pretrain_assets.user_errors import warning_printer
 
@@ -265,7 +264,6 @@ def cmd_search(args: argparse.Namespace) -> int:
     from jobs.experiment_launches import launch_search, record_search
     from jobs.experiments import experiment_root
     from jobs.stages import stage_settings
-    from pretrain.experiments.evidence import search_skipped
     from pretrain.experiments.search import SearchConfig
 
     config = build(SearchConfig, stage_settings(args).get("search", {}))
@@ -278,7 +276,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         )
     instance, store = _instance_and_store(args)
     root = experiment_root(instance, store)
-    if not root.groups or not search_skipped(root, config):
+    if not root.has_basis() and not _skip_reason(root, config):
         root.basis()  # an empty root, or one to search: say what to materialize first
     launched = launch_search(instance, store, config, launch=not args.no_launch)
     if launched.get("skipped"):  # nothing launched: data_mixture keeps the configured weights
@@ -289,6 +287,18 @@ def cmd_search(args: argparse.Namespace) -> int:
         record_search(store, config, launched)
     print(json.dumps({k: v for k, v in launched.items() if k not in ("names", "starts")}))
     return 0
+
+
+def _skip_reason(root: Any, config: Any) -> str | None:
+    """Why a search over ``root`` cannot run (one source), or None; None too when its groups'
+    documents cannot be read (then the missing basis is what to say)."""
+    from pretrain.errors import DataError
+    from pretrain.experiments.evidence import search_skipped
+
+    try:
+        return search_skipped(root, config) if root.groups else None
+    except DataError:
+        return None
 
 
 def cmd_admit(args: argparse.Namespace) -> int:
@@ -369,7 +379,9 @@ def experiment_flops(root: str) -> float:
 FILTER_EXAMPLE = "'{\"min_quality_score\": 0.5}'"
 
 
-def add_experiments_parser(sub: Any, root: str) -> None:
+def add_experiments_parser(sub: Any, root: str, *, options: bool = True) -> None:
+    """The ``experiments`` commands; ``options=False`` leaves out the stage options of
+    ``search`` and ``admit`` (they import Dagster: another command does not pay for them)."""
     from pretrain.experiments.config import KINDS
 
     exp = sub.add_parser("experiments", help="proxy experiments: list, show, compare, launch")
@@ -426,10 +438,19 @@ def add_experiments_parser(sub: Any, root: str) -> None:
                 "--yes", action="store_true",
                 help="launch a search of more than --search.confirm_above proxies",
             )  # fmt: skip
-            add_stage_options(p, ("search",))
+            if options:
+                add_stage_options(p, ("search",))
         if name == "admit":
             p.add_argument("group", help="the shard group to try (it needs deduplicated documents)")
-            add_stage_options(p, ("admission",))
+            if options:
+                add_stage_options(p, ("admission",))
+
+
+def add_stage_options(parser: argparse.ArgumentParser, stages: tuple[str, ...]) -> None:
+    """The stages' ``--<stage>.<field>`` options (imported here: they need Dagster)."""
+    from jobs.stages import add_stage_options as add
+
+    add(parser, stages)
 
 
 class DefaultsHelp(argparse.HelpFormatter):

@@ -38,18 +38,22 @@ def begin_output(
     out_dir: str,
     config: Any,
     inputs: list[str],
+    partition: str | None = None,
 ) -> Identity:
     """The identity this materialization's output will have (:mod:`pretrain.identity`).
 
     Refuses stale or incomplete inputs (``DataError`` naming what to re-materialize) and moves an
     output made with other settings to ``_versions/<asset>[/<partition>]/<version>`` before the
     stage overwrites it. Pass the identity to :func:`stage_metadata`, which records it and
-    returns it as the Dagster data version (``versioned_result``)."""
+    returns it as the Dagster data version (``versioned_result``). ``partition``: the one this
+    output is of, in a run of several (default: the run's own)."""
     stage = context.asset_key.path[-1]
     code_version = context.assets_def.code_versions_by_key.get(context.asset_key) or "none"
     ident = identity.compute(stage, code_version, config, inputs)
-    partition = [context.partition_key] if context.has_partition_key else []
-    archived = identity.prepare_output(out_dir, ident, store.uri("_versions", stage, *partition))
+    if partition is None and context.has_partition_key:
+        partition = context.partition_key
+    where = store.uri("_versions", stage, *([partition] if partition else []))
+    archived = identity.prepare_output(out_dir, ident, where)
     if archived:
         context.log.warning(f"the output made with other settings was moved to {archived}")
     return ident

@@ -8,9 +8,12 @@ Staleness comes from Dagster itself: each materialization of the per-shard chain
 that was never materialized, was built by another code version, or read an input whose data
 version has changed since (an upstream re-materialized with other settings, or a new
 ``quality_classifier`` or ``toxicity_classifier``) — the partitions the UI marks stale. One run
-per stale shard re-does that asset and the rest of the chain; global steps (``dedup``, ``apply_dedup``, ``corpus``) follow once
-the shards are current. Run keys carry the versions, so a tick never requests the same work
-twice.
+per batch of stale shards re-does that asset and the rest of the chain: stale shards that are
+neighbours in the partition order and need the same suffix share a run, up to the assets'
+backfill policy's partitions per run (``pretrain_assets.per_shard``), so ten thousand stale
+shards are hundreds of runs, not ten thousand. Global steps (``dedup``, ``apply_dedup``,
+``corpus``) follow once the shards are current. Run keys carry the versions, so a tick never
+requests the same work twice.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from sensors.data_versions import (
 from sensors.data_versions import data_version as _data_version
 
 CHAIN = ("raw_shards", "filtered_shards", "minhash_signatures")
+RANGE_START, RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
 UPSTREAM = {
     "filtered_shards": ("raw_shards", "quality_classifier", "toxicity_classifier"),
     "minhash_signatures": CHAIN[1:2],
@@ -91,10 +95,41 @@ def _input_changed(
     return recorded is not None and now is not None and recorded != now
 
 
-def _run_key(key: str, chain: tuple[str, ...], tags: dict[str, dict[str, Tags]]) -> str:
-    """Idempotent per state: the versions the stale chain was decided on."""
-    seen = "|".join(f"{a}:{tags.get(a, {}).get(key, {}).get(DATA_VERSION_TAG)}" for a in CHAIN)
-    return f"backfill-{key}-{'-'.join(chain)}-{hashlib.sha256(seen.encode()).hexdigest()[:12]}"
+def batches(
+    plan: dict[str, tuple[str, ...]], order: list[str], size: int
+) -> list[tuple[tuple[str, ...], list[str]]]:
+    """The stale shards of ``plan`` in runs: neighbours in ``order`` (the partitions' order,
+    which a partition range follows) that need the same chain, at most ``size`` a run."""
+    runs: list[tuple[tuple[str, ...], list[str]]] = []
+    previous = None
+    for position, key in enumerate(order):
+        chain = plan.get(key)
+        if chain is None:
+            continue
+        last = runs[-1] if runs else None
+        if last and last[0] == chain and previous == position - 1 and len(last[1]) < size:
+            last[1].append(key)
+        else:
+            runs.append((chain, [key]))
+        previous = position
+    return runs
+
+
+def _run_key(keys: list[str], chain: tuple[str, ...], tags: dict[str, dict[str, Tags]]) -> str:
+    """Idempotent per state: the versions the stale chains were decided on."""
+    seen = "|".join(
+        f"{k}:{a}:{tags.get(a, {}).get(k, {}).get(DATA_VERSION_TAG)}" for k in keys for a in CHAIN
+    )
+    span = keys[0] if len(keys) == 1 else f"{keys[0]}..{keys[-1]}"
+    return f"backfill-{span}-{'-'.join(chain)}-{hashlib.sha256(seen.encode()).hexdigest()[:12]}"
+
+
+def _request(keys: list[str], chain: tuple[str, ...], run_key: str) -> RunRequest:
+    selection = [AssetKey(a) for a in chain]
+    if len(keys) == 1:
+        return RunRequest(run_key=run_key, partition_key=keys[0], asset_selection=selection)
+    return RunRequest(run_key=run_key, asset_selection=selection,
+                      tags={RANGE_START: keys[0], RANGE_END: keys[-1]})  # fmt: skip
 
 
 @schedule(
@@ -119,11 +154,9 @@ def shard_backfill_schedule(context: ScheduleEvaluationContext):
     plan = stale_chain(keys, tags, current, globals_)
     if not plan:
         return SkipReason(f"all {len(keys)} shards are current")
+    policy = context.repository_def.asset_graph.get(AssetKey(CHAIN[0])).backfill_policy
+    size = (policy.max_partitions_per_run if policy else None) or 1
     return [
-        RunRequest(
-            run_key=_run_key(key, chain, tags),
-            partition_key=key,
-            asset_selection=[AssetKey(a) for a in chain],
-        )
-        for key, chain in sorted(plan.items())
+        _request(batch, chain, _run_key(batch, chain, tags))
+        for chain, batch in batches(plan, list(keys), size)
     ]

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dagster import (
     AssetKey,
     AssetRecordsFilter,
+    DagsterEventType,
     DagsterInstance,
     EventLogEntry,
     EventLogRecord,
@@ -41,30 +42,34 @@ def partitions_data_version(versions: list[str]) -> str:
 def latest_tags(
     instance: DagsterInstance,
     asset: str,
-    page: int = 5000,
+    page: int = 1000,
     partitions: Sequence[str] | None = None,
 ) -> dict[str, Tags]:
-    """Partition → tags of its newest materialization (newest records come first); only the
-    ``partitions`` named, when given (a sensor reads what it is deciding about, not the
-    asset's whole history)."""
+    """Partition → tags of its newest materialization; only the ``partitions`` named, when
+    given (a sensor reads what it is deciding about). One query finds each partition's newest
+    record (the instance's index), then only those records are read, ``page`` at a time: the
+    cost follows the number of partitions, not the length of the asset's history."""
     found: dict[str, Tags] = {}
     if partitions is not None and not partitions:
         return found
-    records_filter = AssetRecordsFilter(
-        asset_key=AssetKey(asset),
-        asset_partitions=list(partitions) if partitions is not None else None,
-    )
-    cursor = None
-    while True:
-        result = instance.fetch_materializations(records_filter, limit=page, cursor=cursor)
-        for record in result.records:
+    key = AssetKey(asset)
+    newest = instance.get_latest_storage_id_by_partition(
+        key, DagsterEventType.ASSET_MATERIALIZATION,
+        partitions=set(partitions) if partitions is not None else None,
+    )  # fmt: skip
+    ids = sorted(newest.values())
+    for start in range(0, len(ids), page):
+        chunk = ids[start : start + page]
+        records = instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=key, storage_ids=chunk), limit=len(chunk)
+        ).records
+        for record in records:
             event = record.event_log_entry.dagster_event
-            partition = event.partition if event else None
-            if event is not None and partition is not None and partition not in found:
-                found[partition] = dict(event.step_materialization_data.materialization.tags or {})
-        if not result.has_more:
-            return found
-        cursor = result.cursor
+            if event is not None and event.partition is not None:
+                found[event.partition] = dict(
+                    event.step_materialization_data.materialization.tags or {}
+                )
+    return found
 
 
 def event_tags(event: EventLogEntry | None) -> Tags | None:

@@ -3,13 +3,17 @@
 The workflow is the library's (:mod:`pretrain.experiments.workflow`): :func:`gather` reads the
 artifact root, the pure :func:`next_steps` says what to run next (pools, start proxies, the arms
 of each pending admission, its decision, a review, a search's candidates, verification and fit),
-and this sensor turns the steps into run requests and partitions. It keeps one cursor: the
-newest materializations of the engine's assets it has acted on. A tick whose instance shows
-none newer (and that is within ``FULL_EVERY_S`` of the last full look) reads nothing from the
-artifact store: a campaign of thousands of shard groups does not pay thousands of reads every
-30 seconds for nothing. A cursor reset only costs a full look. One bad file never stops it: a
-file that cannot be read is skipped with a warning in the tick's log, and what depends on it
-waits.
+and this sensor turns the steps into run requests and partitions.
+
+Its work follows what changed, not the size of the campaign. The cursor holds the newest
+materialization of each asset the engine watches, and what the last look found (the groups
+waiting for pools, the results that counted, the review files seen). A tick whose instance shows
+nothing newer reads nothing from the artifact store; a tick after new materializations asks the
+instance which partitions they were (one query per asset) and reads only those groups' and
+results' files again. Which groups exist and which are decided come from the instance's asset
+index, not from thousands of files. A reset cursor, or other admission settings, means one full
+look. One bad file never stops it: a file that cannot be read is skipped with a warning in the
+tick's log, and what depends on it waits.
 
 Nothing happens until ``experiment_basis`` is materialized: the groups present then are the
 corpus, and every later group is new.
@@ -24,6 +28,7 @@ from typing import Any
 from dagster import (
     AssetKey,
     AssetRecordsFilter,
+    DagsterEventType,
     DagsterInstance,
     DefaultSensorStatus,
     RunRequest,
@@ -46,13 +51,14 @@ from jobs.experiments import experiment_root
 from jobs.partitions import EXPERIMENT_PARTITIONS_NAME, experiment_partitions
 from jobs.stages import run_configs
 from pretrain.experiments.admission import AdmissionConfig
-from pretrain.experiments.workflow import Step, admission_settings, gather, next_steps
+from pretrain.experiments.corpus import ABLATIONS, ExperimentRoot
+from pretrain.experiments.workflow import Since, Step, admission_settings, gather, next_steps
 from resources.storage import ArtifactStore
 
 # the assets whose new materializations can change what the workflow asks for
 WATCHED = ("deduped_shards", "experiment_basis", "proxy_pools", "ablation_pools", "proxy_runs",
            "data_admission", "mixture_search")  # fmt: skip
-FULL_EVERY_S = 600.0  # a full look at least this often (a launch record, a file fixed by hand)
+FULL_EVERY_S = 600.0  # a look at least this often (a launch record, a review written by hand)
 
 
 def newest_materializations(instance: DagsterInstance) -> dict[str, int]:
@@ -64,6 +70,28 @@ def newest_materializations(instance: DagsterInstance) -> dict[str, int]:
         ).records
         found[asset] = records[0].storage_id if records else 0
     return found
+
+
+def remade_since(
+    instance: DagsterInstance, root: ExperimentRoot, seen: dict[str, int], newest: dict[str, int]
+) -> frozenset[str]:
+    """The output folders of the watched assets' partitions materialized after ``seen`` (one
+    query per asset that has news; the events themselves are not read)."""
+    remade: set[str] = set()
+    for asset, last in newest.items():
+        after = seen.get(asset, 0)
+        if last <= after:
+            continue
+        partitions = instance.get_latest_storage_id_by_partition(
+            AssetKey(asset), DagsterEventType.ASSET_MATERIALIZATION, after_cursor=after
+        )
+        if asset == "ablation_pools":
+            remade.update(root.uri("proxy_pools", ABLATIONS, p.removeprefix("filt-"))
+                          for p in partitions)  # fmt: skip
+        else:
+            remade.update(root.uri(asset, p) for p in partitions)
+        remade.add(root.uri(asset))  # an unpartitioned asset (the basis, the search)
+    return frozenset(remade)
 
 
 def admission_run_config(config: AdmissionConfig) -> dict:
@@ -99,31 +127,48 @@ def experiment_sensor_for(config: AdmissionConfig) -> SensorDefinition:
     )
     def experiment_sensor(context: SensorEvaluationContext, store: ArtifactStore) -> Any:
         seen = json.loads(context.cursor) if context.cursor else {}
-        newest = newest_materializations(context.instance)
-        quiet = seen.get("newest") == newest and seen.get("settings") == settings
-        if quiet and time.time() - seen.get("looked_at", 0.0) < FULL_EVERY_S:
+        instance = context.instance
+        newest = newest_materializations(instance)
+        same = seen.get("settings") == settings and "done" in seen
+        if (
+            same
+            and seen.get("newest") == newest
+            and (time.time() - seen.get("looked_at", 0.0) < FULL_EVERY_S)
+        ):
             return SkipReason(
                 "nothing the engine watches has been materialized since the last look"
             )
-        cursor = json.dumps({"newest": newest, "settings": settings, "looked_at": time.time()})
-        root = experiment_root(context.instance, store)
+        root = experiment_root(instance, store)
         if not root.has_basis():
+            cursor = json.dumps(
+                {"newest": newest, "settings": settings, "looked_at": time.time(), "done": {}}
+            )
             return SensorResult(
                 skip_reason="experiment_basis is not materialized: there is no corpus to compare to",
                 cursor=cursor,
             )
+        since = Since(
+            decided=frozenset(instance.get_materialized_partitions(AssetKey("data_admission"))),
+            remade=remade_since(instance, root, seen.get("newest", {}), newest) if same else frozenset(),
+            full=not same, stale_pools=seen.get("stale_pools", {}), done=seen.get("done", {}),
+            reviews=seen.get("review_files", {}),
+        )  # fmt: skip
         warn = context.log.warning  # a file that cannot be read: skipped, named in the tick's log
         state = gather(
             root, config, warn=warn, searches=launched_searches(store, warn=warn),
-            verify=lambda search, record: verification_of(context.instance, store, search, record),
+            verify=lambda search, record: verification_of(instance, store, search, record),
+            since=since,
         )  # fmt: skip
+        cursor = json.dumps({"newest": newest, "settings": settings, "looked_at": time.time(),
+                             "stale_pools": state.stale_pools, "done": state.versions,
+                             "review_files": state.review_files})  # fmt: skip
         steps = next_steps(state, config)
         if not steps.requests:
             return SensorResult(
                 skip_reason="no shard group awaiting a decision, no review, no search to fit",
                 cursor=cursor,
             )
-        known = set(context.instance.get_dynamic_partitions(EXPERIMENT_PARTITIONS_NAME))
+        known = set(instance.get_dynamic_partitions(EXPERIMENT_PARTITIONS_NAME))
         new = [n for n in steps.partitions if n not in known]
         return SensorResult(
             run_requests=[request_of(step) for step in steps.requests],

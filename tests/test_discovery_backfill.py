@@ -17,6 +17,7 @@ from pretrain_assets.data_assets import filter_code_version
 from pretrain_assets.definitions import build_definitions
 from sensors.backfill_schedule import (
     CHAIN,
+    batches,
     partitions_data_version,
     shard_backfill_schedule,
     stale_chain,
@@ -142,3 +143,20 @@ def test_backfill_schedule_waits_for_shards_and_the_classifier(tmp_path: Path) -
         assert isinstance(skip, SkipReason) and "quality_classifier" in skip.skip_message
     finally:
         instance.dispose()
+
+
+def test_stale_shards_share_runs_with_their_neighbours_of_the_same_chain() -> None:
+    """Ten thousand stale shards are hundreds of runs: neighbours in the partitions' order (a
+    partition range follows it) that need the same suffix of the chain share one, up to the
+    backfill policy's partitions per run."""
+    order = ["s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7"]
+    plan = {"s0": CHAIN, "s1": CHAIN, "s2": CHAIN[1:], "s3": CHAIN[1:], "s5": CHAIN[1:],
+            "s6": CHAIN[1:], "s7": CHAIN[1:]}  # fmt: skip
+    assert batches(plan, order, 16) == [
+        (CHAIN, ["s0", "s1"]), (CHAIN[1:], ["s2", "s3"]), (CHAIN[1:], ["s5", "s6", "s7"])
+    ]  # fmt: skip
+    assert batches(plan, order, 2) == [
+        (CHAIN, ["s0", "s1"]), (CHAIN[1:], ["s2", "s3"]), (CHAIN[1:], ["s5", "s6"]),
+        (CHAIN[1:], ["s7"]),
+    ]  # fmt: skip
+    assert [keys for _, keys in batches(plan, order, 1)] == [[k] for k in sorted(plan)]

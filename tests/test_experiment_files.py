@@ -19,7 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dagster import DagsterInstance, SensorResult, build_sensor_context
+from dagster import (
+    AssetMaterialization,
+    DagsterInstance,
+    SensorResult,
+    build_sensor_context,
+)
 
 from pretrain import identity, storage
 from pretrain.errors import DataError
@@ -59,15 +64,21 @@ def demo(tmp_path: Path) -> Any:
     with DagsterInstance.ephemeral() as instance:
         groups = [*BASIS, *DECIDED]
         instance.add_dynamic_partitions("shards", groups)
-        for group in groups:
+        for group in groups:  # the instance records what the stages completed
             deduped = store.uri("deduped_shards", group)
             made(store.uri("proxy_pools", group), "proxy_pools", {deduped: made(deduped, "dd")})
+            instance.report_runless_asset_event(
+                AssetMaterialization("deduped_shards", partition=group)
+            )
         made(store.uri("experiment_basis"), "experiment_basis")
         storage.write_json({"shard_groups": list(BASIS), "seq_len": 64},
                            store.uri("experiment_basis", "basis.json"))  # fmt: skip
         for group in DECIDED:
             storage.write_json({"group": group, "decision": "reject", "decided_by": "policy"},
                                store.uri("data_admission", group, "decision.json"))  # fmt: skip
+            instance.report_runless_asset_event(
+                AssetMaterialization("data_admission", partition=group)
+            )
         review_file(store, "gamma-0000", REVIEW_AT, "r1", **REVIEW)
         yield instance, store
 
@@ -99,13 +110,13 @@ def test_the_review_is_asked_for_when_every_file_is_good(demo: Any) -> None:
     assert tick(*demo) == ([GAMMA_REVIEWED], [])
 
 
-def _bad_review_json(store: ArtifactStore) -> Path:
+def _bad_review_json(_: DagsterInstance, store: ArtifactStore) -> Path:
     path = Path(store.uri("admission_reviews", "gamma-0000", "20991231T000000Z-x.json"))
     path.write_text('{"decision": "rej')
     return path
 
 
-def _review_without_at(store: ArtifactStore) -> Path:
+def _review_without_at(_: DagsterInstance, store: ArtifactStore) -> Path:
     path = review_file(store, "delta-0000", "20260102T000000Z", "r2", **REVIEW)
     record = json.loads(path.read_text())
     del record["at"]
@@ -113,25 +124,29 @@ def _review_without_at(store: ArtifactStore) -> Path:
     return path
 
 
-def _truncated_decision(store: ArtifactStore) -> Path:
+def _truncated_decision(_: DagsterInstance, store: ArtifactStore) -> Path:
     path = Path(store.uri("data_admission", "delta-0000", "decision.json"))
     path.write_text(path.read_text()[:20])
     return path
 
 
-def _search_record_of_the_wrong_type(store: ArtifactStore) -> Path:
+def _search_record_of_the_wrong_type(_: DagsterInstance, store: ArtifactStore) -> Path:
     path = Path(store.uri("mixture_search", "launched", "search-0bad0bad.json"))
     storage.write_json({"config": {"candidates": "many"}}, str(path))
     return path
 
 
-def _truncated_spec(store: ArtifactStore) -> Path:
+def _truncated_spec(instance: DagsterInstance, store: ArtifactStore) -> Path:
     """A start proxy's spec cut short, with a group awaiting its admission."""
     [start] = registry.starts_of("proxy_cpu_anneal", (0,))
     path = Path(registry.spec_uri(store.root, start.name))
     path.parent.mkdir(parents=True)
     path.write_text(start.to_json()[:40])
-    Path(store.uri("data_admission", "delta-0000", "decision.json")).unlink()  # delta: pending
+    pending = "epsilon-0000"  # a new group, pooled, without a decision
+    instance.add_dynamic_partitions("shards", [pending])
+    deduped = store.uri("deduped_shards", pending)
+    made(store.uri("proxy_pools", pending), "proxy_pools", {deduped: made(deduped, "dd")})
+    instance.report_runless_asset_event(AssetMaterialization("deduped_shards", partition=pending))
     return path
 
 
@@ -142,7 +157,7 @@ def _truncated_spec(store: ArtifactStore) -> Path:
 )  # fmt: skip
 def test_one_bad_file_is_skipped_and_named_and_the_tick_goes_on(demo: Any, plant: Any) -> None:
     instance, store = demo
-    bad = plant(store)
+    bad = plant(instance, store)
     keys, warnings = tick(instance, store)
     assert keys == [GAMMA_REVIEWED]  # the rest is done as usual
     assert len(warnings) == 1 and str(bad) in warnings[0], warnings

@@ -23,6 +23,7 @@ from pretrain import identity, storage
 from pretrain.experiments.pools import POOL_FILE, PoolInfo
 from pretrain_assets.cli import main as cli_main
 from resources.storage import ArtifactStore
+from tests.helpers.experiments import deduplicated_groups
 
 GROUPS = {"web-0000": "web", "news-0000": "news"}
 
@@ -42,7 +43,7 @@ def make_corpus(folder: Path) -> tuple[Path, str]:
     shutil.copy(ROOT / "config" / "dagster.yaml", home / "dagster.yaml")
     store = ArtifactStore(root=str(folder / "artifacts"))
     with DagsterInstance.from_config(str(home)) as instance:
-        instance.add_dynamic_partitions("shards", list(GROUPS))
+        deduplicated_groups(instance, list(GROUPS))
     for (group, source), sequences in zip(GROUPS.items(), (400, 100), strict=True):
         _made(store.uri("deduped_shards", group), "deduped_shards")
         pools = store.uri("proxy_pools", group)

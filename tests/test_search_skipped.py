@@ -17,7 +17,6 @@ from dagster import DagsterInstance
 
 from jobs.experiment_launches import launch_search
 from jobs.experiments import experiment_root
-from jobs.partitions import SHARD_PARTITIONS_NAME
 from jobs.stages import run_configs
 from pretrain import identity, storage
 from pretrain.data.schema import doc_id, documents_table
@@ -27,6 +26,7 @@ from pretrain.experiments.search import SearchConfig
 from pretrain_assets.definitions import build_definitions
 from resources.storage import ArtifactStore
 from tests.helpers.corpora import PLAIN_SENTENCES
+from tests.helpers.experiments import deduplicated_groups
 
 SEARCHED = {"mixture": {"weights_from": "searched", "decontam": None}}
 
@@ -63,7 +63,7 @@ def test_one_source_mixture_takes_the_configured_weights(tmp_path: Path) -> None
     store = ArtifactStore(root=str(tmp_path))
     deduped_group(store, "web-0000", "web", 12)
     with DagsterInstance.ephemeral() as instance:
-        instance.add_dynamic_partitions(SHARD_PARTITIONS_NAME, ["web-0000"])
+        deduplicated_groups(instance, ["web-0000"])
         ok, metadata, warnings = run_mixture(tmp_path, instance)
         assert ok
         reason = "the corpus has one source, 'web': a mixture of one source has nothing to decide"
@@ -87,7 +87,7 @@ def test_two_sources_still_need_the_search_they_asked_for(tmp_path: Path) -> Non
     deduped_group(store, "web-0000", "web", 12)
     deduped_group(store, "news-0000", "news", 8)
     with DagsterInstance.ephemeral() as instance:
-        instance.add_dynamic_partitions(SHARD_PARTITIONS_NAME, ["web-0000", "news-0000"])
+        deduplicated_groups(instance, ["web-0000", "news-0000"])
         with pytest.raises(DataError, match="search.json does not exist: launch a mixture search"):
             run_mixture(tmp_path, instance, raise_on_error=True)
         config = SearchConfig(candidates=6, target="bpb:code")
@@ -105,7 +105,7 @@ def test_one_source_over_several_groups_is_still_one_source(
     for key, source in zip(keys, sources, strict=True):
         deduped_group(store, key, source, 6)
     with DagsterInstance.ephemeral() as instance:
-        instance.add_dynamic_partitions(SHARD_PARTITIONS_NAME, keys)
+        deduplicated_groups(instance, keys)
         launched = launch_search(instance, store, SearchConfig(candidates=6))
     assert launched["skipped"].startswith("the corpus has one source, 'web'")
 
@@ -117,7 +117,7 @@ def test_once_a_basis_exists_the_search_weighs_the_admitted_groups(tmp_path: Pat
     deduped_group(store, "web-0000", "web", 6)
     deduped_group(store, "news-0000", "news", 6)
     with DagsterInstance.ephemeral() as instance:
-        instance.add_dynamic_partitions(SHARD_PARTITIONS_NAME, ["web-0000", "news-0000"])
+        deduplicated_groups(instance, ["web-0000", "news-0000"])
         root = experiment_root(instance, store)
         assert search_skipped(root, SearchConfig(candidates=6)) is None
         storage.write_json(

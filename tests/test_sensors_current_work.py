@@ -150,7 +150,10 @@ def test_discovery_after_pretrain_data_registered_the_folder_requests_nothing(
     resources = {"store": store, "shard_source": ShardSource(uri=str(src), source_name="web")}
     with build_sensor_context(instance=instance, resources=resources) as context:
         result = shard_discovery_sensor(context)
-    assert isinstance(result, SkipReason) and "no new files" in result.skip_message
+    # it requests nothing; it records the listing it saw (its cursor), so the next tick is idle
+    assert isinstance(result, SensorResult) and not result.run_requests
+    assert result.skip_reason and "no new files" in result.skip_reason.skip_message
+    assert result.cursor
 
 
 @pytest.mark.slow

@@ -105,7 +105,7 @@ def _summary(s: BranchStatus) -> str:
         )
     healthy = [c.name for c in s.checkpoints if c.healthy and not c.problems]
     return (
-        f"{s.branch}: {count}, latest {s.latest_meta['key']} "
+        f"{s.branch}: {count}, latest {s.latest_meta.get('key') or s.latest.name} "
         f"(tokens seen {s.latest_meta.get('tokens_seen', 0):,}), "
         f"healthy: {', '.join(healthy) if healthy else 'none labelled'}{verified}"
     )

@@ -10,10 +10,16 @@ twice, so a sensor tick that is replayed plans nothing new.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import re
+from collections.abc import Container
 
+import numpy as np
+
+from pretrain import storage
 from pretrain.data.raw import RawFile, ShardManifest
-from pretrain.errors import ConfigError
+from pretrain.errors import ConfigError, DataError
 
 
 def next_index(existing_keys: list[str], prefix: str) -> int:
@@ -25,7 +31,7 @@ def next_index(existing_keys: list[str], prefix: str) -> int:
 def plan_new_shards(
     files: list[RawFile],
     *,
-    registered_uris: set[str],
+    registered_uris: Container[str],
     existing_keys: list[str],
     prefix: str,
     files_per_shard: int,
@@ -47,3 +53,73 @@ def plan_new_shards(
         ShardManifest(key=f"{prefix}-{start + i:04d}", files=tuple(group))
         for i, group in enumerate(groups[:max_new_shards])
     ]
+
+
+# -- the files registered so far, without reading every manifest ------------------------------
+
+INDEX_FILE = "_registered.json"
+
+
+def _uri_key(uri: str) -> int:
+    return int.from_bytes(hashlib.blake2b(uri.encode(), digest_size=8).digest(), "little")
+
+
+class RegisteredFiles:
+    """The raw files some manifest holds, as 64-bit hashes of their URIs (8 bytes a file), and
+    the shard keys of those manifests: ``uri in registered`` asks whether a file is held.
+
+    Kept as one index file next to the manifests (``manifests/_registered.json``), so a look
+    for new files reads the index and only the manifests it does not cover yet (written by
+    another path: ``pretrain data``, the demo), not every manifest of the campaign::
+
+        registered = RegisteredFiles.load(manifests_uri)   # 1 read + the uncovered manifests
+        new = plan_new_shards(files, registered_uris=registered, existing_keys=registered.keys, ...)
+        registered.add(new); registered.save(manifests_uri)
+    """
+
+    def __init__(self, keys: list[str] | None = None, hashes: np.ndarray | None = None) -> None:
+        self.keys: list[str] = list(keys or [])
+        self._hashes = np.unique(hashes) if hashes is not None else np.empty(0, np.uint64)
+
+    def __contains__(self, uri: object) -> bool:
+        if not isinstance(uri, str):
+            return False
+        key = np.uint64(_uri_key(uri))
+        i = int(np.searchsorted(self._hashes, key))
+        return i < len(self._hashes) and self._hashes[i] == key
+
+    def __len__(self) -> int:
+        return len(self._hashes)
+
+    def add(self, manifests: list[ShardManifest]) -> None:
+        new = np.array([_uri_key(f.uri) for m in manifests for f in m.files], dtype=np.uint64)
+        self._hashes = np.unique(np.concatenate([self._hashes, new]))
+        self.keys += [m.key for m in manifests if m.key not in set(self.keys)]
+
+    @classmethod
+    def load(cls, manifests_uri: str) -> RegisteredFiles:
+        """The index, brought up to date with the manifests it does not cover (a missing or
+        unreadable index: rebuilt from every manifest)."""
+        index_uri = storage.join(manifests_uri, INDEX_FILE)
+        found = cls()
+        if storage.exists(index_uri):
+            try:
+                data = storage.read_json(index_uri)
+                hashes = np.frombuffer(base64.b64decode(data["files"]), dtype=np.uint64)
+                found = cls(keys=list(data["keys"]), hashes=hashes)
+            except (DataError, KeyError, TypeError, ValueError):
+                found = cls()  # rebuilt below
+        covered = set(found.keys)
+        listed = [u for u in storage.list_files(manifests_uri, (".json",)) if u != index_uri]
+        missing = [u for u in listed if storage.basename(u)[: -len(".json")] not in covered]
+        found.add([ShardManifest.from_json(storage.read_bytes(u).decode()) for u in missing])
+        return found
+
+    def save(self, manifests_uri: str) -> None:
+        data = {"keys": self.keys, "files": base64.b64encode(self._hashes.tobytes()).decode()}
+        storage.write_json(data, storage.join(manifests_uri, INDEX_FILE))
+
+
+def listing_digest(files: list[RawFile]) -> str:
+    """Names a source's listing: the same files, the same digest (a sensor's idle check)."""
+    return hashlib.sha256("\n".join(sorted(f.uri for f in files)).encode()).hexdigest()

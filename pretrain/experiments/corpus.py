@@ -252,8 +252,11 @@ def ablation_variant(root: ExperimentRoot, key: str) -> tuple[DataVariant, str]:
     return read_record(where, _arm_record, "a filter arm")[0], folder
 
 
-def ablation_arms(root: ExperimentRoot, *, warn: Warn | None = None) -> list[AblationArm]:
-    """Every registered filter arm (a record that cannot be read: skipped, or raised)."""
+def ablation_arms(
+    root: ExperimentRoot, *, warn: Warn | None = None, look: identity.Look | None = None
+) -> list[AblationArm]:
+    """Every registered filter arm (a record that cannot be read: skipped, or raised); with a
+    ``look``, an arm is ready when its pools were made from the current basis (one level)."""
     from pretrain.experiments.records import read_records
 
     uris = sorted(storage.list_files(root.uri("proxy_pools", ABLATIONS), (ARM_FILE,)))
@@ -263,7 +266,11 @@ def ablation_arms(root: ExperimentRoot, *, warn: Warn | None = None) -> list[Abl
             key=ablation_key(variant),
             variant=variant,
             names=names,
-            ready=identity.is_current(uri.rsplit("/", 1)[0]),
+            ready=(
+                look.is_current(uri.rsplit("/", 1)[0], transitive=False)
+                if look
+                else identity.is_current(uri.rsplit("/", 1)[0])
+            ),
         )  # fmt: skip
         for uri, (variant, names) in found
     ]

@@ -83,17 +83,23 @@ def list_specs(root: str, *, warn: Warn | None = None) -> list[ExperimentSpec]:
 
 
 def results(
-    root: str, names: Sequence[str], *, warn: Warn | None = None
+    root: str,
+    names: Sequence[str],
+    *,
+    warn: Warn | None = None,
+    look: identity.Look | None = None,
 ) -> dict[str, ExperimentResult]:
     """The results that count for ``names``: those whose output is complete and current (its
     identity, written after ``result.json``, is there and none of the inputs it records changed
     since). A name not run yet, a run that was interrupted or is being redone, and one made from
     inputs that changed since are absent. An unreadable ``result.json`` raises (``warn`` None)
-    or is skipped and reported through ``warn``."""
+    or is skipped and reported through ``warn``. With a ``look`` (a sensor's), an input counts
+    as current when it was not remade since the look before (one level, not transitively)."""
     found = {}
     for name in names:
         where = result_dir(root, name)
-        if not identity.is_current(where):
+        current = look.is_current(where, transitive=False) if look else identity.is_current(where)
+        if not current:
             continue
         try:
             result = read_result(where)

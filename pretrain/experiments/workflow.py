@@ -43,8 +43,8 @@ from pretrain.errors import ConfigError, DataError
 from pretrain.experiments import registry
 from pretrain.experiments.admission import AdmissionConfig
 from pretrain.experiments.corpus import AblationArm, ExperimentRoot, ablation_arms
-from pretrain.experiments.decisions import DECISION_FILE, decision_records, latest_review
-from pretrain.experiments.records import Warn
+from pretrain.experiments.decisions import DECISION_FILE, decision_record, latest_review
+from pretrain.experiments.records import Warn, read_records
 from pretrain.experiments.search import SearchConfig
 
 Fitter = Callable[[SearchConfig, dict[str, Any]], list[str]]  # a search's verification names
@@ -71,13 +71,15 @@ class ExperimentState:
     groups: tuple[str, ...]  # shard groups with deduplicated documents
     decisions: dict[str, dict[str, Any]]  # group -> its decision record (the readable ones)
     decided: frozenset[str]  # groups with a decision file, readable or not
-    stale_pools: dict[str, str]  # group -> its deduplicated documents' version (pools to make)
+    # admitted or pending group -> its deduplicated documents' version: pools to make
+    stale_pools: dict[str, str]
     starts: tuple[str, ...] = ()  # the start proxies the pending admissions continue
     arms: dict[str, tuple[str, ...]] = field(default_factory=dict)  # pending group -> arm names
     blocked: dict[str, str] = field(default_factory=dict)  # group or search -> why it waits
     done: frozenset[str] = frozenset()  # experiments with a result that counts
     versions: dict[str, str] = field(default_factory=dict)  # experiment -> its result version
     reviews: dict[str, str] = field(default_factory=dict)  # group -> its latest review's time
+    review_files: dict[str, str] = field(default_factory=dict)  # group -> newest review file
     searches: tuple[SearchState, ...] = ()
     ablations: tuple[AblationArm, ...] = ()
 
@@ -145,10 +147,9 @@ def next_steps(state: ExperimentState, config: AdmissionConfig) -> Steps:
 
 def _admission_steps(state: ExperimentState, config: AdmissionConfig) -> Steps:
     pending = state.pending
-    pools = [
+    pools = [  # stale_pools holds only groups whose pools the experiments read
         Step("make_pools", g, f"pools:{g}:{state.stale_pools[g]}")
-        for g in [*state.admitted, *pending]
-        if g in state.stale_pools
+        for g in sorted(state.stale_pools)
     ]
     if pools:
         return Steps(requests=tuple(pools))  # experiments wait for their pools
@@ -200,6 +201,23 @@ def _search_steps(state: ExperimentState) -> Steps:
 # -- reading the state ---------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, kw_only=True)
+class Since:
+    """What a look can take from the one before it (the sensor keeps this in its cursor) and
+    from the instance: so a look reads what changed, not every group's files.
+
+    ``remade``: the output folders written since the last look (a new deduplicated shard, pool,
+    basis, result), every other output is as it was then; ``decided``: the groups with a
+    decision; ``stale_pools``, ``done`` and ``reviews``: what the last look found."""
+
+    decided: frozenset[str]
+    remade: frozenset[str] = frozenset()
+    full: bool = False  # look at every group again (a reset cursor, other settings)
+    stale_pools: dict[str, str] = field(default_factory=dict)
+    done: dict[str, str] = field(default_factory=dict)  # experiment -> its result version
+    reviews: dict[str, str] = field(default_factory=dict)  # group -> newest review file seen
+
+
 def gather(
     root: ExperimentRoot,
     config: AdmissionConfig,
@@ -207,25 +225,47 @@ def gather(
     warn: Warn,
     searches: Sequence[tuple[SearchConfig, dict[str, Any]]] = (),
     verify: Fitter | None = None,
+    since: Since | None = None,
 ) -> ExperimentState:
-    """The state of ``root`` for :func:`next_steps`: its basis, groups, decisions, pools,
-    the arms and starts of pending admissions (registered), the launched ``searches`` (their
-    verification names from ``verify`` once their candidates have run), which experiments
-    have a result that counts, and the latest valid review of each decided group."""
+    """The state of ``root`` for :func:`next_steps`: its basis, groups, decisions, the pools
+    to make, the arms and starts of pending admissions (registered), the launched ``searches``
+    (their verification names from ``verify`` once their candidates have run), which
+    experiments have a result that counts, and the reviews not applied yet.
+
+    Without ``since`` this is a full look: every group's decision and pools are read. With it,
+    only the groups and results whose inputs were ``since.remade`` are looked at again; the
+    rest is taken from the last look. A pool or a result counts as current when the outputs it
+    was made from are (one level: a stale upstream makes it stale once that is remade)."""
     basis_groups = tuple(root.basis()["shard_groups"])
-    records = decision_records(root.uri("data_admission"), warn=warn)
-    decided = frozenset(
-        g for g in root.groups if storage.exists(root.uri("data_admission", g, DECISION_FILE))
-    )
-    base = ExperimentState(
-        basis_groups=basis_groups, groups=root.groups, decisions=records, decided=decided,
-        stale_pools={},
-    )  # fmt: skip
-    stale: dict[str, str] = {}
-    for group in [*base.admitted, *base.pending]:  # every pool the experiments read, current
-        deduped = identity.read(root.uri("deduped_shards", group))
-        if deduped is not None and not identity.is_current(root.uri("proxy_pools", group)):
+    remade = since.remade if since is not None else frozenset()
+    trust = since is not None and not since.full  # inputs not remade since: as they were
+    look = identity.Look(unchanged=(lambda uri: uri not in remade) if trust else None)
+    if since is None:
+        decided = frozenset(
+            g for g in root.groups if storage.exists(root.uri("data_admission", g, DECISION_FILE))
+        )
+    else:
+        decided = since.decided & frozenset(root.groups)
+    whole = since is None or since.full or root.uri("experiment_basis") in remade
+    recheck = [g for g in root.groups if whole or _touched(root, g, remade)]
+    decisions = _decisions(root, [g for g in recheck if g in decided], warn)
+    kept = {} if whole or since is None else since.stale_pools
+    stale = {g: v for g, v in kept.items() if g in root.groups and g not in recheck}
+    for group in recheck:
+        if group in decided:  # admitted by its decision (unreadable: neither way)
+            read_pools = decisions.get(group, {}).get("decision") == "admit"
+        else:  # a basis group, or a pending one: both read their pools
+            read_pools = True
+        deduped = look.read(root.uri("deduped_shards", group))
+        current = look.is_current(root.uri("proxy_pools", group), transitive=False)
+        if read_pools and deduped is not None and not current:
             stale[group] = deduped.version
+    reviews, reviewed, review_files = _reviews(root, decided, since, warn)
+    decisions.update(reviewed)
+    base = ExperimentState(
+        basis_groups=basis_groups, groups=root.groups, decisions=decisions, decided=decided,
+        stale_pools=stale, reviews=reviews, review_files=review_files,
+    )  # fmt: skip
     blocked: dict[str, str] = {}
     starts: list[str] = []
     arms: dict[str, tuple[str, ...]] = {}
@@ -244,23 +284,85 @@ def gather(
                 arms[group] = tuple(names)
     found: list[SearchState] = []
     for search_config, record in searches:
-        found.append(_search_state(root, search_config, record, blocked, warn, verify))
-    ablations = tuple(ablation_arms(root, warn=warn))
+        found.append(_search_state(root, search_config, record, blocked, warn, verify, look))
+    ablations = tuple(ablation_arms(root, warn=warn, look=look))
     names = [*starts, *(n for a in arms.values() for n in a),
              *(n for s in found for n in (*s.names, *s.starts, *(s.verification or ()))),
              *(n for arm in ablations if arm.ready for n in arm.names)]  # fmt: skip
-    results = registry.results(root.root, list(dict.fromkeys(names)), warn=warn)
-    versions = {n: _result_version(root, n) for n in results}
-    reviews = {}
-    for group in records:
+    versions = _results(root, list(dict.fromkeys(names)), since, look, warn)
+    return dataclasses.replace(
+        base, starts=tuple(starts), arms=arms, blocked=blocked, done=frozenset(versions),
+        versions=versions, searches=tuple(found), ablations=ablations,
+    )  # fmt: skip
+
+
+def _feeds_results(root: ExperimentRoot, uri: str) -> bool:
+    """Whether a remade output can change which experiment results count."""
+    return any(uri.startswith(root.uri(stage)) for stage in (
+        "proxy_pools", "experiment_basis", "proxy_runs", "ablation_pools"))  # fmt: skip
+
+
+def _touched(root: ExperimentRoot, group: str, remade: frozenset[str]) -> bool:
+    """Whether a group's deduplicated documents, pools or decision changed since."""
+    return any(root.uri(stage, group) in remade
+               for stage in ("deduped_shards", "proxy_pools", "data_admission"))  # fmt: skip
+
+
+def _decisions(root: ExperimentRoot, groups: list[str], warn: Warn) -> dict[str, dict[str, Any]]:
+    """The decision records of ``groups`` (one that cannot be read: skipped and named)."""
+    uris = [root.uri("data_admission", g, DECISION_FILE) for g in groups]
+    found = read_records(uris, decision_record, "an admission decision", warn=warn)
+    return {str(r["group"]): r for _, r in found}
+
+
+def _reviews(
+    root: ExperimentRoot, decided: frozenset[str], since: Since | None, warn: Warn
+) -> tuple[dict[str, str], dict[str, dict[str, Any]], dict[str, str]]:
+    """(group -> its latest valid review's time, group -> its decision record) for the decided
+    groups with a review file the last look did not see, and group -> its newest review file
+    (what this look saw): one listing of the reviews, then the new ones read."""
+    newest: dict[str, str] = {}
+    for uri in storage.list_files(root.uri("admission_reviews"), (".json",)):
+        group, name = uri.rsplit("/", 2)[-2:]
+        newest[group] = max(newest.get(group, ""), name)
+    seen = since.reviews if since is not None and not since.full else {}
+    fresh = sorted(g for g, name in newest.items() if g in decided and seen.get(g) != name)
+    reviews: dict[str, str] = {}
+    for group in fresh:
         review = latest_review(root.uri("admission_reviews"), group, warn=warn)
         if review is not None:
             reviews[group] = str(review["at"])
-    return dataclasses.replace(
-        base, stale_pools=stale, starts=tuple(starts), arms=arms, blocked=blocked,
-        done=frozenset(results), versions=versions, reviews=reviews, searches=tuple(found),
-        ablations=ablations,
-    )  # fmt: skip
+    return reviews, _decisions(root, sorted(reviews), warn), newest
+
+
+def _results(
+    root: ExperimentRoot, names: list[str], since: Since | None, look: identity.Look, warn: Warn
+) -> dict[str, str]:
+    """Experiment -> its result's version, for those of ``names`` whose result counts. A
+    result that counted at the last look and whose inputs were not remade since is only read
+    again when it was remade itself."""
+    known = since.done if since is not None and not since.full else {}
+    remade = since.remade if since is not None else frozenset()
+    # no pool, basis or result written since: a result that counted then counts now, unread
+    quiet = not any(_feeds_results(root, uri) for uri in remade)
+    found: dict[str, str] = {n: known[n] for n in names if quiet and n in known}
+    todo = []
+    for name in (n for n in names if n not in found):
+        where = registry.result_dir(root.root, name)
+        if name in known and where not in remade:
+            made = look.read(where)
+            if (
+                made is not None
+                and made.version == known[name]
+                and look.is_current(where, transitive=False)
+            ):
+                found[name] = made.version
+                continue
+        todo.append(name)
+    for name in registry.results(root.root, todo, warn=warn, look=look):
+        made = look.read(registry.result_dir(root.root, name))
+        found[name] = made.version if made else "none"
+    return found
 
 
 def _registered(
@@ -292,11 +394,12 @@ def _search_state(
     blocked: dict[str, str],
     warn: Warn,
     verify: Fitter | None,
+    look: identity.Look,
 ) -> SearchState:
     """A launched search; its verification names once its candidates have all run."""
     names = tuple(record.get("names") or ())
     verification: tuple[str, ...] | None = tuple(record.get("verification") or ()) or None
-    done = registry.results(root.root, list(names), warn=warn)
+    done = registry.results(root.root, list(names), warn=warn, look=look)
     if config.verify and verification is None and names and len(done) == len(set(names)):
         try:
             verification = tuple(verify(config, record)) if verify else None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -99,3 +100,13 @@ def synthetic_setup(root: Path, seq_len: int = 64) -> tuple[str, dict[str, list[
             dataclasses.replace(pool, group=f"reserve:{pool.source}")
         ]
     return basis, pools
+
+
+def deduplicated_groups(instance: Any, keys: list[str]) -> None:
+    """Register shard groups and record their ``deduped_shards`` materializations, as the data
+    stages leave an instance: the engine's corpus is the groups the instance says are done."""
+    from dagster import AssetMaterialization
+
+    instance.add_dynamic_partitions("shards", keys)
+    for key in keys:
+        instance.report_runless_asset_event(AssetMaterialization("deduped_shards", partition=key))

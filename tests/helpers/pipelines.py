@@ -46,8 +46,9 @@ def run_discovery(instance: DagsterInstance, tmp_path: Path) -> None:
         "shard_source": ShardSource(uri=str(incoming), source_name="web", files_per_shard=2),
     }
 
-    def tick(resources: dict) -> Any:  # the store restores AWS_ENDPOINT_URL on exit: a CM
-        with build_sensor_context(instance=instance, resources=resources) as context:
+    def tick(resources: dict, cursor: str | None = None) -> Any:  # the store restores
+        with build_sensor_context(instance=instance, resources=resources,  # AWS_ENDPOINT_URL
+                                  cursor=cursor) as context:  # fmt: skip
             return shard_discovery_sensor(context)
 
     result = tick(resources)
@@ -59,8 +60,10 @@ def run_discovery(instance: DagsterInstance, tmp_path: Path) -> None:
         ("ingest-web-0000", "web-0000"),
         ("ingest-web-0001", "web-0001"),
     ]
-    replay = tick(resources)
-    assert isinstance(replay, SkipReason)  # manifests hold every file: nothing planned twice
+    replay = tick(resources)  # a replayed tick (no cursor): the index holds every file
+    assert isinstance(replay, SensorResult) and not replay.run_requests
+    assert replay.skip_reason and replay.cursor == result.cursor  # nothing planned twice
+    assert isinstance(tick(resources, result.cursor), SkipReason)  # the same listing: idle
     write_jsonl(incoming, "e")
     write_jsonl(incoming, "f")
     later = tick(resources)

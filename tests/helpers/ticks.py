@@ -1,0 +1,117 @@
+"""Every sensor's ticks on a campaign, counted: wall time, SQL statements, artifact-store reads.
+
+Used by ``tests/test_sensor_reads.py`` (bounded reads at any size) and
+``bench/control_plane_scale.py`` (the same ticks at 1,000 and 10,000 shard groups)::
+
+    with Counting() as counts:
+        ticks = tick_every_sensor(instance, defs, resources, counts, changed={...})
+    ticks["experiment_sensor"]["idle"]   # {"s": 0.01, "sql": 14, "store": 0, "requests": 0}
+
+Artifact-store reads are calls of ``pretrain.storage``'s reading functions (``exists``,
+``read_bytes``, ``read_json``, ``read_table``, ``list_files``, ``iter_table_batches``): every
+module reads the store through them. SQL statements are counted on every SQLAlchemy engine
+(SQLite and Postgres alike).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+READS = ("exists", "read_bytes", "read_json", "read_table", "list_files", "iter_table_batches")
+
+
+class Counting:
+    """Counts SQL statements and store reads while open (the real functions, wrapped)."""
+
+    def __init__(self) -> None:
+        self.sql = 0
+        self.store = 0
+        self._lock = threading.Lock()
+        self._originals: dict[str, Callable[..., Any]] = {}
+
+    def _count_sql(self, *_: Any) -> None:
+        with self._lock:
+            self.sql += 1
+
+    def __enter__(self) -> Counting:
+        import sqlalchemy
+        from sqlalchemy import event
+
+        from pretrain import storage
+
+        event.listen(sqlalchemy.engine.Engine, "before_cursor_execute", self._count_sql)
+        for name in READS:
+            original = self._originals[name] = getattr(storage, name)
+
+            def counted(*args: Any, _f: Callable[..., Any] = original, **kwargs: Any) -> Any:
+                self.store += 1
+                return _f(*args, **kwargs)
+
+            setattr(storage, name, counted)
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        import sqlalchemy
+        from sqlalchemy import event
+
+        from pretrain import storage
+
+        event.remove(sqlalchemy.engine.Engine, "before_cursor_execute", self._count_sql)
+        for name, original in self._originals.items():
+            setattr(storage, name, original)
+
+    @contextlib.contextmanager
+    def measure(self, extra: Callable[[], int] | None = None) -> Iterator[dict[str, Any]]:
+        """``m["s"]``, ``m["sql"]``, ``m["store"]`` of the block (``extra``: another counter,
+        e.g. the S3 requests a server logged, reported as ``m["s3"]``)."""
+        out: dict[str, Any] = {}
+        sql, store, other = self.sql, self.store, extra() if extra else 0
+        started = time.perf_counter()
+        try:
+            yield out
+        finally:
+            out["s"] = round(time.perf_counter() - started, 3)
+            out["sql"] = self.sql - sql
+            out["store"] = self.store - store
+            if extra:
+                out["s3"] = extra() - other
+
+
+def tick_every_sensor(
+    instance: Any,
+    defs: Any,
+    resources: dict[str, Any],
+    counts: Counting,
+    changed: dict[str, Callable[[], None]] | None = None,
+    extra: Callable[[], int] | None = None,
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Sensor -> {"first": no cursor, "idle": its cursor, nothing new, "changed": after
+    ``changed[sensor]()`` made something new} -> the tick's counts (and its run requests, or
+    the error it raised)."""
+    from dagster import build_sensor_context
+
+    repo = defs.get_repository_def()
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for sensor in repo.sensor_defs:
+        needed = {k: resources[k] for k in sensor.required_resource_keys}
+        ticks: dict[str, dict[str, Any]] = {}
+        cursor = None
+        for phase in ("first", "idle", *(("changed",) if sensor.name in (changed or {}) else ())):
+            if phase == "changed":
+                (changed or {})[sensor.name]()
+            with build_sensor_context(instance=instance, repository_def=repo, cursor=cursor,
+                                      resources=needed) as context:  # fmt: skip
+                with counts.measure(extra) as m:
+                    try:
+                        data = sensor.evaluate_tick(context)
+                        m["requests"] = len(data.run_requests or [])
+                        cursor = data.cursor if data.cursor is not None else cursor
+                    except Exception as exc:  # a tick that raises is a result too
+                        m["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+            ticks[phase] = m
+        out[sensor.name] = ticks
+    return out
