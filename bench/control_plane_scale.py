@@ -21,7 +21,10 @@ backfill schedule's staleness check; ``pretrain status`` as a user runs it (a ne
 asset page, the partitions view and the runs page of the UI in headless Chromium (cold, from
 navigation to the content shown); the submission of a backfill of every shard group through the
 webserver's GraphQL (as the UI's button does) and the rate at which the real daemon turns it into
-runs (the run queue is held at 0 concurrent runs, so nothing executes). Ends with one JSON line.
+runs (the run queue is held at 0 concurrent runs, so nothing executes). ``--part overhead``
+(``bench/_backfill_overhead.py``) runs a real backfill of 32 groups through the daemon, one run
+per group against 16 a run, and reports what a group costs beyond its own work. Ends with one
+JSON line.
 """
 
 from __future__ import annotations
@@ -297,11 +300,21 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--setups", nargs="+", default=list(SETUPS), choices=SETUPS)
     parser.add_argument("--work", default="", help="keep the instances here (default: a temp dir)")
+    parser.add_argument("--part", choices=["scale", "overhead", "all"], default="all")
+    parser.add_argument("--overhead-groups", type=int, default=32,
+                        help="overhead: shard groups of the real backfill")  # fmt: skip
     args = parser.parse_args()
     started = time.perf_counter()
     out: dict[str, Any] = {"bench": "control_plane_scale", "sizes": args.sizes,
                            "load_average_start": [round(x, 2) for x in os.getloadavg()]}  # fmt: skip
-    for setup in args.setups:
+    if args.part in ("overhead", "all"):
+        from _backfill_overhead import backfill_overhead
+
+        with contextlib.ExitStack() as stack:
+            work = Path(args.work) / "overhead" if args.work else Path(
+                stack.enter_context(tempfile.TemporaryDirectory(prefix="cp-overhead-")))  # fmt: skip
+            out["backfill_overhead"] = backfill_overhead(work, args.overhead_groups)
+    for setup in args.setups if args.part != "overhead" else ():
         with contextlib.ExitStack() as stack:
             work = Path(args.work) / setup if args.work else Path(
                 stack.enter_context(tempfile.TemporaryDirectory(prefix=f"cp-{setup}-")))  # fmt: skip

@@ -102,18 +102,20 @@ def write(dir_uri: str, ident: Identity) -> None:
     storage.write_bytes(ident.to_json().encode(), storage.join(dir_uri, IDENTITY_FILE))
 
 
-def current_inputs(input_dirs: list[str]) -> dict[str, str]:
-    """Each input dir → its version, after checking it is fresh (see :func:`check_fresh`)."""
+def current_inputs(input_dirs: list[str], look: Look | None = None) -> dict[str, str]:
+    """Each input dir → its version, after checking it is fresh (see :func:`check_fresh`;
+    ``look``: the identities read so far, and what need not be checked again)."""
+    look = look or Look()
     versions: dict[str, str] = {}
     checked: set[str] = set()
     for uri in input_dirs:
-        ident = read(uri)
+        ident = look.read(uri)
         if ident is None:
             raise DataError(
                 f"input {uri} has no identity record ({IDENTITY_FILE}): it was never completed "
                 "or an earlier run was interrupted; re-materialize it first"
             )
-        check_fresh(uri, ident, checked)
+        look._check(uri, ident, checked, transitive=True)
         versions[uri] = ident.version
     return versions
 
@@ -179,9 +181,12 @@ class Look:
                 self._check(upstream, now, checked, transitive)
 
 
-def compute(stage: str, code_version: str, config: Any, inputs: list[str]) -> Identity:
-    """The identity an output of ``stage`` will have (checks that ``inputs`` are fresh)."""
-    versions = current_inputs(inputs)
+def compute(
+    stage: str, code_version: str, config: Any, inputs: list[str], look: Look | None = None
+) -> Identity:
+    """The identity an output of ``stage`` will have (checks that ``inputs`` are fresh; a
+    ``look`` shares reads between outputs and may leave out inputs they need not check)."""
+    versions = current_inputs(inputs, look)
     ident = Identity(
         stage=stage, code_version=code_version, config_hash=config_hash(config), inputs=versions
     )

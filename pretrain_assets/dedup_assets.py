@@ -33,7 +33,7 @@ from pretrain_assets.metadata import (
     finish_output,
     stage_metadata,
 )
-from pretrain_assets.per_shard import ShardOutput, shard_asset
+from pretrain_assets.per_shard import ShardOutput, own_group, shard_asset
 from pretrain_assets.step_resources import STEP_RESOURCES, STEP_RETRY, bad_input_not_retried
 from resources.storage import ArtifactStore
 
@@ -156,7 +156,8 @@ def deduped_shards(
     docs_uri = store.uri("filtered_shards", shard, "documents.parquet")
     out = store.uri("deduped_shards", shard)
     inputs = [store.uri("filtered_shards", shard), store.uri("dedup_clusters")]
-    ident = begin_output(context, store, out, {"shard": shard}, inputs, partition=shard)
+    ident = begin_output(context, store, out, {"shard": shard}, inputs, partition=shard,
+                         look=own_group(store, shard))  # fmt: skip
     with cpu_seconds() as cpu:
         stats = apply_dedup(docs_uri, store.uri("dedup_clusters", "clusters.parquet"), out)
     kept, rejects = storage.join(out, "documents.parquet"), storage.join(out, "rejects.parquet")

@@ -50,7 +50,7 @@ from pretrain.experiments.run import ExperimentResult, TrainFn, run_experiment, 
 from pretrain.experiments.search import SearchConfig
 from pretrain.train.config import TrainConfig
 from pretrain_assets.metadata import begin_output, finish_output, stage_metadata, to_metadata
-from pretrain_assets.per_shard import ShardOutput, shard_asset
+from pretrain_assets.per_shard import ShardOutput, own_group, shard_asset
 from resources.launching import Launcher
 from resources.storage import ArtifactStore
 
@@ -117,7 +117,8 @@ def proxy_pools(
     new = group not in made["shard_groups"]  # a group to decide: its floor is pooled too
     settings = {"seq_len": made["seq_len"], "floor": new}
     inputs = [store.uri("deduped_shards", group), basis]
-    ident = begin_output(context, store, out, settings, inputs, partition=group)
+    ident = begin_output(context, store, out, settings, inputs, partition=group,
+                         look=own_group(store, group))  # fmt: skip
     documents = [store.uri("deduped_shards", group, "documents.parquet")]
     tokenizer, held = storage.join(basis, "tokenizer"), held_out_ids(basis)
     pools = build_pool(documents, tokenizer, out, group=group, seq_len=made["seq_len"],

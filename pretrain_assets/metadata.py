@@ -39,6 +39,7 @@ def begin_output(
     config: Any,
     inputs: list[str],
     partition: str | None = None,
+    look: identity.Look | None = None,
 ) -> Identity:
     """The identity this materialization's output will have (:mod:`pretrain.identity`).
 
@@ -46,10 +47,11 @@ def begin_output(
     output made with other settings to ``_versions/<asset>[/<partition>]/<version>`` before the
     stage overwrites it. Pass the identity to :func:`stage_metadata`, which records it and
     returns it as the Dagster data version (``versioned_result``). ``partition``: the one this
-    output is of, in a run of several (default: the run's own)."""
+    output is of, in a run of several (default: the run's own); ``look``: how the inputs'
+    freshness is read (:class:`pretrain.identity.Look`: reads shared, some inputs trusted)."""
     stage = context.asset_key.path[-1]
     code_version = context.assets_def.code_versions_by_key.get(context.asset_key) or "none"
-    ident = identity.compute(stage, code_version, config, inputs)
+    ident = identity.compute(stage, code_version, config, inputs, look)
     if partition is None and context.has_partition_key:
         partition = context.partition_key
     where = store.uri("_versions", stage, *([partition] if partition else []))

@@ -45,6 +45,7 @@ from dagster import (
 )
 
 from jobs.partitions import shard_partitions
+from pretrain import identity
 from pretrain.checks import CheckOutcome
 from pretrain_assets.metadata import to_metadata
 from pretrain_assets.step_resources import NOT_RETRIED, STEP_RESOURCES, STEP_RETRY
@@ -71,6 +72,17 @@ Body = Callable[[AssetExecutionContext, str, ArtifactStore, Any], ShardOutput]
 def partitions_version(version: str) -> str:
     """What Dagster records as the input data version of one input partition."""
     return hashlib.sha256(version.encode()).hexdigest()
+
+
+def own_group(store: ArtifactStore, group: str) -> identity.Look:
+    """How a group's output checks its inputs: every input and its inputs in turn, except the
+    other groups' signatures that ``dedup_clusters`` was made from. The clusters were checked
+    against all of them when dedup ran; here, that this group's own signature is still the one
+    they were made from. Without it every group re-read every group's chain: a backfill of
+    ``n`` groups read n^2 identity files."""
+    signatures = store.uri("minhash_signatures")
+    mine = store.uri("minhash_signatures", group)
+    return identity.Look(unchanged=lambda uri: uri.startswith(signatures) and uri != mine)
 
 
 def provenance_tags(

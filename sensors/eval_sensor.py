@@ -112,8 +112,8 @@ def eval_sensor(
     )
     if current or gone:
         context.log.info(
-            f"already evaluated with these checkpoints: {', '.join(current) or 'none'}; "
-            f"pruned from {run_root} since, not evaluated: {', '.join(gone) or 'none'}"
+            f"already evaluated with these checkpoints: {_few(current)}; "
+            f"pruned from {run_root} since, not evaluated: {_few(gone)}"
         )
     requests = [
         RunRequest(run_key=f"eval-{key}" + (f"-{v[:16]}" if v else ""), partition_key=key)
@@ -130,6 +130,14 @@ def eval_sensor(
     )
 
 
+def _few(keys: list[str], shown: int = 10) -> str:
+    """Keys for a log line: the first few and how many (a reset cursor reads thousands)."""
+    if not keys:
+        return "none"
+    more = f" and {len(keys) - shown} more" if len(keys) > shown else ""
+    return ", ".join(keys[:shown]) + more
+
+
 def _code_version(context: SensorEvaluationContext) -> str | None:
     repository = context.repository_def
     assert repository is not None  # a sensor evaluated in its code location has one
@@ -139,9 +147,9 @@ def _code_version(context: SensorEvaluationContext) -> str | None:
 def _skip_reason(current: list[str], gone: list[str], abandoned: dict, waiting: int) -> str:
     done = []
     if current:
-        done.append(f"evaluated already ({', '.join(current)})")
+        done.append(f"evaluated already ({_few(current)})")
     if gone:
-        done.append(f"pruned ({', '.join(gone)})")
+        done.append(f"pruned ({_few(gone)})")
     if abandoned:
         done.append(f"abandoned by a rollback ({', '.join(sorted(abandoned))})")
     text = "every new checkpoint is " + " or ".join(done) if done else ""

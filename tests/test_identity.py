@@ -107,3 +107,42 @@ def test_dagster_data_versions_and_stale_signatures_refused(tmp_path: Path) -> N
         while error is not None:
             message, error = message + error.message, error.cause
         assert "minhash_signatures" in message and "is stale" in message
+
+
+def test_a_group_checks_its_own_signature_not_every_groups_chain(tmp_path: Path) -> None:
+    """``deduped_shards[g]`` reads ``dedup_clusters``, made from every group's signatures: a
+    full check of each group would read every group's chain (n^2 reads over a backfill). With
+    ``own_group`` it checks its own chain and the clusters, the same few reads at any size, and
+    still refuses clusters made before its own signature changed."""
+    from pretrain_assets.per_shard import own_group
+    from resources.storage import ArtifactStore
+
+    store = ArtifactStore(root=str(tmp_path))
+
+    def chain(groups: int) -> None:
+        for g in range(groups):
+            raw = make(tmp_path / "raw_shards" / f"g{g}", "raw_shards", {"g": g}, [])
+            assert raw.version
+            make(tmp_path / "filtered_shards" / f"g{g}", "filtered_shards", {},
+                 [tmp_path / "raw_shards" / f"g{g}"])  # fmt: skip
+            make(tmp_path / "minhash_signatures" / f"g{g}", "minhash_signatures", {},
+                 [tmp_path / "filtered_shards" / f"g{g}"])  # fmt: skip
+        make(tmp_path / "dedup_clusters", "dedup_clusters", {},
+             [tmp_path / "minhash_signatures" / f"g{g}" for g in range(groups)])  # fmt: skip
+
+    def reads(groups: int) -> tuple[int, int]:
+        chain(groups)
+        inputs = [str(tmp_path / "filtered_shards" / "g3"), str(tmp_path / "dedup_clusters")]
+        mine, everything = own_group(store, "g3"), identity.Look()
+        identity.compute("deduped_shards", "v1", {}, inputs, mine)
+        identity.compute("deduped_shards", "v1", {}, inputs, everything)
+        return mine.reads, everything.reads
+
+    small, large = reads(10), reads(100)
+    assert small[0] == large[0] <= 8  # its own chain and the clusters, at any size
+    assert large[1] > 300  # the full check: every group's chain
+    make(tmp_path / "minhash_signatures" / "g3", "minhash_signatures", {"again": 1},
+         [tmp_path / "filtered_shards" / "g3"])  # fmt: skip
+    inputs = [str(tmp_path / "filtered_shards" / "g3"), str(tmp_path / "dedup_clusters")]
+    with pytest.raises(DataError, match="dedup_clusters.*is stale"):
+        identity.compute("deduped_shards", "v1", {}, inputs, own_group(store, "g3"))
