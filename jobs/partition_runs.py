@@ -110,11 +110,6 @@ def run_partitions(
         return runner.run(factory, partitions, width=width, timeout_s=timeout_s)
 
 
-def run_partition(factory: str, partition: str | None, *, timeout_s: float = 900.0) -> Outcome:
-    """One run in a process of its own; its outcome (see module docstring)."""
-    return run_partitions(factory, [partition], width=1, timeout_s=timeout_s)[partition]
-
-
 def _run(factory: str, partition: str | None) -> Outcome:
     from dagster import DagsterInstance, execute_job, reconstructable
 
@@ -197,5 +192,3 @@ def _serve() -> None:
 
 if __name__ == "__main__":
     _serve()
-    sys.stdout.flush()
-    os._exit(0)  # every outcome is printed: skip tearing down Dagster's imports (about 1 s)

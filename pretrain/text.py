@@ -81,12 +81,6 @@ def words(text: str, *, unsegmented: bool = False) -> list[str]:
     return _TOKEN.findall(text)
 
 
-def unsegmented_char_fraction(text: str) -> float:
-    """Share of non-space characters in unsegmented scripts (detects CJK without LID)."""
-    chars = sum(not c.isspace() for c in text)
-    return len(_UNSEGMENTED_CHAR.findall(text)) / chars if chars else 0.0
-
-
 @lru_cache(maxsize=4096)
 def is_symbol_char(char: str) -> bool:
     """Punctuation, symbols and control characters (Unicode categories P*, S*, Cc)."""
@@ -97,7 +91,3 @@ def is_symbol_char(char: str) -> bool:
 def is_symbol_word(word: str) -> bool:
     """A token made only of punctuation/symbols (``--``, ``#``, ``...``)."""
     return all(is_symbol_char(c) for c in word)
-
-
-def ends_with_terminal(line: str) -> bool:
-    return line.endswith(TERMINAL_PUNCTUATION)

@@ -205,11 +205,8 @@ def build_raw_shard(
     if max_docs is not None and max_docs < 1:
         raise ConfigError(f"max_docs={max_docs}: use at least 1, or None for all")
     sweep_stale_temps_in(output_dir_uri)  # leftovers of a run that was killed
-    seen = HashSet64()  # the kept ids, 8 bytes each (pretrain.hashset)
+    tally = _Tally(max_docs=max_docs)
     per_file: list[dict] = []
-    documents = chars = 0
-    rejected: Counter[str] = Counter()
-    by_source: Counter[str] = Counter()
     with (
         storage.StreamingTableWriter(
             storage.join(output_dir_uri, "documents.parquet"), DOCUMENT_SCHEMA
@@ -219,51 +216,19 @@ def build_raw_shard(
         ) as rejects_out,
     ):
         for raw in manifest.files:
-            if max_docs is not None and documents >= max_docs:
+            if tally.full:
                 break
-            kept_before, rejected_before = documents, rejects_out.rows
-            for record in iter_records(raw, extract):
-                if max_docs is not None and documents >= max_docs:
-                    break
-                if is_reject(record):
-                    reject = _reject_row({**record, "stage": STAGE})
-                    rejected[reject["reason"]] += 1
-                    rejects_out.write_rows([reject])
-                    continue
-                text = record["text"]
-                row = {"text": text, "source": record["source"], "url": record["url"],
-                       "source_id": record.get("source_id"), "metadata": record.get("metadata")}  # fmt: skip
-                row["id"] = doc_id(text, row["source"], row["url"])
-                row["num_chars"] = len(text)
-                if not seen.add(key64(bytes.fromhex(row["id"]))):  # same source, url, text twice
-                    rejected["duplicate_id"] += 1
-                    rejects_out.write_rows(
-                        [{**row, "stage": STAGE, "reason": "duplicate_id", "detail": row["id"]}]
-                    )
-                    continue
-                docs_out.write_rows([row])
-                documents += 1
-                chars += row["num_chars"]
-                by_source[row["source"]] += 1
-            per_file.append(
-                {
-                    "uri": raw.uri,
-                    "source": raw.source,
-                    "kind": raw.kind,
-                    "documents": documents - kept_before,
-                    "rejected": rejects_out.rows - rejected_before,
-                }
-            )
+            per_file.append(tally.read_file(raw, extract, docs_out, rejects_out))
         # Write the last row groups inside the block: a failure there must stop both tables
         # from being committed (else rejects.parquet alone would appear).
         docs_out.flush()
         rejects_out.flush()
     stats = RawShardStats(
         files=len(manifest.files),
-        documents=documents,
-        chars=chars,
-        rejected=dict(sorted(rejected.items())),
-        documents_by_source=dict(sorted(by_source.items())),
+        documents=tally.documents,
+        chars=tally.chars,
+        rejected=dict(sorted(tally.rejected.items())),
+        documents_by_source=dict(sorted(tally.by_source.items())),
         extract=extract.as_metadata(),
     )
     storage.write_json(
@@ -277,6 +242,58 @@ def build_raw_shard(
         storage.join(output_dir_uri, "manifest.json"),
     )
     return stats
+
+
+@dataclass
+class _Tally:
+    """What a raw shard has kept and rejected so far (ids kept: 8 bytes each)."""
+
+    max_docs: int | None
+    documents: int = 0
+    chars: int = 0
+    rejected: Counter[str] = field(default_factory=Counter)
+    by_source: Counter[str] = field(default_factory=Counter)
+    seen: HashSet64 = field(default_factory=HashSet64)
+
+    @property
+    def full(self) -> bool:
+        return self.max_docs is not None and self.documents >= self.max_docs
+
+    def read_file(
+        self,
+        raw: RawFile,
+        extract: ExtractConfig,
+        docs_out: storage.StreamingTableWriter,
+        rejects_out: storage.StreamingTableWriter,
+    ) -> dict:
+        """Stream one file's records into the two tables; its line of manifest.json."""
+        kept_before, rejected_before = self.documents, rejects_out.rows
+        for record in iter_records(raw, extract):
+            if self.full:
+                break
+            if is_reject(record):
+                reject = _reject_row({**record, "stage": STAGE})
+                self.rejected[reject["reason"]] += 1
+                rejects_out.write_rows([reject])
+                continue
+            text = record["text"]
+            row = {"text": text, "source": record["source"], "url": record["url"],
+                   "source_id": record.get("source_id"), "metadata": record.get("metadata")}  # fmt: skip
+            row["id"] = doc_id(text, row["source"], row["url"])
+            row["num_chars"] = len(text)
+            if not self.seen.add(key64(bytes.fromhex(row["id"]))):  # same source, url, text
+                self.rejected["duplicate_id"] += 1
+                rejects_out.write_rows(
+                    [{**row, "stage": STAGE, "reason": "duplicate_id", "detail": row["id"]}]
+                )
+                continue
+            docs_out.write_rows([row])
+            self.documents += 1
+            self.chars += row["num_chars"]
+            self.by_source[row["source"]] += 1
+        return {"uri": raw.uri, "source": raw.source, "kind": raw.kind,
+                "documents": self.documents - kept_before,
+                "rejected": rejects_out.rows - rejected_before}  # fmt: skip
 
 
 def _reject_row(reject: dict) -> dict:

@@ -60,24 +60,9 @@ def conform(table: pa.Table, schema: pa.Schema = DOCUMENT_SCHEMA) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema) if columns else table
 
 
-def empty_documents() -> pa.Table:
-    return DOCUMENT_SCHEMA.empty_table()
-
-
-def empty_rejects() -> pa.Table:
-    return REJECT_SCHEMA.empty_table()
-
-
 def documents_table(rows: list[dict]) -> pa.Table:
     """Build a documents table from dicts, filling optional columns with nulls."""
     return pa.Table.from_pylist(
         [{name: row.get(name) for name in DOCUMENT_SCHEMA.names} for row in rows],
         schema=DOCUMENT_SCHEMA,
-    )
-
-
-def rejects_table(rows: list[dict]) -> pa.Table:
-    return pa.Table.from_pylist(
-        [{name: row.get(name) for name in REJECT_SCHEMA.names} for row in rows],
-        schema=REJECT_SCHEMA,
     )

@@ -157,11 +157,6 @@ def _ngram_hashes(
     )
 
 
-def shingle_hashes(text: str, config: DedupConfig) -> np.ndarray:
-    """Unique uint32 shingle hashes of one text (convenience wrapper over a batch of one)."""
-    return batch_shingles([text], config).hashes
-
-
 def jaccard_pairs(
     batch: ShingleBatch, left: np.ndarray, right: np.ndarray, max_keys: int = 1 << 18
 ) -> np.ndarray:

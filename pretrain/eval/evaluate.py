@@ -153,6 +153,8 @@ def evaluate_checkpoint(
     *,
     tokenizer_uri: str | None = None,
 ) -> EvalStats:
+    """Score a checkpoint on the validation split (per source and overall), on the task files
+    and with seeded generations; writes ``report.json`` and ``report.md``."""
     import torch
 
     from pretrain.checkpoint.dcp import load_consolidated_model
@@ -169,31 +171,11 @@ def evaluate_checkpoint(
     use_cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
     device = torch.device("cuda" if use_cuda else "cpu")
     model = load_consolidated_model(checkpoint_dir).to(device)
-    ignore_index = index.pad_id if index.pad_id not in (index.eos_id, index.bos_id) else -100
     tok = byte_lengths = None
     if tokenizer_uri is not None:
         tok = load_checked_tokenizer(tokenizer_uri, expected_sha256=index.tokenizer_sha256)
         byte_lengths = token_byte_lengths(tok)
-
-    per_source: list[SourceStats] = []
-    empty_sources: list[str] = []
-    with torch.no_grad():
-        for source in val_sources(index):
-            split = PackedSplit(index, "val", source=source)
-            if len(split) == 0:  # its val documents were shorter than one packed sequence
-                empty_sources.append(source or DEFAULT_SOURCE)
-                continue
-            n_seq, n_tok, loss_sum, n_bytes = _score(
-                model, split, config, device, ignore_index, byte_lengths
-            )
-            per_source.append(
-                SourceStats.from_sums(source or DEFAULT_SOURCE, n_seq, n_tok, loss_sum, n_bytes)
-            )
-    if not per_source:
-        raise DataError(
-            f"{packed_dir}: the val split has no sequences; pack a validation split with "
-            "documents longer than seq_len"
-        )
+    per_source, empty_sources = _held_out(model, index, config, device, byte_lengths, packed_dir)
     overall = SourceStats.from_sums(
         OVERALL,
         sum(s.num_sequences for s in per_source),
@@ -213,13 +195,12 @@ def evaluate_checkpoint(
             else []
         )
     step, branch = int(meta["step"]), str(meta["branch"])
-    report_uri = storage.join(output_dir_uri, "report.json")
     stats = EvalStats(
         checkpoint_dir=str(checkpoint_dir),
         checkpoint_key=checkpoint_key(branch, step),
         branch=branch,
         step=step,
-        report_uri=report_uri,
+        report_uri=storage.join(output_dir_uri, "report.json"),
         overall=overall,
         per_source=tuple(per_source),
         tokens_seen=meta.get("tokens_seen"),
@@ -227,6 +208,49 @@ def evaluate_checkpoint(
         tasks=tasks,
         generations=tuple(generations),
     )
+    _write_report(stats, meta, config, packed_dir, index.tokenizer_sha256, output_dir_uri)
+    return stats
+
+
+def _held_out(
+    model: Any, index: Any, config: EvalConfig, device: Any, byte_lengths: Any, packed_dir: str
+) -> tuple[list[SourceStats], list[str]]:
+    """Loss (and bits per byte, with a tokenizer) per source of the validation split, and the
+    sources whose validation documents were shorter than one packed sequence."""
+    import torch
+
+    ignore_index = index.pad_id if index.pad_id not in (index.eos_id, index.bos_id) else -100
+    per_source: list[SourceStats] = []
+    empty_sources: list[str] = []
+    with torch.no_grad():
+        for source in val_sources(index):
+            split = PackedSplit(index, "val", source=source)
+            if len(split) == 0:
+                empty_sources.append(source or DEFAULT_SOURCE)
+                continue
+            n_seq, n_tok, loss_sum, n_bytes = _score(
+                model, split, config, device, ignore_index, byte_lengths
+            )
+            per_source.append(
+                SourceStats.from_sums(source or DEFAULT_SOURCE, n_seq, n_tok, loss_sum, n_bytes)
+            )
+    if not per_source:
+        raise DataError(
+            f"{packed_dir}: the val split has no sequences; pack a validation split with "
+            "documents longer than seq_len"
+        )
+    return per_source, empty_sources
+
+
+def _write_report(
+    stats: EvalStats,
+    meta: dict[str, Any],
+    config: EvalConfig,
+    packed_dir: str,
+    tokenizer_sha256: str,
+    output_dir_uri: str,
+) -> None:
+    """``report.json`` (the stats, the lineage, the config) and ``report.md``."""
     trained = meta.get("lineage", {})
     lineage = {
         # what the checkpoint is and what it was trained on (its meta.json)
@@ -237,12 +261,11 @@ def evaluate_checkpoint(
         "parent": trained.get("parent"),
         # what this report scored it on
         "packed_dir": str(packed_dir),
-        "tokenizer_sha256": index.tokenizer_sha256,
+        "tokenizer_sha256": tokenizer_sha256,
         "code_version": pretrain.__version__,
     }
     report = {**stats.to_dict(), "lineage": lineage, "config": dataclasses.asdict(config)}
-    storage.write_json(report, report_uri)
+    storage.write_json(report, stats.report_uri)
     storage.write_bytes(
         render_markdown(stats, lineage).encode(), storage.join(output_dir_uri, "report.md")
     )
-    return stats

@@ -134,35 +134,8 @@ def build_basis(
     # which input a document came from: the reserve never takes a group's last one of a source
     origin = [i for i, t in enumerate(tables) for _ in range(t.num_rows)]
     table = pa.concat_tables(tables).append_column("_origin", pa.array(origin, pa.int32()))
-    rank = pa.array([hash_score(config.seed, i) for i in table["id"].to_pylist()])
-    cut = round(config.val_fraction * 10**6)
-    picked: list[str] = []
-    for source in sorted(set(table["source"].to_pylist())):
-        mask = pc.equal(table["source"], source)
-        ids, scores = table["id"].filter(mask).to_pylist(), rank.filter(mask).to_pylist()
-        ordered = [i for _, i in sorted(zip(scores, ids, strict=True))]
-        held = sum(s < cut for s in scores)
-        take = min(len(ordered) - 1, max(held, config.min_val_docs_per_source))
-        picked += ordered[: min(take, config.val_docs_per_source)]
-    is_val = pc.is_in(table["id"], pa.array(picked, pa.string()))
-    train, val = table.filter(pc.invert(is_val)), table.filter(is_val)
-    # the reserve: each source's lowest-hash training documents, reserve_fraction of them
-    # rounded down (a source of three documents keeps all three for training)
-    reserved = _reserve_ids(train, config)
-    in_reserve = pc.is_in(train["id"], pa.array(reserved, pa.string()))
-    reserve, train = train.filter(in_reserve), train.filter(pc.invert(in_reserve))
-    train, val, reserve = (t.drop_columns(["_origin"]) for t in (train, val, reserve))
-    clipped: dict[str, int] = {}
-    clipped_chars: dict[str, int] = {}
-    windows = []
-    for text, i, source in zip(
-        *(val[c].to_pylist() for c in ("text", "id", "source")), strict=True
-    ):
-        windows.append(clip_document(text, config.val_doc_chars, hash_score(config.seed + 1, i)))
-        if len(windows[-1]) < len(text):
-            clipped[source] = clipped.get(source, 0) + 1
-            clipped_chars[source] = clipped_chars.get(source, 0) + len(text) - len(windows[-1])
-    val = val.set_column(val.schema.get_field_index("text"), "text", pa.array(windows, pa.string()))
+    train, val, reserve = _split(table, config)
+    val, windows, clipped, clipped_chars = _windows(val, config)
     # a source of one document trains the proxies but cannot also be scored
     unscored = sorted(set(table["source"].to_pylist()) - set(val["source"].to_pylist()))
     if val.num_rows == 0:
@@ -220,6 +193,49 @@ def build_basis(
 
 
 CODE_SOURCES = ("code",)  # scored as the language "code" (LID has no answer for them)
+
+
+def _split(table: pa.Table, config: BasisConfig) -> tuple[pa.Table, pa.Table, pa.Table]:
+    """(train, validation, reserve): each source's lowest-hash documents held out (at least
+    ``min_val_docs_per_source``, never its last one), then the reserve of the rest."""
+    rank = pa.array([hash_score(config.seed, i) for i in table["id"].to_pylist()])
+    cut = round(config.val_fraction * 10**6)
+    picked: list[str] = []
+    for source in sorted(set(table["source"].to_pylist())):
+        mask = pc.equal(table["source"], source)
+        ids, scores = table["id"].filter(mask).to_pylist(), rank.filter(mask).to_pylist()
+        ordered = [i for _, i in sorted(zip(scores, ids, strict=True))]
+        held = sum(s < cut for s in scores)
+        take = min(len(ordered) - 1, max(held, config.min_val_docs_per_source))
+        picked += ordered[: min(take, config.val_docs_per_source)]
+    is_val = pc.is_in(table["id"], pa.array(picked, pa.string()))
+    train, val = table.filter(pc.invert(is_val)), table.filter(is_val)
+    # the reserve: each source's lowest-hash training documents, reserve_fraction of them
+    # rounded down (a source of three documents keeps all three for training)
+    reserved = _reserve_ids(train, config)
+    in_reserve = pc.is_in(train["id"], pa.array(reserved, pa.string()))
+    reserve, train = train.filter(in_reserve), train.filter(pc.invert(in_reserve))
+    train, val, reserve = (t.drop_columns(["_origin"]) for t in (train, val, reserve))
+    return train, val, reserve
+
+
+def _windows(
+    val: pa.Table, config: BasisConfig
+) -> tuple[pa.Table, list[str], dict[str, int], dict[str, int]]:
+    """The validation documents as windows of ``val_doc_chars``; the texts, and per source
+    the documents clipped and the characters left out."""
+    clipped: dict[str, int] = {}
+    clipped_chars: dict[str, int] = {}
+    windows = []
+    for text, i, source in zip(
+        *(val[c].to_pylist() for c in ("text", "id", "source")), strict=True
+    ):
+        windows.append(clip_document(text, config.val_doc_chars, hash_score(config.seed + 1, i)))
+        if len(windows[-1]) < len(text):
+            clipped[source] = clipped.get(source, 0) + 1
+            clipped_chars[source] = clipped_chars.get(source, 0) + len(text) - len(windows[-1])
+    val = val.set_column(val.schema.get_field_index("text"), "text", pa.array(windows, pa.string()))
+    return val, windows, clipped, clipped_chars
 
 
 def _reserve_ids(train: pa.Table, config: BasisConfig) -> list[str]:

@@ -320,6 +320,26 @@ def clear_run(out_dir: str, local: str) -> None:
         storage.remove_dir(storage.join(out_dir, "checkpoint"))
 
 
+def _plan(
+    spec: ExperimentSpec, recipe: ProxyRecipe, pools: Sequence[PoolInfo], max_epochs: float
+) -> tuple[ViewPlan, int, int]:
+    """(the view of ``pools`` the proxy trains on, its sequence length, its steps)."""
+    seq_len = {p.seq_len for p in pools}
+    if len(seq_len) != 1:
+        raise DataError(f"the pools have different sequence lengths {sorted(seq_len)}")
+    (length,) = seq_len
+    steps = max(1, recipe.token_budget // (recipe.global_batch_sequences * length))
+    plan = plan_view(
+        pools,
+        weights=spec.variant.weights,
+        num_sequences=steps * recipe.global_batch_sequences,
+        max_epochs=max_epochs,
+        boost=spec.variant.boost,
+        seed=spec.seed,
+    )
+    return plan, length, steps
+
+
 def run_experiment(
     spec: ExperimentSpec,
     pools: Sequence[PoolInfo],
@@ -344,19 +364,7 @@ def run_experiment(
     started = time.perf_counter()
     recipe = get_proxy_recipe(spec.recipe)
     init_from = _base_checkpoint(spec, base)
-    seq_len = {p.seq_len for p in pools}
-    if len(seq_len) != 1:
-        raise DataError(f"the pools have different sequence lengths {sorted(seq_len)}")
-    (length,) = seq_len
-    steps = max(1, recipe.token_budget // (recipe.global_batch_sequences * length))
-    plan: ViewPlan = plan_view(
-        pools,
-        weights=spec.variant.weights,
-        num_sequences=steps * recipe.global_batch_sequences,
-        max_epochs=max_epochs,
-        boost=spec.variant.boost,
-        seed=spec.seed,
-    )
+    plan, length, steps = _plan(spec, recipe, pools, max_epochs)
     with tempfile.TemporaryDirectory(prefix="proxy-") as scratch:
         local = work_dir or (out_dir if not storage.is_s3(out_dir) else scratch)
         clear_run(out_dir, local)

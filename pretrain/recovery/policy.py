@@ -270,15 +270,7 @@ def decide_spike(
                 "a human to decide"
             ),
         )
-    repeated = any(abs(s - alarm.step) <= cfg.repeat_window_steps for s in past_rollbacks)
-    if alarm.kind == NONFINITE or repeated:
-        kind, skip, scale = ("nonfinite" if alarm.kind == NONFINITE else "repeated"), True, True
-    elif kind == "bad_batch":
-        skip, scale = True, False
-    elif kind == "slow":
-        skip, scale = False, True
-    else:
-        raise ValueError(f"spike at step {alarm.step} is not classified yet (kind={kind!r})")
+    remedy, skip, scale = _remedy(alarm, kind, past_rollbacks, cfg)
     target = choose_rollback_target(checkpoints, alarm.onset_step, cfg)
     if target is None:
         return Decision(
@@ -306,8 +298,8 @@ def decide_spike(
     return Decision(
         **rolled,
         action="rollback",
-        kind=kind,
-        reason=f"{alarm.reason}; {kind} → roll back to {target.key} and {fix}",
+        kind=remedy,
+        reason=f"{alarm.reason}; {remedy} → roll back to {target.key} and {fix}",
         checkpoint_key=target.key,
         checkpoint_path=target.path,
         checkpoint_step=target.step,
@@ -315,6 +307,21 @@ def decide_spike(
         skip_tokens=tokens,
         new_branch=next_branch(run.branch),
     )
+
+
+def _remedy(
+    alarm: Alarm, kind: str | None, past_rollbacks: Sequence[int], cfg: PolicyConfig
+) -> tuple[str, bool, bool]:
+    """(the spike's kind, skip its data?, scale the LR?): a non-finite loss or a spike where a
+    rollback already was gets both; a bad batch is skipped; a slow rise gets a lower LR."""
+    repeated = any(abs(s - alarm.step) <= cfg.repeat_window_steps for s in past_rollbacks)
+    if alarm.kind == NONFINITE or repeated:
+        return ("nonfinite" if alarm.kind == NONFINITE else "repeated"), True, True
+    if kind == "bad_batch":
+        return "bad_batch", True, False
+    if kind == "slow":
+        return "slow", False, True
+    raise ValueError(f"spike at step {alarm.step} is not classified yet (kind={kind!r})")
 
 
 def decide_trend(
