@@ -35,7 +35,7 @@ home:
 	echo "seen: 1" > "$(DAGSTER_HOME)/.nux/nux.yaml"
 
 demo: install home
-	$(PY) -m pretrain_assets.demo
+	$(PY) -m app.demo
 
 lint: install
 	$(VENV)/bin/ruff check .

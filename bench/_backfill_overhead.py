@@ -3,7 +3,7 @@ of a batch (``bench/control_plane_scale.py --part overhead``).
 
 Real runs through the real daemon: ``N`` shard groups of the embedded corpus (real text on
 this machine) registered in a fresh SQLite instance, one backfill of ``raw_shards`` over all of
-them submitted as the UI's button does (``jobs.backfills.launch_asset_backfill``), and
+them submitted as the UI's button does (``foundation.backfills.launch_asset_backfill``), and
 ``dagster-daemon`` running it with the project's ``dagster.yaml`` (2 runs at a time, the
 default run launcher: a process per run, the multiprocess executor: a process per step), the
 per-shard assets backfilled ``partitions_per_run`` groups a run
@@ -32,9 +32,9 @@ def one_mode(work: Path, groups: int, per_run: int) -> dict[str, Any]:
     from _probes import process, wait_for
     from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
 
-    from jobs.backfills import launch_asset_backfill
-    from jobs.partitions import shard_partitions
-    from pretrain_assets.shards import plan_source, register_shards
+    from foundation.backfills import launch_asset_backfill
+    from foundation.partitions import shard_partitions
+    from foundation.shards import plan_source, register_shards
     from resources.storage import ArtifactStore
 
     home, root = work / "dagster_home", work / "artifacts"

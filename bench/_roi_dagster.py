@@ -74,11 +74,11 @@ def _prepare(setup, tmp: Path, proxy: str, basis: dict) -> tuple:
     the pools made through Dagster, and ``3 × DAGSTER_PROXIES`` proxy experiments registered."""
     from dagster import DagsterInstance
 
-    from jobs.stages import run_configs
+    from app.definitions import build_definitions
+    from foundation.stages import run_configs
     from pretrain import identity
     from pretrain.experiments import registry
     from pretrain.experiments.search import SearchSpace, sample_mixtures
-    from pretrain_assets.definitions import build_definitions
 
     root, home = tmp / "artifacts", tmp / "home"
     home.mkdir(parents=True)
@@ -94,11 +94,11 @@ def _prepare(setup, tmp: Path, proxy: str, basis: dict) -> tuple:
     defs = build_definitions(artifact_root=str(root), nproc_per_node=1)
     instance = DagsterInstance.get()
     instance.add_dynamic_partitions("shards", groups)
-    config = run_configs({"basis": basis})["make_basis"]
-    assert defs.resolve_job_def("make_basis").execute_in_process(
+    config = run_configs({"basis": basis})["experiment_basis"]
+    assert defs.resolve_job_def("experiment_basis").execute_in_process(
         instance=instance, run_config=config).success  # fmt: skip
     for group in groups:
-        assert defs.resolve_job_def("make_pools").execute_in_process(
+        assert defs.resolve_job_def("proxy_pools").execute_in_process(
             instance=instance, partition_key=group).success  # fmt: skip
     space = SearchSpace.from_pools(setup.pools_of(groups))
     mixtures = sample_mixtures(space, count=3 * DAGSTER_PROXIES, seed=99)
@@ -122,22 +122,22 @@ def _measure(runner, names: list[str], root: Path) -> dict:
 
 def dagster_overhead(setup, *, proxy: str, ray: bool, basis: dict) -> dict:
     """``proxy_runs`` through Dagster: in process, with the torchrun launcher, on Ray."""
-    from jobs.stages import run_configs
+    from foundation.stages import run_configs
 
     out: dict = {}
     with tempfile.TemporaryDirectory(prefix="roi-dagster-") as tmp_name:
         tmp = Path(tmp_name)
         root, defs, instance, names = _prepare(setup, tmp, proxy, basis)
-        job = defs.resolve_job_def("run_proxies")
+        job = defs.resolve_job_def("proxy_runs")
         task_free = {"task_dir": ""}  # as the library path: validation bits per byte only
 
         def in_process(name: str) -> None:
-            config = run_configs({"proxy": {**task_free, "in_process": True}})["run_proxies"]
+            config = run_configs({"proxy": {**task_free, "in_process": True}})["proxy_runs"]
             assert job.execute_in_process(instance=instance, partition_key=name,
                                           run_config=config).success  # fmt: skip
 
         def launcher(name: str) -> None:
-            config = run_configs({"proxy": task_free})["run_proxies"]
+            config = run_configs({"proxy": task_free})["proxy_runs"]
             assert job.execute_in_process(instance=instance, partition_key=name,
                                           run_config=config).success  # fmt: skip
 
@@ -155,8 +155,8 @@ def dagster_overhead(setup, *, proxy: str, ray: bool, basis: dict) -> dict:
 
 def _ray(names: list[str], root: Path, tmp: Path) -> dict:
     """The proxies as one partition run each on the Ray step pool (the actor executor)."""
-    from jobs.partition_runs import PartitionRunner
-    from jobs.ray_pool import stop_step_pool
+    from executors.partition_runs import PartitionRunner
+    from executors.ray_pool import stop_step_pool
     from tests.ray_cluster import node_env, ray_cluster
 
     # a partition run takes the job's default config: the torchrun launcher, the task cache
@@ -171,7 +171,7 @@ def _ray(names: list[str], root: Path, tmp: Path) -> dict:
         try:
 
             def one(name: str) -> None:
-                outcome = runner.run("pretrain_assets.ray_jobs:run_proxies_on_ray", [name],
+                outcome = runner.run("app.ray_definitions:proxy_runs_on_ray", [name],
                                      width=1)[name]  # fmt: skip
                 assert outcome["success"], outcome
 

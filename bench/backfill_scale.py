@@ -7,9 +7,9 @@ corpus (real text already on this machine), three ways, each from empty storage:
 - ``in_process``: one run per partition, ``execute_in_process`` (no subprocess at all);
 - ``multiprocess``: one run per partition through ``execute_job`` with the default
   multiprocess executor (each step a fresh Python process), 2 runs at a time, each run in a
-  process of its own (``jobs/partition_runs.py``: forked from one server per mode);
-- ``ray``: the same runs with ``pretrain_assets/ray_jobs.py``'s default executor (each step on a warm
-  Ray actor of the cluster's step pool, ``jobs/ray_executor.py``) on a head and a worker node
+  process of its own (``executors/partition_runs.py``: forked from one server per mode);
+- ``ray``: the same runs with ``app/ray_definitions.py``'s default executor (each step on a warm
+  Ray actor of the cluster's step pool, ``executors/ray_executor.py``) on a head and a worker node
   with 1 CPU each (``tests/ray_cluster.py``), 2 runs at a time;
 - ``ray_jobs``: the same with dagster-ray's ``ray_executor`` (each step a Ray job), on the
   same cluster right after.
@@ -60,14 +60,14 @@ SAMPLE_KEYS = ("exact-s000", "url-s000", "b000-s000", "b007-s000", "b013-s000")
 @functools.cache
 def local_definitions():
     """The project's Definitions (default multiprocess executor), root from PRETRAIN_ROOT."""
-    from pretrain_assets.definitions import build_definitions
+    from app.definitions import build_definitions
 
     return build_definitions()
 
 
 # module-level job factories: execute_job(reconstructable(...)) rebuilds them in each step
 def ingest_job():
-    return local_definitions().resolve_job_def("ingest")
+    return local_definitions().resolve_job_def("raw_shards")
 
 
 def quality_job():
@@ -98,9 +98,9 @@ def run_stages(mode: str, tmp: Path, shards: int, env: dict[str, str], concurren
     """Register the shards, run ingest → quality → shard_pipeline; return timings."""
     from dagster import DagsterInstance
 
-    from jobs.partition_runs import PartitionRunner
-    from pretrain_assets.definitions import build_definitions
-    from pretrain_assets.shards import plan_source, register_shards
+    from app.definitions import build_definitions
+    from executors.partition_runs import PartitionRunner
+    from foundation.shards import plan_source, register_shards
     from resources.storage import ArtifactStore
 
     root = tmp / mode / "artifacts"
@@ -110,10 +110,10 @@ def run_stages(mode: str, tmp: Path, shards: int, env: dict[str, str], concurren
     os.environ.update({**env, "DAGSTER_HOME": str(home), "PRETRAIN_ROOT": str(root)})
     factories = {  # module:prefix → job factory name = stage + suffix
         "multiprocess": ("bench.backfill_scale", "_job"),  # this module's (default executor)
-        "ray": ("pretrain_assets.ray_jobs", "_on_ray"),
-        "ray_jobs": ("pretrain_assets.ray_jobs", "_on_ray_jobs"),
+        "ray": ("app.ray_definitions", "_on_ray"),
+        "ray_jobs": ("app.ray_definitions", "_on_ray_jobs"),
     }
-    stages = ("ingest", "quality", "shard_pipeline")
+    stages = ("raw_shards", "quality", "shard_pipeline")
     manifests = plan_source("embedded", max_shards=shards)
     started = time.perf_counter()
     with DagsterInstance.get() as instance:
@@ -187,7 +187,7 @@ def main() -> None:
     parser.add_argument("--max-partition-rows", type=int, default=5_000)
     parser.add_argument("--skip-ray", action="store_true")
     args = parser.parse_args()
-    from jobs.ray_pool import stop_step_pool
+    from executors.ray_pool import stop_step_pool
     from tests.ray_cluster import node_env, ray_available, ray_cluster
 
     env = {"PYTHONPATH": str(ROOT), "POLARS_MAX_THREADS": "1"}

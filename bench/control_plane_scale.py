@@ -256,7 +256,7 @@ def changed_ticks(instance, campaign: Campaign) -> dict[str, Any]:
 def one_setup(setup: str, sizes: list[int], work: Path) -> dict[str, Any]:
     from dagster import DagsterInstance
 
-    from pretrain_assets.definitions import build_definitions
+    from app.definitions import build_definitions
     from resources.metrics import RecoveryThresholds, WandbMetricsReader
     from resources.sources import ShardSource
     from resources.storage import ArtifactStore

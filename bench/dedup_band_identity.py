@@ -94,10 +94,10 @@ def scaled_corpus(base_root: str, tmp: str, copies: int) -> dict:
 def demo_corpus(base_root: str, tmp: str) -> dict:
     from dagster import DagsterInstance
 
-    from jobs.partitions import band_partitions
+    from app.definitions import build_definitions
+    from foundation.partitions import band_partitions
+    from foundation.shards import plan_source, register_shards
     from pretrain.dedup.config import DedupConfig
-    from pretrain_assets.definitions import build_definitions
-    from pretrain_assets.shards import plan_source, register_shards
     from resources.storage import ArtifactStore
 
     root = f"{tmp}/demo"
@@ -112,13 +112,13 @@ def demo_corpus(base_root: str, tmp: str) -> dict:
             assert result.success, (job, partition)
 
         for key in keys:
-            run("ingest", key)
+            run("raw_shards", key)
         run("quality")
         for key in keys:
             run("shard_pipeline", key)
         started = time.perf_counter()
         for band_key in band_partitions.get_partition_keys():
-            run("band_pairs", band_key)
+            run("dedup_pairs", band_key)
         run("dedup")
         seconds = round(time.perf_counter() - started, 1)
     uris = [f"{root}/minhash_signatures/{k}/signatures.parquet" for k in keys]

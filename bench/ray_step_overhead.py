@@ -1,9 +1,10 @@
 """Where a data step's time goes on the Ray cluster: one run at a time, phase by phase.
 
 Starts a head + worker (1 CPU each, ``tests/ray_cluster.py``), registers ``--shards`` shard
-partitions of the embedded corpus and runs ``ingest`` then ``shard_pipeline`` for each, one
-run at a time (so no phase hides behind another run's), with each executor given by
-``--modes``:
+partitions of the embedded corpus and runs ``raw_shards`` then ``filtered_shards`` for each,
+one run at a time (so no phase hides behind another run's), with each executor given by
+``--modes`` (``--batched``: each per-shard stage one run over every group, as a backfill of
+batches runs it):
 
 - ``jobs``: dagster-ray's ``ray_executor``, each step a Ray job (``*_on_ray_jobs``);
 - ``actors``: our actor-pool executor, each step a call on a warm actor (``*_on_ray``).
@@ -27,7 +28,7 @@ Per run and per step it reads the Dagster event log (and, for ``jobs``, the Ray 
 ``bench/backfill_scale.py`` at concurrency 1.
 
 Plus three probes on the same machine: a cold ``import dagster``, a cold import of
-``pretrain_assets.ray_jobs`` with its definitions built, a no-op Ray job (``true``) submit → SUCCEEDED,
+``app.ray_definitions`` with its definitions built, a no-op Ray job (``true``) submit → SUCCEEDED,
 and the mean cost of one event write to the SQLite instance::
 
     PYTHONPATH=$PWD .venv/bin/python bench/ray_step_overhead.py [--shards 3] [--modes jobs actors]
@@ -111,8 +112,8 @@ def measure(mode: str, tmp: Path, shards: int) -> dict:
     """One stage after another, one run at a time; phases per step and between runs."""
     from dagster import DagsterInstance
 
-    from jobs.partition_runs import PartitionRunner
-    from pretrain_assets.shards import plan_source, register_shards
+    from executors.partition_runs import PartitionRunner
+    from foundation.shards import plan_source, register_shards
     from resources.storage import ArtifactStore
 
     root, home = tmp / mode / "artifacts", tmp / mode / "home"
@@ -125,11 +126,10 @@ def measure(mode: str, tmp: Path, shards: int) -> dict:
         )
     steps, first_starts, run_gaps, tails, run_ids, wall = [], [], [], [], [], 0.0
     runner = PartitionRunner()
-    for stage, partitions in (("ingest", keys), ("quality", [None]), ("shard_pipeline", keys)):
+    stages = (("raw_shards", keys), ("quality_classifier", [None]), ("filtered_shards", keys))
+    for stage, partitions in stages:
         started = time.time()
-        outcomes = runner.run(
-            f"pretrain_assets.ray_jobs:{stage}{SUFFIX[mode]}", partitions, width=1
-        )
+        outcomes = runner.run(f"app.ray_definitions:{stage}{SUFFIX[mode]}", partitions, width=1)
         ended = time.time()
         wall += ended - started
         failed = {k: o["failures"] for k, o in outcomes.items() if not o["success"]}
@@ -167,18 +167,59 @@ def measure(mode: str, tmp: Path, shards: int) -> dict:
             "overhead_per_step_s": round((wall - compute) / len(steps), 2)}  # fmt: skip
 
 
+def measure_batched(mode: str, tmp: Path, shards: int) -> dict:
+    """The per-shard stages as backfills of batches run them: one run over every shard group
+    per stage (a partition range), then the classifiers; per step and per group."""
+    from dagster import DagsterInstance, execute_job, reconstructable
+
+    import app.ray_definitions as factories
+    from foundation.partitions import RANGE_END, RANGE_START
+    from foundation.shards import plan_source, register_shards
+    from resources.storage import ArtifactStore
+
+    root, home = tmp / f"{mode}-batched" / "artifacts", tmp / f"{mode}-batched" / "home"
+    home.mkdir(parents=True)
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    os.environ.update({"DAGSTER_HOME": str(home), "PRETRAIN_ROOT": str(root)})
+    with DagsterInstance.get() as instance:
+        keys = register_shards(
+            instance, ArtifactStore(root=str(root)), plan_source("embedded", max_shards=shards)
+        )
+        batch = {RANGE_START: keys[0], RANGE_END: keys[-1]}
+        stages = (("raw_shards", batch), ("quality_classifier", {}), ("toxicity_classifier", {}),
+                  ("filtered_shards", batch), ("minhash_signatures", batch))  # fmt: skip
+        steps, wall = [], 0.0
+        for stage, tags in stages:
+            job = reconstructable(getattr(factories, f"{stage}{SUFFIX[mode]}"))
+            started = time.time()
+            with execute_job(job, instance, tags=tags) as result:
+                if not result.success:
+                    raise SystemExit(f"{mode}: {stage} failed")
+                run_id = result.run_id
+            wall += time.time() - started
+            steps += _step_phases(_marks(instance, run_id))
+    compute = sum(s["compute"] for s in steps)
+    mean = {k: round(statistics.mean(s[k] for s in steps), 2)
+            for k in ("launch", "load", "compute", "pickup")}  # fmt: skip
+    return {"runs": len(stages), "steps": len(steps), "groups": len(keys), "wall_s": round(wall, 1),
+            "step_mean_s": mean, "overhead_per_step_s": round((wall - compute) / len(steps), 2),
+            "overhead_per_group_s": round((wall - compute) / len(keys), 2)}  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shards", type=int, default=3)
     parser.add_argument("--modes", nargs="+", default=["jobs", "actors"], choices=list(SUFFIX))
+    parser.add_argument("--batched", action="store_true",
+                        help="each per-shard stage one run over every group, as backfills run")  # fmt: skip
     args = parser.parse_args()
-    from jobs.ray_pool import stop_step_pool
+    from executors.ray_pool import stop_step_pool
     from tests.ray_cluster import node_env, ray_cluster
 
     load_before = os.getloadavg()
     probes = {
         "import_dagster_s": _cold("import dagster"),
-        "import_definitions_s": _cold("import pretrain_assets.ray_jobs as r; r.ray_definitions()"),
+        "import_definitions_s": _cold("import app.ray_definitions as r; r.ray_definitions()"),
     }
     results: dict = {"bench": "ray_step_overhead", "probes": probes}
     with tempfile.TemporaryDirectory() as tmp_name, ray_cluster(Path(tmp_name)) as cluster:
@@ -187,7 +228,8 @@ def main() -> None:
                            "POLARS_MAX_THREADS": "1", "PATH": node_env()["PATH"]})  # fmt: skip
         probes["noop_ray_job_s"] = _noop_job(cluster.dashboard_url)
         for mode in args.modes:
-            results[mode] = measure(mode, Path(tmp_name), args.shards)
+            run = measure_batched if args.batched else measure
+            results[mode] = run(mode, Path(tmp_name), args.shards)
             print(mode, results[mode], flush=True)
             stop_step_pool(cluster.address)  # idle workers hold CPUs a Ray job would wait for
     results["load_average"] = {"before": [round(x, 2) for x in load_before],

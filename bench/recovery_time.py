@@ -108,7 +108,7 @@ def evaluation_outcomes(instance: DagsterInstance, decision: Decision) -> dict[s
     """How the ``evaluate`` runs ended, abandoned checkpoints (after the rollback target on the
     old branch) counted apart."""
     counts: dict[str, int] = {}
-    for run in instance.get_runs(RunsFilter(job_name="evaluate")):
+    for run in instance.get_runs(RunsFilter(job_name="eval_reports")):
         branch, step = parse_checkpoint_key(run.tags["dagster/partition"])
         abandoned = branch == decision.branch and step > (decision.checkpoint_step or 0)
         name = ("abandoned_" if abandoned else "") + run.status.value.lower()
@@ -177,7 +177,7 @@ def one_run(tmp_path: Path) -> dict[str, Any]:
         )
         wait_for(
             "the evaluations in flight",
-            lambda: not instance.get_runs(RunsFilter(job_name="evaluate", statuses=ACTIVE)),
+            lambda: not instance.get_runs(RunsFilter(job_name="eval_reports", statuses=ACTIVE)),
             timeout_s=600,
             poll_s=1.0,
         )

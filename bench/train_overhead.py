@@ -121,8 +121,8 @@ def main() -> None:
 
     from dagster import DagsterInstance
 
+    from app.definitions import build_definitions
     from pretrain.train.recipes import recipe_with_overrides
-    from pretrain_assets.definitions import build_definitions
 
     root = Path(tempfile.mkdtemp(prefix="train-overhead-"))
     write_packed(root / "packed_tokens", num_sequences=4096, seq_len=args.seq_len)

@@ -1,125 +1,63 @@
-"""Asset jobs, one per stage boundary, so partitions run as separate runs.
+"""The asset jobs: one per asset, named after the asset it materializes.
 
-A per-shard stage (``ingest``, ``shard_pipeline``, ``apply_dedup``) runs once per shard
-partition, ``band_pairs`` (asset ``dedup_pairs``) once per band partition; the global
-stages (``quality``, ``dedup``, ``corpus``) run once over all shards. Order: ``ingest`` per shard → ``quality`` →
-``shard_pipeline`` per shard → ``band_pairs`` per band partition → ``dedup`` → ...
+A per-shard asset's job runs one shard group, or a batch of them as a backfill asks (its
+backfill policy: ``foundation.per_shard``); a band partition's, one band x hash slice; a global
+asset's, the asset. In pipeline order::
+
+    raw_shards[shard] → quality_classifier, toxicity_classifier → filtered_shards[shard]
+      → minhash_signatures[shard] → dedup_pairs[band] → dedup_clusters → deduped_shards[shard]
+      → data_mixture → tokenizer → packed_tokens → train (checkpoints) → eval_reports[key]
+      → eval_comparison, hf_export[key]
+    experiment_basis → proxy_pools[shard] → ablation_pools[arm] → proxy_runs[experiment]
+      → mixture_search, data_admission[shard];  scaling_plan
+    quarantined_documents[decision] → confirmed_quarantine (an operator's review)
+
+The training job is ``train`` (``jobs/training.py``), the search launcher ``launch_search``
+(``jobs/launch_search.py``).
 """
+
+from typing import Any
 
 from dagster import AssetSelection, define_asset_job
 
-ingest_job = define_asset_job(
-    "ingest",
-    selection=AssetSelection.assets("raw_shards"),
-    description="Read one shard group's raw files into documents + rejects.",
-)
-quality_job = define_asset_job(
-    "quality",
-    selection=AssetSelection.assets("quality_classifier", "toxicity_classifier"),
-    description="Train the classifiers the filter uses: fastText quality on every raw shard, "
-    "fastText toxicity on your labelled files (skipped without any).",
-)
-shard_pipeline_job = define_asset_job(
-    "shard_pipeline",
-    selection=AssetSelection.assets("filtered_shards", "minhash_signatures"),
-    description="Filter and sign one shard group (needs its raw shard and the classifier).",
-)
-dedup_pairs_job = define_asset_job(
-    "band_pairs",
-    selection=AssetSelection.assets("dedup_pairs"),
-    description="Verified duplicate pairs of one band x hash slice (a backfill runs them all).",
-)
-dedup_clusters_job = define_asset_job(
-    "dedup",
-    selection=AssetSelection.assets("dedup_clusters"),
-    description="Union of every band partition's pairs: clusters, survivors, boilerplate.",
-)
-deduped_shards_job = define_asset_job(
-    "apply_dedup",
-    selection=AssetSelection.assets("deduped_shards"),
-    description="Drop non-survivors from one shard group.",
-)
-corpus_job = define_asset_job(
-    "corpus",
-    selection=AssetSelection.assets("data_mixture", "tokenizer", "packed_tokens"),
-    description="Mixture, tokenizer and packed tokens from the deduplicated shards.",
-)
-mixture_job = define_asset_job(
-    "mixture",
-    selection=AssetSelection.assets("data_mixture"),
-    description="The training mixture alone (what `pretrain data` ends with).",
-)
-eval_job = define_asset_job(
-    "evaluate",
-    selection=AssetSelection.assets("eval_reports"),
-    description="Evaluate one checkpoint.",
-)
+DESCRIPTIONS = {
+    "scaling_plan": "The compute plan: Chinchilla and overtrained (N, D), FLOPs, GPU-hours, cost.",
+    "raw_shards": "Read shard groups' raw files into documents + rejects.",
+    "quality_classifier": "Train the fastText quality classifier on every raw shard.",
+    "toxicity_classifier": "Train a fastText toxicity classifier on your labelled files "
+    "(skipped without any).",
+    "filtered_shards": "Filter shard groups (needs their raw shards and the classifiers).",
+    "minhash_signatures": "MinHash signatures, band buckets and line hashes of shard groups.",
+    "dedup_pairs": "Verified duplicate pairs of one band x hash slice (a backfill runs them all).",
+    "dedup_clusters": "Union of every band partition's pairs: clusters, survivors, boilerplate.",
+    "deduped_shards": "Drop non-survivors from shard groups.",
+    "data_mixture": "The training mixture and its validation split.",
+    "tokenizer": "Byte-level BPE trained on the mixture.",
+    "packed_tokens": "Fixed-length token sequences and the step ledger.",
+    "eval_reports": "Evaluate one checkpoint.",
+    "eval_comparison": "Charts of validation loss and task accuracy across every evaluated "
+    "checkpoint.",
+    "hf_export": "Export one checkpoint to Hugging Face Llama format.",
+    "experiment_basis": "The proxy tokenizer and the validation set every experiment shares.",
+    "proxy_pools": "Shard groups tokenized for the proxies (a backfill makes every pool).",
+    "ablation_pools": "A filter ablation's arm: the admitted groups filtered again and pooled.",
+    "proxy_runs": "Train and score one proxy experiment (a backfill runs a search or ablation).",
+    "mixture_search": "Fit the search's proxies: held-out rank correlation and the proposed "
+    "weights.",
+    "data_admission": "Decide one shard group from its proxies, noise risk and cleaning cost.",
+    "quarantined_documents": "Score the documents of one rollback's skip window (a partition "
+    "per decision).",
+    "confirmed_quarantine": "Confirm, release or extend a quarantine (reviewer and reason go "
+    "to run tags); the mixture then excludes the confirmed documents.",
+}
 
-plan_job = define_asset_job(
-    "plan",
-    selection=AssetSelection.assets("scaling_plan"),
-    description="The compute plan: Chinchilla and overtrained (N, D), FLOPs, GPU-hours, cost.",
-)
 
-compare_evals_job = define_asset_job(
-    "compare_evals",
-    selection=AssetSelection.assets("eval_comparison"),
-    description="Charts of validation loss and task accuracy across every evaluated checkpoint.",
-)
-hf_export_job = define_asset_job(
-    "export_hf",
-    selection=AssetSelection.assets("hf_export"),
-    description="Export one checkpoint to Hugging Face Llama format.",
-)
+def asset_job(asset: str) -> Any:  # an unresolved asset job (Dagster does not export its type)
+    """The job named ``asset`` that materializes it."""
+    return define_asset_job(
+        asset, selection=AssetSelection.assets(asset), description=DESCRIPTIONS[asset]
+    )
 
-experiment_basis_job = define_asset_job(
-    "make_basis",
-    selection=AssetSelection.assets("experiment_basis"),
-    description="The proxy tokenizer and the validation set every experiment shares.",
-)
-proxy_pools_job = define_asset_job(
-    "make_pools",
-    selection=AssetSelection.assets("proxy_pools"),
-    description="One shard group tokenized for the proxies (a backfill makes every pool).",
-)
-ablation_pools_job = define_asset_job(
-    "make_ablation_pools",
-    selection=AssetSelection.assets("ablation_pools"),
-    description="A filter ablation's arm: the admitted groups filtered again and pooled.",
-)
-proxy_runs_job = define_asset_job(
-    "run_proxies",
-    selection=AssetSelection.assets("proxy_runs"),
-    description="Train and score one proxy experiment (a backfill runs a search or ablation).",
-)
-mixture_search_job = define_asset_job(
-    "fit_search",
-    selection=AssetSelection.assets("mixture_search"),
-    description="Fit the search's proxies: held-out rank correlation and the proposed weights.",
-)
-data_admission_job = define_asset_job(
-    "decide_admission",
-    selection=AssetSelection.assets("data_admission"),
-    description="Decide one shard group from its proxies, noise risk and cleaning cost.",
-)
 
-ASSET_JOBS = [
-    plan_job,
-    ingest_job,
-    quality_job,
-    shard_pipeline_job,
-    dedup_pairs_job,
-    dedup_clusters_job,
-    deduped_shards_job,
-    corpus_job,
-    mixture_job,
-    eval_job,
-    compare_evals_job,
-    hf_export_job,
-    experiment_basis_job,
-    proxy_pools_job,
-    ablation_pools_job,
-    proxy_runs_job,
-    mixture_search_job,
-    data_admission_job,
-]
+JOBS = {asset: asset_job(asset) for asset in DESCRIPTIONS}
+ASSET_JOBS = list(JOBS.values())

@@ -29,16 +29,16 @@ from dagster import (
     op,
 )
 
-from jobs.campaign import campaign_runs, loss_curve_md
-from jobs.partitions import CHECKPOINT_PARTITIONS_NAME
-from jobs.train_config import TrainRunConfig, resolve_train_config
+from foundation.campaign import campaign_runs, loss_curve_md
+from foundation.data_versions import DATA_VERSION_TAG
+from foundation.partitions import CHECKPOINT_PARTITIONS_NAME
+from foundation.train_config import TrainRunConfig, resolve_train_config
 from pretrain import storage
 from resources.launching import Launcher
 from resources.metrics import WandbMetricsReader
 from resources.storage import ArtifactStore
 
 # the event tag Dagster reads a materialization's data version from (no public constant)
-DATA_VERSION_TAG = "dagster/data_version"
 
 
 def checkpoint_materialization(event: dict[str, Any], run_id: str) -> AssetMaterialization:

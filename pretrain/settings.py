@@ -2,7 +2,7 @@
 
 Each stage's frozen config dataclass is the one definition of its settings. This module derives
 command-line options from it (the Dagster Launchpad's config is derived the same way, in
-``jobs/config.py``)::
+``foundation/config.py``)::
 
     parser = argparse.ArgumentParser()
     add_options(parser, "filter", FilterConfig, exclude=("quality_model_uri",))

@@ -1,5 +1,5 @@
 """Dagster assets, asset checks and partitions for the pretraining campaign.
 
-The one ``Definitions`` lives in :mod:`pretrain_assets.definitions`; ``workspace.yaml``
+The one ``Definitions`` lives in :mod:`app.definitions`; ``workspace.yaml``
 loads it for ``dagster dev``.
 """

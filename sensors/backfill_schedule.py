@@ -10,9 +10,9 @@ version has changed since (an upstream re-materialized with other settings, or a
 ``quality_classifier`` or ``toxicity_classifier``) — the partitions the UI marks stale. One run
 per batch of stale shards re-does that asset and the rest of the chain: stale shards that are
 neighbours in the partition order and need the same suffix share a run, up to the assets'
-backfill policy's partitions per run (``pretrain_assets.per_shard``), so ten thousand stale
-shards are hundreds of runs, not ten thousand. Global steps (``dedup``, ``apply_dedup``,
-``corpus``) follow once the shards are current. Run keys carry the versions, so a tick never
+backfill policy's partitions per run (``foundation.per_shard``), so ten thousand stale
+shards are hundreds of runs, not ten thousand. The global steps (``dedup_clusters``,
+``deduped_shards``, the corpus) follow once the shards are current. Run keys carry the versions, so a tick never
 requests the same work twice.
 """
 
@@ -31,8 +31,7 @@ from dagster import (
     schedule,
 )
 
-from jobs.partitions import SHARD_PARTITIONS_NAME
-from sensors.data_versions import (
+from foundation.data_versions import (
     CODE_VERSION_TAG,
     DATA_VERSION_TAG,
     INPUT_TAG,
@@ -40,10 +39,10 @@ from sensors.data_versions import (
     latest_tags,
     partitions_data_version,
 )
-from sensors.data_versions import data_version as _data_version
+from foundation.data_versions import data_version as _data_version
+from foundation.partitions import RANGE_END, RANGE_START, SHARD_PARTITIONS_NAME
 
 CHAIN = ("raw_shards", "filtered_shards", "minhash_signatures")
-RANGE_START, RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
 UPSTREAM = {
     "filtered_shards": ("raw_shards", "quality_classifier", "toxicity_classifier"),
     "minhash_signatures": CHAIN[1:2],
@@ -144,7 +143,9 @@ def shard_backfill_schedule(context: ScheduleEvaluationContext):
         return SkipReason("no shard partitions registered yet")
     latest = {a: instance.get_latest_materialization_event(AssetKey(a)) for a in GLOBAL_INPUTS}
     if not latest["quality_classifier"]:
-        return SkipReason("quality_classifier has never been materialized: run the `quality` job")
+        return SkipReason(
+            "quality_classifier has never been materialized: run the `quality_classifier` job"
+        )
     current = {
         asset: context.repository_def.asset_graph.get(AssetKey(asset)).code_version
         for asset in CHAIN

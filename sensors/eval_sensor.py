@@ -8,7 +8,7 @@ and asks :func:`pretrain.recovery.evaluations.plan_evaluations` what to request 
 
 - a checkpoint whose report was made by today's code version from this very checkpoint (the
   data version Dagster recorded for the report's ``checkpoints`` input, see
-  :mod:`sensors.data_versions`) is dropped: ``make demo`` evaluates in process, and the daemon's
+  :mod:`foundation.data_versions`) is dropped: ``make demo`` evaluates in process, and the daemon's
   first tick afterwards must not evaluate the same checkpoints again;
 - one that keep-last-K has deleted since its commit is dropped (its evaluation could only
   fail); the tick's log names it;
@@ -38,13 +38,13 @@ from dagster import (
     sensor,
 )
 
-from jobs.asset_jobs import eval_job
+from foundation.data_versions import data_version, latest_tags, newest_versions, not_current
+from jobs.asset_jobs import JOBS
 from pretrain import storage
 from pretrain.checkpoint.dcp import checkpoint_dir_for_key, parse_checkpoint_key
 from pretrain.recovery.evaluations import EvalQueue, plan_evaluations
 from resources.metrics import RecoveryThresholds
 from resources.storage import ArtifactStore
-from sensors.data_versions import data_version, latest_tags, newest_versions, not_current
 from sensors.recovery.abandoned import (
     CANCELLED_TAG,
     PARTITION_TAG,
@@ -59,7 +59,7 @@ BATCH = 500  # checkpoint materializations read per tick
 
 
 @sensor(
-    job=eval_job,
+    job=JOBS["eval_reports"],
     minimum_interval_seconds=15,
     default_status=DefaultSensorStatus.RUNNING,
 )

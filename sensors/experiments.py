@@ -39,17 +39,11 @@ from dagster import (
     sensor,
 )
 
-from jobs.asset_jobs import (
-    ablation_pools_job,
-    data_admission_job,
-    mixture_search_job,
-    proxy_pools_job,
-    proxy_runs_job,
-)
-from jobs.experiment_launches import launched_searches, verification_of
-from jobs.experiments import experiment_root
-from jobs.partitions import EXPERIMENT_PARTITIONS_NAME, experiment_partitions
-from jobs.stages import run_configs
+from foundation.experiment_launches import launched_searches, verification_of
+from foundation.experiments import experiment_root
+from foundation.partitions import EXPERIMENT_PARTITIONS_NAME, experiment_partitions
+from foundation.stages import run_configs
+from jobs.asset_jobs import JOBS
 from pretrain.experiments.admission import AdmissionConfig
 from pretrain.experiments.corpus import ABLATIONS, ExperimentRoot
 from pretrain.experiments.workflow import Since, Step, admission_settings, gather, next_steps
@@ -95,8 +89,8 @@ def remade_since(
 
 
 def admission_run_config(config: AdmissionConfig) -> dict:
-    """``decide_admission``'s run config carrying ``config`` (as the sensor tried the group)."""
-    return run_configs(admission_settings(config))["decide_admission"]
+    """``data_admission``'s run config carrying ``config`` (as the sensor tried the group)."""
+    return run_configs(admission_settings(config))["data_admission"]
 
 
 def request_of(step: Step) -> RunRequest:
@@ -110,17 +104,17 @@ def request_of(step: Step) -> RunRequest:
 def experiment_sensor_for(config: AdmissionConfig) -> SensorDefinition:
     """The sensor, trying new groups with ``config`` (a sensor has no run config: the code
     location chooses it, ``build_definitions(admission=...)``; the default is
-    ``AdmissionConfig()``). Its ``decide_admission`` runs get the same settings."""
+    ``AdmissionConfig()``). Its ``data_admission`` runs get the same settings."""
     settings = repr(config)  # another admission config (a new code location): a full look
 
     @sensor(
         name="experiment_sensor",
         jobs=[
-            proxy_pools_job,
-            ablation_pools_job,
-            proxy_runs_job,
-            data_admission_job,
-            mixture_search_job,
+            JOBS["proxy_pools"],
+            JOBS["ablation_pools"],
+            JOBS["proxy_runs"],
+            JOBS["data_admission"],
+            JOBS["mixture_search"],
         ],  # fmt: skip
         minimum_interval_seconds=30,
         default_status=DefaultSensorStatus.STOPPED,

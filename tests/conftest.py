@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance
 
-from jobs.dagster_internals import clear_defs_state_storage
+from foundation.dagster_internals import clear_defs_state_storage
 from tests.helpers.packing_data import build_packed_mix, build_packed_stages
 from tests.slurm_cluster import SlurmCluster, slurm_cluster, slurm_unavailable
 

@@ -41,7 +41,7 @@ def dagster_dev(
     if instance_settings:
         import yaml
 
-        from pretrain_assets.demo import deep_merge
+        from app.demo import deep_merge
 
         settings = yaml.safe_load((home / "dagster.yaml").read_text())
         (home / "dagster.yaml").write_text(yaml.safe_dump(deep_merge(settings, instance_settings)))

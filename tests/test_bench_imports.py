@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-OURS = ("pretrain", "pretrain_assets", "jobs", "sensors", "resources", "tests")
+OURS = ("pretrain", "resources", "foundation", "pretrain_assets", "jobs", "sensors", "executors",
+        "app", "tests")  # fmt: skip
 SCRIPTS = sorted([*ROOT.glob("bench/*.py"), *ROOT.glob("scripts/*.py")])
 
 

@@ -20,12 +20,12 @@ from typing import Any
 import pytest
 import torch
 
+from app.cli import main as cli_main
 from pretrain import storage
 from pretrain.checkpoint import dcp as ckpt
 from pretrain.checkpoint import integrity
 from pretrain.errors import CheckpointError
 from pretrain.train.events import FanoutSink, JsonlEventSink
-from pretrain_assets.cli import main as cli_main
 from tests.helpers.training import losses, make_config, make_packed, run
 
 STEP12 = "b00/step-00000012"

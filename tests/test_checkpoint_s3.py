@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from app.cli import main as cli_main
 from pretrain import storage
 from pretrain.checkpoint import dcp as ckpt
 from pretrain.checkpoint import remote
 from pretrain.errors import CheckpointError
 from pretrain.train.config import TrainConfig
-from pretrain_assets.cli import main as cli_main
 from tests.helpers.training import losses, make_config, make_packed, read_jsonl, run, torchrun
 from tests.s3_server import moto_s3
 

@@ -37,12 +37,12 @@ import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import DefaultLoadPlanner
 from torch.distributed.checkpoint.metadata import BytesStorageMetadata, MetadataIndex
 
+from app.cli import main as cli_main
 from pretrain import storage
 from pretrain.checkpoint import dcp as ckpt
 from pretrain.checkpoint import integrity, remote
 from pretrain.checkpoint.safe_dcp import SafeFileSystemReader, load_state
 from pretrain.errors import CheckpointError
-from pretrain_assets.cli import main as cli_main
 from tests.helpers.training import REPO, TRAINER_ENV, make_config, make_packed, read_jsonl, run
 from tests.s3_server import moto_s3
 

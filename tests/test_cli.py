@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pretrain_assets.cli import main
+from app.cli import main
 
 
 def test_help_lists_the_commands() -> None:
@@ -48,7 +48,7 @@ def test_evals_fetch_offline_prints_one_line_and_fails(capsys, tmp_path, monkeyp
 
 
 def test_demo_summary_names_the_tasks_not_scored() -> None:
-    from pretrain_assets.summary import _skipped
+    from app.summary import _skipped
 
     assert _skipped('["hellaswag", "arc_easy"]') == ["arc_easy", "hellaswag"]
     assert _skipped(["blimp"]) == ["blimp"] and _skipped(None) == []

@@ -2,7 +2,7 @@
 
 The check is one function, :func:`pretrain.settings.check_types`, that every config dataclass
 calls first in ``__post_init__``. This walks every config class the stage registry
-(``jobs/stages.py``) reaches, nested sections included, and gives each field in turn a value of
+(``foundation/stages.py``) reaches, nested sections included, and gives each field in turn a value of
 the wrong type: the string ``"false"`` for a boolean (truthy in Python), ``"3"`` for a number, a
 bare string for a tuple, a number for a string. Run::
 
@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from jobs.stages import STAGES
+from foundation.stages import STAGES
 from pretrain import storage
 from pretrain.dedup.config import DedupConfig, LineDedupConfig
 from pretrain.errors import ConfigError

@@ -62,7 +62,7 @@ query TickIds($selector: SensorSelector!) {
 }
 """
 SELECTOR = {
-    "repositoryLocationName": "pretrain_assets.definitions",
+    "repositoryLocationName": "app.definitions",
     "repositoryName": "__repository__",
     "sensorName": "loss_spike_sensor",
 }
@@ -88,7 +88,7 @@ def sensor_ticked(client: DagsterGraphQLClient) -> bool:
 
 def finished_evaluations(instance: DagsterInstance) -> list[Any]:
     """``evaluate`` runs that succeeded."""
-    runs = instance.get_runs(RunsFilter(job_name="evaluate", statuses=[DagsterRunStatus.SUCCESS]))
+    runs = instance.get_runs(RunsFilter(job_name="eval_reports", statuses=[DagsterRunStatus.SUCCESS]))
     return list(runs)
 
 
@@ -117,7 +117,7 @@ def test_rollback_survives_a_sensor_cursor_reset_under_the_daemon(tmp_path: Path
                 poll_s=0.1,
             )
             queued = client.submit_job_execution(
-                "evaluate", tags={"dagster/partition": first_checkpoint}
+                "eval_reports", tags={"dagster/partition": first_checkpoint}
             )
             assert "pretrain/decision" not in instance.get_run_by_id(first_id).tags
 
@@ -150,7 +150,7 @@ def test_rollback_survives_a_sensor_cursor_reset_under_the_daemon(tmp_path: Path
             evaluated = wait_for(
                 "an evaluation to finish", lambda: finished_evaluations(instance), timeout_s=180
             )
-            evaluations = instance.get_run_records(RunsFilter(job_name="evaluate"))
+            evaluations = instance.get_run_records(RunsFilter(job_name="eval_reports"))
             resume_record = instance.get_run_records(RunsFilter(run_ids=[runs[-1].run_id]))[0]
 
     assert decision.action == "rollback" and decision.spike_step in POISON

@@ -1,4 +1,4 @@
-"""The Dagster internals the project relies on are where ``jobs/dagster_internals.py`` says, with
+"""The Dagster internals the project relies on are where ``foundation/dagster_internals.py`` says, with
 the shape it recorded for the pinned Dagster; nothing else imports ``dagster._…``.
 
 On a Dagster whose internals differ, ``test_every_recorded_internal_has_its_shape`` fails and
@@ -21,7 +21,7 @@ from pathlib import Path
 import dagster
 import pytest
 
-from jobs import dagster_internals as internals
+from foundation import dagster_internals as internals
 
 ROOT = Path(__file__).resolve().parents[1]
 # the dagster family moves together: one version for all of these, its 0.x libraries with it
@@ -31,7 +31,7 @@ DAGSTER_LIBRARIES = ("dagster-aws", "dagster-postgres")
 
 def test_installed_dagster_is_the_pinned_one() -> None:
     assert dagster.__version__ == internals.PINNED_DAGSTER, (
-        f"dagster {dagster.__version__} is installed; jobs/dagster_internals.py was checked "
+        f"dagster {dagster.__version__} is installed; foundation/dagster_internals.py was checked "
         f"against {internals.PINNED_DAGSTER}: follow {internals.UPGRADE_NOTES}"
     )
 
@@ -64,7 +64,9 @@ def test_a_changed_internal_is_named_with_both_shapes() -> None:
     with pytest.raises(RuntimeError) as raised:
         internals.check_internals(recorded, installed)
     message = str(raised.value)
-    assert message.startswith("2 Dagster internal(s) used by jobs/dagster_internals.py changed")
+    assert message.startswith(
+        "2 Dagster internal(s) used by foundation/dagster_internals.py changed"
+    )
     assert "docs/UPGRADING.md" in message and "get_retries_config" not in message
 
 
@@ -101,7 +103,9 @@ def test_the_docstring_names_every_private_internal() -> None:
         what = attribute if inspect.ismodule(owner) else owner.__name__
         if what not in doc:
             missing.append(name)
-    assert missing == [], f"list these in the docstring of jobs/dagster_internals.py: {missing}"
+    assert missing == [], (
+        f"list these in the docstring of foundation/dagster_internals.py: {missing}"
+    )
 
 
 def private_dagster_uses(path: Path) -> list[str]:
@@ -126,13 +130,16 @@ def private_dagster_uses(path: Path) -> list[str]:
 
 
 def test_no_private_dagster_name_outside_the_adapter() -> None:
-    adapter = ROOT / "jobs" / "dagster_internals.py"
+    adapter = ROOT / "foundation" / "dagster_internals.py"
     files = [
         p
         for folder in (
             "pretrain",
+            "foundation",
             "pretrain_assets",
             "jobs",
+            "executors",
+            "app",
             "sensors",
             "resources",
             "tests",
@@ -142,7 +149,9 @@ def test_no_private_dagster_name_outside_the_adapter() -> None:
         if p != adapter
     ]
     offenders = [use for p in files for use in private_dagster_uses(p)]
-    assert offenders == [], "move these into jobs/dagster_internals.py:\n" + "\n".join(offenders)
+    assert offenders == [], "move these into foundation/dagster_internals.py:\n" + "\n".join(
+        offenders
+    )
     assert private_dagster_uses(adapter)  # the scanner does see the adapter's own imports
 
 
@@ -181,8 +190,8 @@ def test_the_dagster_family_is_pinned_together() -> None:
 
 
 def test_an_asset_backfill_is_submitted_through_the_adapter() -> None:
-    """jobs/backfills.py (the experiment searches' backfill) on a real instance."""
-    from jobs.backfills import launch_asset_backfill
+    """foundation/backfills.py (the experiment searches' backfill) on a real instance."""
+    from foundation.backfills import launch_asset_backfill
 
     partitions = dagster.StaticPartitionsDefinition(["a", "b", "c"])
     with dagster.instance_for_test() as instance:

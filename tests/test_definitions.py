@@ -4,10 +4,10 @@ import dataclasses
 
 from dagster import AssetKey, validate_run_config
 
-from jobs.stages import run_configs
+from app.definitions import build_definitions
+from foundation.stages import run_configs
 from pretrain.experiments.admission import AdmissionConfig
 from pretrain.experiments.search import SearchConfig
-from pretrain_assets.definitions import build_definitions
 from sensors.experiments import admission_run_config
 from tests.helpers.graph import EXPECTED_EDGES
 
@@ -25,7 +25,7 @@ def test_definitions_load_with_every_asset_and_edge(tmp_path) -> None:
 def test_module_level_defs_load() -> None:
     from dagster import Definitions
 
-    from pretrain_assets import definitions
+    from app import definitions
 
     Definitions.validate_loadable(definitions.defs)  # what the code server does
     assert definitions.defs.resolve_job_def("train").name == "train"
@@ -66,15 +66,19 @@ def test_job_run_configs_validate(tmp_path) -> None:
     )
     assert ok["ops"]["train_model"]["config"]["run"]["max_steps"] == 10
     for name in [
-        "plan",
-        "ingest",
-        "quality",
-        "shard_pipeline",
-        "band_pairs",
-        "dedup",
-        "apply_dedup",
-        "corpus",
-        "evaluate",
+        "scaling_plan",
+        "raw_shards",
+        "quality_classifier",
+        "toxicity_classifier",
+        "filtered_shards",
+        "minhash_signatures",
+        "dedup_pairs",
+        "dedup_clusters",
+        "deduped_shards",
+        "data_mixture",
+        "tokenizer",
+        "packed_tokens",
+        "eval_reports",
     ]:
         assert validate_run_config(defs.resolve_job_def(name), {}) is not None
     review = {
@@ -90,7 +94,7 @@ def test_job_run_configs_validate(tmp_path) -> None:
             }
         }
     }
-    assert validate_run_config(defs.resolve_job_def("review_quarantine"), review) is not None
+    assert validate_run_config(defs.resolve_job_def("confirmed_quarantine"), review) is not None
     bad = {"ops": {"train_model": {"config": {"run": {"max_steps": "many"}}}}}
     try:
         validate_run_config(train, bad)
@@ -154,8 +158,8 @@ def test_library_configs_validate_as_run_configs(tmp_path) -> None:
     run config: the demo launches its fit this way, the sensor its admission decisions."""
     defs = build_definitions(artifact_root=str(tmp_path))
     search = SearchConfig(candidates=6, seeds=(0, 1), recipe="proxy_tiny")
-    fit = run_configs({"search": dataclasses.asdict(search)})["fit_search"]
-    assert validate_run_config(defs.resolve_job_def("fit_search"), fit) is not None
+    fit = run_configs({"search": dataclasses.asdict(search)})["mixture_search"]
+    assert validate_run_config(defs.resolve_job_def("mixture_search"), fit) is not None
     decide = admission_run_config(AdmissionConfig(recipe="proxy_tiny", seeds=(3, 4)))
-    checked = validate_run_config(defs.resolve_job_def("decide_admission"), decide)
+    checked = validate_run_config(defs.resolve_job_def("data_admission"), decide)
     assert checked["ops"]["data_admission"]["config"]["seeds"] == [3, 4]

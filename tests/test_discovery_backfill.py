@@ -10,11 +10,11 @@ from dagster import (
     build_schedule_context,
 )
 
+from app.definitions import build_definitions
 from pretrain.data.discovery import plan_new_shards
 from pretrain.errors import ConfigError
 from pretrain.filters.toxicity_model import VERSION
-from pretrain_assets.data_assets import filter_code_version
-from pretrain_assets.definitions import build_definitions
+from pretrain_assets.filter import filter_code_version
 from sensors.backfill_schedule import (
     CHAIN,
     batches,

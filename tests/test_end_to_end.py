@@ -24,12 +24,12 @@ from dagster import (
     build_sensor_context,
 )
 
+from app.definitions import build_definitions
+from app.demo import parse_args, run_demo
 from pretrain import identity, storage
 from pretrain.checks import count_rows
 from pretrain.data.harvest import discover_embedded
 from pretrain.data.readers import iter_records
-from pretrain_assets.definitions import build_definitions
-from pretrain_assets.demo import parse_args, run_demo
 from resources.metrics import RecoveryThresholds
 from resources.storage import ArtifactStore
 from sensors.backfill_schedule import shard_backfill_schedule
@@ -296,7 +296,7 @@ def test_eval_sensor_after_the_demo_evaluates_nothing_again(campaign: dict) -> N
 def test_cli_status_and_export_read_the_campaign(
     campaign: dict, capsys: pytest.CaptureFixture, tmp_path: Path
 ) -> None:
-    from pretrain_assets.cli import main
+    from app.cli import main
 
     key = campaign["results"]["final_checkpoint"]
     assert main(["status", "--root", campaign["root"]]) == 0

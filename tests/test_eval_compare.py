@@ -17,7 +17,8 @@ from dagster import AssetMaterialization, DagsterInstance, materialize
 from pretrain import identity
 from pretrain.errors import DataError
 from pretrain.eval import compare_reports
-from pretrain_assets.eval_assets import eval_comparison, hf_export
+from pretrain_assets.eval import eval_comparison
+from pretrain_assets.export import hf_export
 from resources.storage import ArtifactStore
 from tests.helpers.eval_models import (
     save_random_checkpoint,

@@ -25,13 +25,13 @@ from dagster import (
     build_sensor_context,
 )
 
-from jobs.partitions import checkpoint_partitions
+from app.definitions import build_definitions
+from foundation.partitions import checkpoint_partitions
 from pretrain import storage
 from pretrain.checkpoint.dcp import checkpoint_dir_for_key
 from pretrain.errors import ConfigError, DataError
 from pretrain.recovery.evaluations import EvalQueue, abandonment, plan_evaluations
 from pretrain.recovery.policy import Decision, PolicyConfig
-from pretrain_assets.definitions import build_definitions
 from resources.metrics import RecoveryThresholds
 from resources.storage import ArtifactStore
 from sensors.eval_sensor import eval_sensor
@@ -140,12 +140,12 @@ def test_a_tick_after_a_rollback_cancels_abandoned_evaluations_and_holds_back_a_
     assert [k for k, _ in EvalQueue.from_json(first.cursor).pending] == [
         key("b00", 60), key("b00", 70), key("b00", 80)
     ]  # fmt: skip
-    evaluating = started_run(instance, "evaluate", {"dagster/partition": key("b00", 50)})
+    evaluating = started_run(instance, "eval_reports", {"dagster/partition": key("b00", 50)})
     busy = tick(first.cursor)
     assert busy.run_requests == []  # b00 has its one evaluation in flight
     assert "3 checkpoint(s) wait for their branch's evaluation" in busy.skip_reason.skip_message
     # the 70 is being evaluated (an operator asked); then the spike sensor rolls back to 60
-    stale = started_run(instance, "evaluate", {"dagster/partition": key("b00", 70)})
+    stale = started_run(instance, "eval_reports", {"dagster/partition": key("b00", 70)})
     started_run(
         instance, "train", {**ROLLBACK.run_tags(), "pretrain/stopped_by": "loss_spike_sensor"}
     )

@@ -26,12 +26,12 @@ from dagster import (
     build_sensor_context,
 )
 
+from app.cli import main as cli_main
 from pretrain import identity, storage
 from pretrain.errors import DataError
 from pretrain.experiments import registry
 from pretrain.experiments.config import DataVariant, ExperimentSpec
 from pretrain.experiments.decisions import latest_review, read_decisions
-from pretrain_assets.cli import main as cli_main
 from resources.storage import ArtifactStore
 from sensors.experiments import experiment_sensor
 

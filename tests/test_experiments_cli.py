@@ -1,7 +1,7 @@
 """``pretrain experiments``: bad arguments are one line at the command, before anything is
 registered or launched (issue 38, §4).
 
-Each case runs the real command in this process (``pretrain_assets.cli.main``) against a real
+Each case runs the real command in this process (``app.cli.main``) against a real
 Dagster instance in a temporary ``DAGSTER_HOME`` and a root that holds two shard groups, their
 token pools and an experiment basis, written as the stages leave them (identities and
 ``pool.json``; no documents, no training)::
@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from dagster import DagsterInstance
 
+from app.cli import main as cli_main
 from pretrain import identity, storage
 from pretrain.experiments.pools import POOL_FILE, PoolInfo
-from pretrain_assets.cli import main as cli_main
 from resources.storage import ArtifactStore
 from tests.helpers.experiments import deduplicated_groups
 

@@ -32,20 +32,20 @@ from pathlib import Path
 import pytest
 from dagster import AssetKey, DagsterInstance, SensorResult, build_sensor_context
 
-from jobs.partitions import band_partitions
-from jobs.stages import run_configs
+from app.definitions import build_definitions
+from foundation.partitions import band_partitions
+from foundation.shards import plan_source, register_shards
+from foundation.stages import run_configs
 from pretrain import identity, storage
 from pretrain.experiments import registry
 from pretrain.experiments.admission import AdmissionConfig
-from pretrain_assets.definitions import build_definitions
-from pretrain_assets.shards import plan_source, register_shards
 from resources.storage import ArtifactStore
 from sensors.experiments import experiment_sensor_for
 from tests.helpers.pipelines import materialize_data_stages
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 ROOT = Path(__file__).resolve().parents[1]
-IN_PROCESS = run_configs({"proxy": {"in_process": True}})["run_proxies"]
+IN_PROCESS = run_configs({"proxy": {"in_process": True}})["proxy_runs"]
 SEARCH = {"candidates": 6, "seeds": [2], "recipe": "proxy_tiny_anneal", "seed": 7}
 ADMISSION = AdmissionConfig(recipe="proxy_tiny_anneal", seeds=(0, 1))
 experiment_sensor = experiment_sensor_for(ADMISSION)
@@ -132,26 +132,27 @@ def flow(tmp_path_factory: pytest.TempPathFactory) -> dict:
         )
         materialize_data_stages(defs, instance, keys)
         for key in keys:
-            _run(defs, instance, "apply_dedup", key)
+            _run(defs, instance, "deduped_shards", key)
         seen["idle"] = _tick(instance, store)  # no basis yet: nothing to compare to
         used = {f.uri for key in keys for f in _manifest(store, key).files}
         target = _clean_prose(base, used)
         basis = {"basis": {"targets": [{"name": "clean_prose", "uris": [target], "kind": "prose"}],
                            "min_yardstick_docs": 20}}  # fmt: skip
-        _run(defs, instance, "make_basis", run_config=run_configs(basis)["make_basis"])
+        _run(defs, instance, "experiment_basis", run_config=run_configs(basis)["experiment_basis"])
         seen["basis"] = storage.read_json(store.uri("experiment_basis", "basis.json"))
         # a new shard group arrives and goes through the data stages
         [new] = register_shards(
             instance, store, plan_source(str(_shuffled_group(base, store)), source_name="prose",
                                          max_shards=1)
         )  # fmt: skip
-        _run(defs, instance, "ingest", new)
-        _run(defs, instance, "shard_pipeline", new)
+        _run(defs, instance, "raw_shards", new)
+        _run(defs, instance, "filtered_shards", new)
+        _run(defs, instance, "minhash_signatures", new)
         for band in band_partitions.get_partition_keys():
-            _run(defs, instance, "band_pairs", band)
-        _run(defs, instance, "dedup")
+            _run(defs, instance, "dedup_pairs", band)
+        _run(defs, instance, "dedup_clusters")
         for key in [*keys, new]:
-            _run(defs, instance, "apply_dedup", key)
+            _run(defs, instance, "deduped_shards", key)
         seen["new"] = new
         # 1. the sensor drives the admission
         pools = _tick(instance, store)
@@ -161,17 +162,17 @@ def flow(tmp_path_factory: pytest.TempPathFactory) -> dict:
         starts = _tick(instance, store)
         seen["start_requests"] = [(r.job_name, r.partition_key) for r in starts.run_requests]
         for request in starts.run_requests:
-            _run(defs, instance, "run_proxies", request.partition_key, IN_PROCESS)
+            _run(defs, instance, "proxy_runs", request.partition_key, IN_PROCESS)
         proxies = _tick(instance, store)
         seen["proxy_requests"] = [(r.job_name, r.partition_key) for r in proxies.run_requests]
         for i, request in enumerate(proxies.run_requests):  # the first through torchrun
             _run(
-                defs, instance, "run_proxies", request.partition_key, None if i == 0 else IN_PROCESS
+                defs, instance, "proxy_runs", request.partition_key, None if i == 0 else IN_PROCESS
             )
         decide = _tick(instance, store)
         seen["decide_requests"] = [(r.job_name, r.partition_key) for r in decide.run_requests]
         seen["decide_config"] = decide.run_requests[0].run_config
-        _run(defs, instance, "decide_admission", new, decide.run_requests[0].run_config)
+        _run(defs, instance, "data_admission", new, decide.run_requests[0].run_config)
         seen["decision"] = storage.read_json(store.uri("data_admission", new, "decision.json"))
         seen["again"] = _tick(instance, store)  # everything current: nothing to do
         # 2. the operator overrides it from the Launchpad (the config's review)
@@ -186,11 +187,11 @@ def flow(tmp_path_factory: pytest.TempPathFactory) -> dict:
                 },
             }
         }
-        _run(defs, instance, "decide_admission", new, run_configs(review)["decide_admission"])
+        _run(defs, instance, "data_admission", new, run_configs(review)["data_admission"])
         seen["reviewed"] = storage.read_json(store.uri("data_admission", new, "decision.json"))
         # 3. a mixture search: one backfill, then the sensor fits it
         search = {"search": SEARCH}
-        _run(defs, instance, "search_mixture", run_config=run_configs(search)["search_mixture"])
+        _run(defs, instance, "launch_search", run_config=run_configs(search)["launch_search"])
         seen["backfills"] = instance.get_backfills()
         seen["backfilled"] = (
             seen["backfills"][0]
@@ -198,24 +199,24 @@ def flow(tmp_path_factory: pytest.TempPathFactory) -> dict:
             .get_partition_keys()
         )
         for name in seen["backfilled"]:  # what the daemon's backfill loop would run
-            _run(defs, instance, "run_proxies", name, IN_PROCESS)
+            _run(defs, instance, "proxy_runs", name, IN_PROCESS)
         candidates = _tick(instance, store)  # the start has run: the candidates are asked for
         names = [r.partition_key for r in candidates.run_requests]
         seen["candidate_jobs"] = {r.job_name for r in candidates.run_requests}
         for name in names:
-            _run(defs, instance, "run_proxies", name, IN_PROCESS)
+            _run(defs, instance, "proxy_runs", name, IN_PROCESS)
         verify = _tick(instance, store)  # the proposal, trained before it is taken
         seen["verify"] = [(r.job_name, r.partition_key) for r in verify.run_requests]
         for _, name in seen["verify"]:
-            _run(defs, instance, "run_proxies", name, IN_PROCESS)
+            _run(defs, instance, "proxy_runs", name, IN_PROCESS)
         fit = _tick(instance, store)
         seen["fit_requests"] = [r.job_name for r in fit.run_requests]
         (request,) = fit.run_requests
-        _run(defs, instance, "fit_search", run_config=request.run_config)
+        _run(defs, instance, "mixture_search", run_config=request.run_config)
         seen["search"] = storage.read_json(store.uri("mixture_search", "search.json"))
         # 4. the mixture: the rejected group out, the searched weights in
         mixture = {"mixture": {"weights_from": "searched", "decontam": None}}
-        _run(defs, instance, "mixture", run_config={"ops": run_configs(mixture)["corpus"]["ops"]})
+        _run(defs, instance, "data_mixture", run_config=run_configs(mixture)["data_mixture"])
         seen["mixture"] = instance.get_latest_materialization_event(
             AssetKey("data_mixture")
         ).asset_materialization.metadata
@@ -233,9 +234,9 @@ def test_the_sensor_drives_the_admission(flow: dict) -> None:
     new = flow["new"]
     assert new in flow["pool_requests"]
     starts = [spec.name for spec in registry.starts_of(ADMISSION.recipe, ADMISSION.seeds)]
-    assert flow["start_requests"] == [("run_proxies", n) for n in starts]  # first, alone
+    assert flow["start_requests"] == [("proxy_runs", n) for n in starts]  # first, alone
     jobs = {job for job, _ in flow["proxy_requests"]}
-    assert jobs == {"run_proxies"} and len(flow["proxy_requests"]) == 8  # 2 seeds x 4 arms
+    assert jobs == {"proxy_runs"} and len(flow["proxy_requests"]) == 8  # 2 seeds x 4 arms
     arms = [registry.load_spec(flow["root"], name) for _, name in flow["proxy_requests"]]
     assert sorted(a.base for a in arms) == sorted(starts * 4)  # each arm continues its seed's
     assert sorted({a.label for a in arms}) == ["base", "floor", "reference", "with"]
@@ -243,7 +244,7 @@ def test_the_sensor_drives_the_admission(flow: dict) -> None:
     assert {a.variant.include_groups for a in reference} == {("reserve:prose",)}
     first = registry.read_result(registry.result_dir(flow["root"], arms[0].name))
     assert first is not None and first.checkpoint  # and kept its own final checkpoint
-    assert flow["decide_requests"] == [("decide_admission", new)]
+    assert flow["decide_requests"] == [("data_admission", new)]
     # the decision reads the experiments the sensor ran: with the sensor's recipe, not the default
     [op] = flow["decide_config"]["ops"].values()
     assert op["config"]["recipe"] == ADMISSION.recipe
@@ -290,13 +291,13 @@ def test_a_search_is_one_backfill_then_a_fit(flow: dict) -> None:
     anchors = flow["search"]["anchors"]  # uniform breaks a cap here: the licences are small
     assert set(anchors) == {"natural"}
     assert len(flow["names"]) == SEARCH["candidates"] + 1 and flow["candidate_jobs"] == {
-        "run_proxies"
+        "proxy_runs"
     }
     for name in flow["names"]:
         assert registry.load_spec(flow["root"], name).base == start.name
     [(job, check)] = flow["verify"]
-    assert job == "run_proxies" and registry.load_spec(flow["root"], check).label == "proposal"
-    assert flow["fit_requests"] == ["fit_search"]
+    assert job == "proxy_runs" and registry.load_spec(flow["root"], check).label == "proposal"
+    assert flow["fit_requests"] == ["mixture_search"]
     search = flow["search"]
     assert len(search["candidates"]) == SEARCH["candidates"] + 1
     proposal = search["proposal"]
@@ -323,7 +324,7 @@ def test_the_mixture_takes_the_decisions(flow: dict) -> None:
 def test_the_cli_reads_experiments_back(flow: dict) -> None:
     def cli(*args: str) -> str:
         out = subprocess.run(
-            [sys.executable, "-m", "pretrain_assets.cli", *args], cwd=ROOT, text=True,
+            [sys.executable, "-m", "app.cli", *args], cwd=ROOT, text=True,
             capture_output=True,
         )  # fmt: skip
         assert out.returncode == 0, out.stderr

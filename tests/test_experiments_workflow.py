@@ -51,10 +51,10 @@ def asked(steps) -> list[tuple[str, str | None]]:
 
 def test_a_new_group_waits_for_its_pools_then_the_starts() -> None:
     stale = next_steps(state(stale_pools={"web-0007": "v1", "news-0000": "v2"}), CONFIG)
-    assert asked(stale) == [("make_pools", "news-0000"), ("make_pools", "web-0007")]
+    assert asked(stale) == [("proxy_pools", "news-0000"), ("proxy_pools", "web-0007")]
     assert stale.requests[1].run_key == "pools:web-0007:v1"  # the documents' version
     starts = next_steps(state(), CONFIG)
-    assert asked(starts) == [("run_proxies", "start-s0"), ("run_proxies", "start-s1")]
+    assert asked(starts) == [("proxy_runs", "start-s0"), ("proxy_runs", "start-s1")]
     assert starts.partitions == ("start-s0", "start-s1")
 
 
@@ -67,13 +67,13 @@ def test_the_arms_run_once_each_then_each_group_is_decided() -> None:
     assert len(names) == len(set(names)) == 12
     finished = done | set(ARMS["web-0007"])
     second = next_steps(state(done=finished, versions={"with-7-s0": "a1"}), CONFIG)
-    decide = [s for s in second.requests if s.job == "decide_admission"]
+    decide = [s for s in second.requests if s.job == "data_admission"]
     assert [s.partition for s in decide] == ["web-0007"]
     assert decide[0].run_key.startswith("admission:web-0007:")
     assert decide[0].settings == {"admission": {**decide[0].settings["admission"]}}
     assert decide[0].settings["admission"]["recipe"] == "proxy_tiny_anneal"
     again = next_steps(state(done=finished, versions={"with-7-s0": "a2"}), CONFIG)
-    newer = [s for s in again.requests if s.job == "decide_admission"]
+    newer = [s for s in again.requests if s.job == "data_admission"]
     assert newer[0].run_key != decide[0].run_key  # a new result: a new decision
     blocked = next_steps(state(done=finished, blocked={"web-0007": "bad spec"}), CONFIG)
     assert "web-0007" not in [s.partition for s in blocked.requests]
@@ -89,7 +89,7 @@ def test_a_decided_group_is_left_alone_until_a_newer_review() -> None:
     same = ExperimentState(**{**decided.__dict__, "reviews": {"web-0007": "20260101T000000Z"}})
     assert next_steps(same, CONFIG).requests == ()
     newer = ExperimentState(**{**decided.__dict__, "reviews": {"web-0007": "20260102T000000Z"}})
-    assert asked(next_steps(newer, CONFIG)) == [("decide_admission", "web-0007")]
+    assert asked(next_steps(newer, CONFIG)) == [("data_admission", "web-0007")]
     assert next_steps(newer, CONFIG).requests[0].run_key == "review:web-0007:20260102T000000Z"
 
 
@@ -101,18 +101,18 @@ def test_a_search_runs_its_candidates_its_verification_then_its_fit() -> None:
     idle = state(groups=("news-0000", "web-0000"), arms={}, searches=(search,))
     assert next_steps(idle, CONFIG).requests == ()  # its start has not run
     ready = ExperimentState(**{**idle.__dict__, "done": frozenset({"start-s0"})})
-    assert asked(next_steps(ready, CONFIG)) == [("run_proxies", "c0"), ("run_proxies", "c1")]
+    assert asked(next_steps(ready, CONFIG)) == [("proxy_runs", "c0"), ("proxy_runs", "c1")]
     run = frozenset({"start-s0", "c0", "c1"})
     unknown = ExperimentState(**{**idle.__dict__, "done": run})
     assert next_steps(unknown, CONFIG).requests == ()  # the proposal is not fitted yet
     checked = SearchState(**{**search.__dict__, "verification": ("proposal-s0",)})
     verify = ExperimentState(**{**unknown.__dict__, "searches": (checked,)})
     steps = next_steps(verify, CONFIG)
-    assert asked(steps) == [("run_proxies", "proposal-s0")]
+    assert asked(steps) == [("proxy_runs", "proposal-s0")]
     assert steps.partitions == ("proposal-s0",)
     fit = ExperimentState(**{**verify.__dict__, "done": run | {"proposal-s0"}})
     [step] = next_steps(fit, CONFIG).requests
-    assert step.job == "fit_search" and step.settings == {"search": {"verify": True}}
+    assert step.job == "mixture_search" and step.settings == {"search": {"verify": True}}
 
 
 def test_a_filter_arm_trains_once_its_pools_are_made() -> None:
@@ -122,7 +122,7 @@ def test_a_filter_arm_trains_once_its_pools_are_made() -> None:
     assert next_steps(idle, CONFIG).requests == ()
     ready = ExperimentState(**{**idle.__dict__, "ablations": (AblationArm(**{**arm.__dict__, "ready": True}),),
                                "done": frozenset({"filt-a-s0"})})  # fmt: skip
-    assert asked(next_steps(ready, CONFIG)) == [("run_proxies", "filt-a-s1")]
+    assert asked(next_steps(ready, CONFIG)) == [("proxy_runs", "filt-a-s1")]
 
 
 def test_an_idle_tick_reads_nothing_from_the_store(

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from dagster import AssetKey, DagsterInstance
 
-from jobs.partitions import band_partitions
+from app.definitions import build_definitions
+from foundation.partitions import band_partitions
+from foundation.shards import plan_source, register_shards
 from pretrain import identity, storage
 from pretrain.errors import DataError
-from pretrain_assets.definitions import build_definitions
-from pretrain_assets.shards import plan_source, register_shards
 from resources.storage import ArtifactStore
 from sensors.backfill_schedule import partitions_data_version
 
@@ -77,11 +77,12 @@ def test_dagster_data_versions_and_stale_signatures_refused(tmp_path: Path) -> N
             )  # fmt: skip
             return result
 
-        assert run("ingest", key).success
-        assert run("shard_pipeline", key, no_classifier).success
+        assert run("raw_shards", key).success
+        assert run("filtered_shards", key, no_classifier).success
+        assert run("minhash_signatures", key).success
         for band in band_partitions.get_partition_keys():
-            assert run("band_pairs", band).success
-        assert run("dedup").success
+            assert run("dedup_pairs", band).success
+        assert run("dedup_clusters").success
         filtered = instance.get_latest_materialization_event(AssetKey("filtered_shards"))
         version = identity.read(store.uri("filtered_shards", key)).version
         assert filtered.asset_materialization.tags["dagster/data_version"] == version
@@ -92,15 +93,12 @@ def test_dagster_data_versions_and_stale_signatures_refused(tmp_path: Path) -> N
         # archived and dedup refuses the signatures made from it
         stricter = {"ops": {"filtered_shards": {"config": {
             "use_quality_classifier": False, "heuristics": {"min_chars": 400}}}}}  # fmt: skip
-        job = defs.resolve_job_def("shard_pipeline")
-        result = job.execute_in_process(
-            instance=instance, partition_key=key, run_config=stricter,
-            asset_selection=[AssetKey("filtered_shards")],
-        )  # fmt: skip
+        job = defs.resolve_job_def("filtered_shards")
+        result = job.execute_in_process(instance=instance, partition_key=key, run_config=stricter)
         assert result.success
         archived = Path(store.uri("_versions", "filtered_shards", key, version))
         assert (archived / "documents.parquet").exists()
-        refused = run("dedup")
+        refused = run("dedup_clusters")
         assert not refused.success
         [failure] = [e for e in refused.all_events if e.is_step_failure]
         error, message = failure.step_failure_data.error, ""
@@ -114,7 +112,7 @@ def test_a_group_checks_its_own_signature_not_every_groups_chain(tmp_path: Path)
     full check of each group would read every group's chain (n^2 reads over a backfill). With
     ``own_group`` it checks its own chain and the clusters, the same few reads at any size, and
     still refuses clusters made before its own signature changed."""
-    from pretrain_assets.per_shard import own_group
+    from foundation.per_shard import own_group
     from resources.storage import ArtifactStore
 
     store = ArtifactStore(root=str(tmp_path))

@@ -88,13 +88,25 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pretrain.recovery", "pretrain.eval", "pretrain.quarantine", "pretrain.hf_export"),
     ("pretrain.experiments",),  # proxies: train and evaluate small models on data variants
     ("pretrain.verify",),  # invariant checks over every stage's outputs
-    # the Dagster layer
-    ("resources",),
-    ("jobs",),
-    ("sensors",),
-    ("pretrain_assets",),  # assets, checks, definitions.py, the CLI and the demo
+    # the Dagster layer: foundation -> assets -> jobs -> sensors, the application on top
+    ("resources",),  # the resources: storage, metrics, launchers
+    ("foundation",),  # config from the library, the stage registry, partitions, the asset factory
+    ("pretrain_assets",),  # the assets, one module per stage
+    ("jobs",),  # the jobs, each named after what it materializes
+    ("sensors",),  # the sensors and the backfill schedule
+    ("executors",),  # the Ray step pool, runs forked from one server
+    ("app",),  # the one Definitions, the pretrain command, the demo
 )
-PACKAGES = ("pretrain", "pretrain_assets", "jobs", "sensors", "resources")
+PACKAGES = (
+    "pretrain",
+    "resources",
+    "foundation",
+    "pretrain_assets",
+    "jobs",
+    "sensors",
+    "executors",
+    "app",
+)
 
 
 def layer_of(module: str) -> int:
@@ -196,14 +208,14 @@ def test_imports_follow_the_declared_layers() -> None:
 def test_the_layer_check_catches_an_upward_import() -> None:
     """The checker itself: a library module importing the Dagster layer is refused."""
     assert layer_of("pretrain.filters.pipeline") < layer_of("pretrain.train.loop")
-    assert layer_of("pretrain.filters.pipeline") < layer_of("jobs.stages")
+    assert layer_of("pretrain.filters.pipeline") < layer_of("foundation.stages")
     assert layer_of("pretrain.some_new_module") == -1  # must be placed before it passes
-    assert layer_of("sensors.eval_sensor") < layer_of("pretrain_assets.definitions")
+    assert layer_of("sensors.eval_sensor") < layer_of("app.definitions")
 
 
 def test_partitions_import_without_the_assets_package() -> None:
     code = (
-        "import sys, jobs.partitions, sensors.recovery.training_runs\n"
+        "import sys, foundation.partitions, sensors.recovery.training_runs\n"
         "bad = sorted(m for m in sys.modules if m.startswith('pretrain_assets'))\n"
         "assert not bad, bad\n"
     )

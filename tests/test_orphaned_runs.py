@@ -11,7 +11,7 @@ from pathlib import Path
 
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
-from pretrain_assets.orphaned_runs import fail_orphaned_runs, host_tags
+from foundation.orphaned_runs import fail_orphaned_runs, host_tags
 
 KILLED_RUN = """
 import os, signal, sys

@@ -1,7 +1,7 @@
 """Per-shard assets run a batch of shard groups in one run, each group with its own identity.
 
 A backfill of thousands of groups must not pay a run per group (``BackfillPolicy.multi_run``:
-``pretrain_assets/per_shard.py``). Here one run materializes three groups of real text (the
+``foundation/per_shard.py``). Here one run materializes three groups of real text (the
 embedded corpus): each group gets its own materialization, with its own data version (the
 output's identity), the input versions Dagster itself records on a one-group run, and its own
 check evaluations; the backfill schedule then finds every group current. A group whose input
@@ -16,9 +16,9 @@ from pathlib import Path
 
 from dagster import AssetKey, DagsterInstance, build_schedule_context
 
+from app.definitions import build_definitions
+from foundation.shards import plan_source, register_shards
 from pretrain import identity
-from pretrain_assets.definitions import build_definitions
-from pretrain_assets.shards import plan_source, register_shards
 from resources.storage import ArtifactStore
 from sensors.backfill_schedule import shard_backfill_schedule
 
@@ -48,12 +48,13 @@ def test_a_batch_records_every_group_as_a_run_of_its_own_would(tmp_path: Path) -
         manifests = plan_source("embedded", max_shards=3, max_files_per_source=6)
         keys = register_shards(instance, store, manifests)
         assert len(keys) == 3
-        for job in ("ingest",):
+        for job in ("raw_shards",):
             assert batch(defs, instance, job, keys).success
-        assert defs.resolve_job_def("quality").execute_in_process(instance=instance).success
-        result = batch(defs, instance, "shard_pipeline", keys)
-        assert result.success
-        assert len(instance.get_runs()) == 3  # one run per stage, not one per group
+        for job in ("quality_classifier", "toxicity_classifier"):
+            assert defs.resolve_job_def(job).execute_in_process(instance=instance).success
+        assert batch(defs, instance, "filtered_shards", keys).success
+        assert batch(defs, instance, "minhash_signatures", keys).success
+        assert len(instance.get_runs()) == 5  # one run per stage, not one per group
         raw, filtered = (
             latest_tags(instance, "raw_shards"),
             latest_tags(instance, "filtered_shards"),
@@ -64,7 +65,7 @@ def test_a_batch_records_every_group_as_a_run_of_its_own_would(tmp_path: Path) -
             assert filtered[key]["dagster/code_version"] == "filter-v4+toxicity-v3"
         assert len({t["dagster/data_version"] for t in filtered.values()}) == 3  # its own each
         # the same group again, alone: the tags a one-group run records are the batch's
-        alone = defs.resolve_job_def("shard_pipeline").execute_in_process(
+        alone = defs.resolve_job_def("filtered_shards").execute_in_process(
             instance=instance, partition_key=keys[1]
         )
         assert alone.success
@@ -100,7 +101,7 @@ def test_a_bad_group_fails_its_batch_by_name_and_the_others_are_done(tmp_path: P
         keys = register_shards(instance, store, plan_source("embedded", max_shards=2,
                                                             max_files_per_source=4))  # fmt: skip
         instance.add_dynamic_partitions("shards", ["nomanifest-0000"])  # a group without files
-        result = batch(defs, instance, "ingest", [keys[0], "nomanifest-0000"])
+        result = batch(defs, instance, "raw_shards", [keys[0], "nomanifest-0000"])
         assert not result.success
         assert not [e for e in result.all_events if e.is_step_up_for_retry]  # fails alike again
         (failure,) = [e.step_failure_data for e in result.all_events if e.is_step_failure]

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
 
-from jobs.partitions import band_partitions
+from foundation.partitions import band_partitions
 from tests.helpers.pipelines import ASSETS, run_data_stages, run_discovery
 from tests.postgres_server import find_postgres_bin, postgres_server
 

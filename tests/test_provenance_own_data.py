@@ -130,7 +130,7 @@ def test_readme_own_data_command_on_plain_jsonl(tmp_path: Path) -> None:
     }
     (tmp_path / "dagster_home").mkdir()
     script = Path(sys.executable).with_name("pretrain")
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "pretrain_assets.cli"]
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "app.cli"]
     done = subprocess.run(
         [*command, "data", "--source", str(tmp_path / "my_data"), "--source-name", "web",
          "--toxicity.labelled_uris", json.dumps([labels])],

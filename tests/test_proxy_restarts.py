@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
+from app.cli import main as cli_main
 from pretrain import identity, storage
 from pretrain.experiments import registry
 from pretrain.experiments.config import PROXY_RECIPES, DataVariant, ExperimentSpec
 from pretrain.experiments.run import RESULT_FILE, ExperimentResult, run_experiment
 from pretrain.train.config import TrainConfig
-from pretrain_assets.cli import main as cli_main
 from tests.helpers.experiments import synthetic_setup
 
 MICRO = dataclasses.replace(

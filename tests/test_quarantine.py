@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from app.cli import main
 from pretrain import storage
 from pretrain.distributed import ProcessInfo
 from pretrain.errors import ConfigError
@@ -32,7 +33,6 @@ from pretrain.quarantine.scoring import score_window, window_pieces
 from pretrain.train.events import NullSink
 from pretrain.train.loop import train
 from pretrain.train.metrics import NullMetrics
-from pretrain_assets.cli import main
 from tests.helpers.eval_data import SEQ_LEN, VOCAB, make_config
 from tests.helpers.eval_data import make_packed as make_clean_packed
 

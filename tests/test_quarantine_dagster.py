@@ -17,18 +17,19 @@ from dagster import (
     DagsterInstance,
     DagsterRun,
     DagsterRunStatus,
+    Failure,
     build_sensor_context,
     instance_for_test,
     materialize,
 )
 
-from jobs.campaign import campaign_decisions, rollback_spikes
-from jobs.quarantine import decision_id, rollback_decisions, skip_record
+from app.cli import main as cli_main
+from app.definitions import ASSETS
+from foundation.campaign import campaign_decisions, rollback_spikes
+from foundation.decisions import decision_id, rollback_decisions, skip_record
 from pretrain import identity, storage
 from pretrain.errors import ConfigError
 from pretrain.recovery.policy import Decision
-from pretrain_assets.cli import main as cli_main
-from pretrain_assets.definitions import ASSETS
 from resources.launcher import TorchrunLauncher
 from resources.metrics import WandbMetricsReader
 from resources.storage import ArtifactStore
@@ -149,6 +150,11 @@ def test_the_campaign_budget_and_chart_skip_a_malformed_decision_tag(
     assert [d.spike_step for d in campaign_decisions(runs, warned.append)] == [41, 90]
 
 
+# a step's ConfigError fails it at once: Dagster's Failure, raised from the ConfigError and
+# naming it (the pretrain command prints that one line)
+STEP_ERROR = (ConfigError, Failure)
+
+
 def test_missing_trainer_config_and_unknown_decision_are_clear(
     instance: DagsterInstance, tmp_path: Path
 ) -> None:
@@ -162,7 +168,7 @@ def test_missing_trainer_config_and_unknown_decision_are_clear(
         "proxy_launcher": TorchrunLauncher(nproc_per_node=1),  # every asset's resources
     }
     instance.add_dynamic_partitions("quarantine_decisions", ["b09-s000000001-to-b10"])
-    with pytest.raises(ConfigError, match="no rollback decision 'b09-s000000001-to-b10'"):
+    with pytest.raises(STEP_ERROR, match="no rollback decision 'b09-s000000001-to-b10'"):
         materialize(
             ASSETS, selection=[AssetKey("quarantined_documents")], instance=instance,
             resources=resources, partition_key="b09-s000000001-to-b10",
@@ -192,19 +198,19 @@ def test_review_is_recorded_in_run_tags_and_resolved(
             resources=resources, run_config={"ops": {"confirmed_quarantine": {"config": config}}},
         )  # fmt: skip
 
-    with pytest.raises(ConfigError, match="no quarantine for decision 'd2'"):
+    with pytest.raises(STEP_ERROR, match="no quarantine for decision 'd2'"):
         review(decision_id="d2", action="confirm", reviewer="ana", reason="x")
-    with pytest.raises(ConfigError, match=r"needs reviewer \(who decided, e.g. your name\)"):
+    with pytest.raises(STEP_ERROR, match=r"needs reviewer \(who decided, e.g. your name\)"):
         review(decision_id="d1", action="confirm", reviewer="", reason="x")
     # no reviewer at all: the same ConfigError saying what to set, not a constructor TypeError
     needs = (
-        r"review_quarantine launch config \(ops: confirmed_quarantine: config:\): a quarantine "
+        r"confirmed_quarantine launch config \(ops: confirmed_quarantine: config:\): a quarantine "
         r"review needs reviewer \(who decided, e.g. your name\) and reason \(why, in a "
         r"sentence\): set reviewer and reason"
     )
-    with pytest.raises(ConfigError, match=needs):
+    with pytest.raises(STEP_ERROR, match=needs):
         review(decision_id="d1", action="confirm")
-    with pytest.raises(ConfigError, match="set action to one of confirm, release, extend"):
+    with pytest.raises(STEP_ERROR, match="set action to one of confirm, release, extend"):
         review(decision_id="d1", reviewer="ana", reason="x")
     pending = review()  # re-resolve only: nothing reviewed yet, nothing excluded
     meta = pending.asset_materializations_for_node("confirmed_quarantine")[0].metadata

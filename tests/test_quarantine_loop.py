@@ -20,11 +20,11 @@ import pyarrow as pa
 import pytest
 from dagster import AssetKey, DagsterInstance, build_sensor_context, instance_for_test, materialize
 
-from jobs.partitions import quarantine_partitions, shard_partitions
+from app.definitions import ASSETS
+from foundation.partitions import quarantine_partitions, shard_partitions
 from pretrain import identity, storage
 from pretrain.packing.ledger import BatchPlan, trace_steps
 from pretrain.recovery.series import metric_rows
-from pretrain_assets.definitions import ASSETS
 from resources.launcher import TorchrunLauncher
 from resources.metrics import WandbMetricsReader
 from resources.storage import ArtifactStore

@@ -1,8 +1,8 @@
 """Backfills on a real two-node Ray cluster (head + worker, separate processes).
 
 One run per partition, launched through Dagster (``execute_job`` on a SQLite instance, each
-run in a process of its own: ``jobs/partition_runs.py``); every step runs on a warm actor of
-the cluster's step pool (``pretrain_assets/ray_jobs.py`` → ``jobs/ray_executor.py``), except the
+run in a process of its own: ``executors/partition_runs.py``); every step runs on a warm actor of
+the cluster's step pool (``app/ray_definitions.py`` → ``executors/ray_executor.py``), except the
 ``quality`` stage, which goes through dagster-ray's job executor (``quality_on_ray_jobs``) so
 that both executors stay tested. The test checks, against an in-process run of the same
 definitions on the same corpus:
@@ -28,11 +28,11 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
-from jobs.partition_runs import PartitionRunner
-from jobs.partitions import band_partitions
+from app.definitions import build_definitions
+from executors.partition_runs import PartitionRunner
+from foundation.partitions import band_partitions
+from foundation.shards import plan_source, register_shards
 from pretrain import storage
-from pretrain_assets.definitions import build_definitions
-from pretrain_assets.shards import plan_source, register_shards
 from resources.process_tree import descendants
 from resources.storage import ArtifactStore
 from tests.helpers.pipelines import materialize_data_stages
@@ -50,7 +50,7 @@ pytestmark = [
     pytest.mark.timeout(900),
     pytest.mark.skipif(not ray_available(), reason="needs the ray extra: pip install -e '.[ray]'"),
 ]
-RAY_JOBS = "pretrain_assets.ray_jobs"
+RAY_JOBS = "app.ray_definitions"
 
 
 def _in_process(root: Path, manifests) -> None:

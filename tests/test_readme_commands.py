@@ -96,8 +96,8 @@ SETTINGS_DEMO = (
     "--train.optim.lr 1e-3"
 )
 RUN_PARTITIONS = (
-    'python -c "from jobs.partition_runs import run_partitions '
-    "print(run_partitions('pretrain_assets.ray_jobs:shard_pipeline_on_ray', ['web-0000', "
+    'python -c "from executors.partition_runs import run_partitions '
+    "print(run_partitions('app.ray_definitions:filtered_shards_on_ray', ['web-0000', "
     "'web-0001'], width=8))\""
 )
 
@@ -118,8 +118,9 @@ WHO_RUNS: dict[str, RunBy | Skipped] = {
     ),
     ".venv/bin/pretrain data --source /data/forum --source-name web --toxicity.labelled_uris "
     "'[\"/data/forum_labels.jsonl.gz\"]'": RunBy(OWN_JSONL, "its own stories and labels"),
-    ".venv/bin/python -m pretrain_assets.demo --source s3://bucket/crawl/2024-10 "
-    "--source-name web": RunBy(OWN_DATA, f"the bucket on moto, 300 Reuters stories, {STEPS} steps"),
+    ".venv/bin/python -m app.demo --source s3://bucket/crawl/2024-10 --source-name web": RunBy(
+        OWN_DATA, f"the bucket on moto, 300 Reuters stories, {STEPS} steps"
+    ),
     "PRETRAIN_ROOT=s3://bucket/campaign PRETRAIN_S3_ENDPOINT_URL=http://127.0.0.1:9000 make ui": RunBy(
         f"{THIS}::test_readme_make_ui_on_an_s3_root", "moto as the endpoint, a free port"
     ),
@@ -245,7 +246,7 @@ def test_the_parser_splits_commands_as_a_shell_would() -> None:
 # -- fast: the commands that read nothing --------------------------------------------------------
 def run_pretrain(argv: list[str], capsys: pytest.CaptureFixture) -> str:
     """``pretrain ARGV`` in this process: its output; fails unless it exits 0."""
-    from pretrain_assets.cli import main
+    from app.cli import main
 
     try:
         code = main(argv)
@@ -260,7 +261,7 @@ def check_exports(command: ReadmeCommand, monkeypatch: pytest.MonkeyPatch, tmp_p
     """The definitions that ``dagster dev`` loads with the variables of the command's block:
     the store at its ``PRETRAIN_ROOT`` and the launcher of ``PRETRAIN_LAUNCHER``, with every
     field of ``PRETRAIN_LAUNCHER_CONFIG``."""
-    from pretrain_assets.definitions import LAUNCHERS, build_definitions
+    from app.definitions import LAUNCHERS, build_definitions
 
     monkeypatch.setenv("PRETRAIN_ROOT", str(tmp_path / "default-root"))
     for name, value in command.exports.items():
@@ -398,7 +399,7 @@ def test_readme_own_data_commands(tmp_path: Path) -> None:
     commands = {c.text: c for c in ran_by(OWN_DATA)}
     assert len(commands) == 4, list(commands)
     home = readme_command("mkdir -p .dagster_home").shell
-    demo = readme_command(".venv/bin/python -m pretrain_assets.demo --source s3://")
+    demo = readme_command(".venv/bin/python -m app.demo --source s3://")
     bin_dir = {".venv/bin/": f"{BIN}/"}
     # a small scale; one checkpoint, so one evaluation
     small = (f" --steps {STEPS} --vocab-size 512 --seq-len 64 --eval-examples 20"
@@ -420,7 +421,7 @@ def test_readme_own_data_commands(tmp_path: Path) -> None:
     assert searching == [
         f"  mixture search skipped: {one_source}; training on the configured weights"
     ]
-    assert "make_basis" not in out[1] and "run_proxies" not in out[1]
+    assert "experiment_basis" not in out[1] and "proxy_runs" not in out[1]
     assert "pretrain demo: the whole asset graph materialized" in out[1]
     assert re.search(rf"steps trained +{STEPS}\n", out[1]), out[1][-3000:]
     artifacts = tmp_path / "one" / "artifacts"
@@ -481,7 +482,7 @@ def test_readme_make_ui_on_an_s3_root(tmp_path: Path) -> None:
         with open(tmp_path / "ui.log", "wb") as log, _started(shell, env, log) as ui:
             wait_for("the UI", lambda: _answers(port, ui, tmp_path / "ui.log"), timeout_s=120)
             client = DagsterGraphQLClient("127.0.0.1", port_number=port)
-            run_id = wait_for("the code location", lambda: _submit(client, "plan"), timeout_s=60)
+            run_id = wait_for("the code location", lambda: _submit(client, "scaling_plan"), timeout_s=60)
             s3 = boto3.client("s3")
 
             def plan_written() -> bool:

@@ -1,7 +1,7 @@
 """A mixture search that cannot run is skipped, says why, and the configured weights stand (issue 44).
 
 A team's own crawl is one source: a search over it has nothing to decide. ``data_mixture`` with
-``weights_from: searched`` then takes the configured weights, and the ``search_mixture`` job (and
+``weights_from: searched`` then takes the configured weights, and the ``launch_search`` job (and
 ``pretrain experiments search``, which calls the same ``launch_search``) launches nothing. Both
 run through Dagster here on hand-made deduplicated shards; the demo's own one-source run is in
 ``tests/test_readme_commands.py``.
@@ -13,17 +13,17 @@ import logging
 from pathlib import Path
 
 import pytest
-from dagster import DagsterInstance
+from dagster import DagsterInstance, Failure
 
-from jobs.experiment_launches import launch_search
-from jobs.experiments import experiment_root
-from jobs.stages import run_configs
+from app.definitions import build_definitions
+from foundation.experiment_launches import launch_search
+from foundation.experiments import experiment_root
+from foundation.stages import run_configs
 from pretrain import identity, storage
 from pretrain.data.schema import doc_id, documents_table
 from pretrain.errors import DataError
 from pretrain.experiments.evidence import search_skipped
 from pretrain.experiments.search import SearchConfig
-from pretrain_assets.definitions import build_definitions
 from resources.storage import ArtifactStore
 from tests.helpers.corpora import PLAIN_SENTENCES
 from tests.helpers.experiments import deduplicated_groups
@@ -45,8 +45,8 @@ def run_mixture(
 ) -> tuple[bool, dict, list[str]]:
     """(success, the data_mixture metadata, the run's warnings)."""
     defs = build_definitions(artifact_root=str(root))
-    result = defs.resolve_job_def("mixture").execute_in_process(
-        instance=instance, run_config={"ops": run_configs(SEARCHED)["corpus"]["ops"]},
+    result = defs.resolve_job_def("data_mixture").execute_in_process(
+        instance=instance, run_config=run_configs(SEARCHED)["data_mixture"],
         raise_on_error=raise_on_error,
     )  # fmt: skip
     warnings = [
@@ -88,7 +88,7 @@ def test_two_sources_still_need_the_search_they_asked_for(tmp_path: Path) -> Non
     deduped_group(store, "news-0000", "news", 8)
     with DagsterInstance.ephemeral() as instance:
         deduplicated_groups(instance, ["web-0000", "news-0000"])
-        with pytest.raises(DataError, match="search.json does not exist: launch a mixture search"):
+        with pytest.raises((DataError, Failure), match="search.json does not exist: launch a mixture search"):
             run_mixture(tmp_path, instance, raise_on_error=True)
         config = SearchConfig(candidates=6, target="bpb:code")
         assert launch_search(instance, store, config)["skipped"] == (

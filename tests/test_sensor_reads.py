@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from dagster import AssetMaterialization, DagsterInstance
 
-from pretrain_assets.definitions import build_definitions
+from app.definitions import build_definitions
 from resources.metrics import RecoveryThresholds, WandbMetricsReader
 from resources.sources import ShardSource
 from resources.storage import ArtifactStore

@@ -34,17 +34,17 @@ from dagster import (
     op,
 )
 
-from jobs.partitions import checkpoint_partitions
+from app.definitions import build_definitions
+from foundation.data_versions import current_inputs, latest_tags
+from foundation.partitions import checkpoint_partitions
+from foundation.shards import plan_sources, register_shards
 from jobs.training import checkpoint_materialization
 from pretrain import storage
 from pretrain.checkpoint.dcp import checkpoint_dir_for_key
-from pretrain_assets.definitions import build_definitions
-from pretrain_assets.shards import plan_sources, register_shards
 from resources.metrics import RecoveryThresholds
 from resources.sources import ShardSource
 from resources.storage import ArtifactStore
 from sensors.backfill_schedule import shard_backfill_schedule
-from sensors.data_versions import current_inputs, latest_tags
 from sensors.eval_sensor import eval_sensor
 from sensors.shard_discovery import shard_discovery_sensor
 
@@ -170,7 +170,9 @@ def test_backfill_schedule_after_the_shard_chain_requests_nothing(
     (key,) = register_shards(
         instance, ArtifactStore(root=root), plan_sources([("web", str(src))], max_shards=1)
     )
-    for job_name, partition in (("ingest", key), ("quality", None), ("shard_pipeline", key)):
+    steps = (("raw_shards", key), ("quality_classifier", None), ("toxicity_classifier", None),
+             ("filtered_shards", key), ("minhash_signatures", key))  # fmt: skip
+    for job_name, partition in steps:
         result = defs.resolve_job_def(job_name).execute_in_process(
             instance=instance, partition_key=partition
         )
@@ -179,7 +181,7 @@ def test_backfill_schedule_after_the_shard_chain_requests_nothing(
     skip = shard_backfill_schedule(context)
     assert isinstance(skip, SkipReason) and skip.skip_message == "all 1 shards are current"
     # a new quality classifier (other settings) makes the filtered shard stale: one run
-    result = defs.resolve_job_def("quality").execute_in_process(
+    result = defs.resolve_job_def("quality_classifier").execute_in_process(
         instance=instance, run_config={"ops": {"quality_classifier": {"config": {"seed": 7}}}}
     )
     assert result.success

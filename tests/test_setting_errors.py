@@ -22,8 +22,10 @@ import pyarrow.parquet as pq
 import pytest
 from dagster import DagsterInstance, Failure
 
-from jobs.partitions import band_partitions
-from jobs.train_config import TrainRunConfig, resolve_train_config
+from app.definitions import build_definitions
+from foundation.partitions import band_partitions
+from foundation.shards import plan_sources, register_shards
+from foundation.train_config import TrainRunConfig, resolve_train_config
 from pretrain import identity, storage
 from pretrain.dedup.config import DedupConfig
 from pretrain.dedup.pairs import band_pairs, band_partition_keys, check_partition_layout
@@ -31,8 +33,6 @@ from pretrain.errors import ConfigError
 from pretrain.packing.format import FORMAT
 from pretrain.train.config import DataConfig
 from pretrain.train.recipes import recipe_with_overrides
-from pretrain_assets.definitions import build_definitions
-from pretrain_assets.shards import plan_sources, register_shards
 from resources.storage import ArtifactStore
 from tests.helpers.corpora import PLAIN_SENTENCES
 
@@ -65,13 +65,15 @@ def test_toxicity_null_with_a_recorded_classifier_and_dedup_sizes_at_launch(
                 instance=instance, partition_key=partition, run_config=config
             )
 
-        run("ingest", key)
-        run("quality")  # no labels: the toxicity classifier is skipped, and its result recorded
+        run("raw_shards", key)
+        run("quality_classifier")
+        run("toxicity_classifier")  # no labels: skipped, and its result recorded
         assert identity.read(storage.join(root, "toxicity_classifier")) is not None
         # (URL dedup in the filter off too: the dedup stage's url partition is tested below)
         filter_config = {"toxicity": None, "urls": {"dedup_urls": False}}
         off = {"ops": {"filtered_shards": {"config": filter_config}}}
-        run("shard_pipeline", key, off)
+        run("filtered_shards", key, off)
+        run("minhash_signatures", key)
         filtered = storage.join(root, "filtered_shards", key)
         kept = pq.read_table(storage.join(filtered, "documents.parquet")).num_rows
         rejects = pq.read_table(storage.join(filtered, "rejects.parquet"))
@@ -85,7 +87,7 @@ def test_toxicity_null_with_a_recorded_classifier_and_dedup_sizes_at_launch(
         # a Launchpad run of one band partition with 7 bands: refused before it writes
         seven = {"ops": {"dedup_pairs": {"config": {"bands": 7, "rows": 16}}}}
         with pytest.raises(Failure, match="need 9 band partitions, but dedup_pairs has 16") as no:
-            run("band_pairs", "b000-s000", seven)
+            run("dedup_pairs", "b000-s000", seven)
         assert isinstance(no.value.__cause__, ConfigError) and not no.value.allow_retries
         assert not Path(root, "dedup_pairs").exists()
 

@@ -1,6 +1,6 @@
 """Every setting is defined once, in the library's config dataclasses (issue 17).
 
-The Launchpad's config classes are generated from them (``jobs/config.py``): these tests check
+The Launchpad's config classes are generated from them (``foundation/config.py``): these tests check
 that a recipe launched from Dagster trains with the recipe's own values, that Dagster's defaults
 are the library's for every stage, and that no Dagster module declares a ``Config`` by hand.
 """
@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 from dagster import validate_run_config
 
-from jobs.config import to_library
-from jobs.stages import STAGES, add_stage_options, run_configs, stage_settings
-from jobs.train_config import TrainRunConfig, resolve_train_config
+from app.definitions import build_definitions
+from foundation.config import to_library
+from foundation.stages import STAGES, add_stage_options, run_configs, stage_settings
+from foundation.train_config import TrainRunConfig, resolve_train_config
 from pretrain.train.config import TrainConfig
 from pretrain.train.recipes import TRAIN_RECIPES
-from pretrain_assets.definitions import build_definitions
 from resources.storage import ArtifactStore
 from tests.helpers.training import make_packed
 
@@ -130,11 +130,11 @@ def test_cli_options_reach_the_run_config(tmp_path: Path) -> None:
         "--dedup.threshold", "0.7", "--train.run.max_steps", "30",
     )  # fmt: skip
     configs = run_configs(settings)
-    assert configs["shard_pipeline"]["ops"]["filtered_shards"]["config"] == {
+    assert configs["filtered_shards"]["ops"]["filtered_shards"]["config"] == {
         "langid": {"min_score": 0.5}, "urls": None
     }  # fmt: skip
-    assert configs["dedup"]["ops"]["dedup_clusters"]["config"] == {"threshold": 0.7}
-    assert configs["shard_pipeline"]["ops"]["minhash_signatures"]["config"] == {"threshold": 0.7}
+    assert configs["dedup_clusters"]["ops"]["dedup_clusters"]["config"] == {"threshold": 0.7}
+    assert configs["minhash_signatures"]["ops"]["minhash_signatures"]["config"] == {"threshold": 0.7}
     defs = build_definitions(artifact_root=str(tmp_path))
     for job, run_config in configs.items():
         assert validate_run_config(defs.resolve_job_def(job), run_config)
@@ -159,7 +159,7 @@ def test_every_library_field_is_reachable_from_the_launchpad(tmp_path: Path) -> 
 def test_no_dagster_module_declares_a_config_class_by_hand() -> None:
     """Settings live in the library; Dagster modules only generate from it."""
     offenders = []
-    for folder in ("pretrain_assets", "jobs", "sensors"):
+    for folder in ("foundation", "pretrain_assets", "jobs", "sensors", "app"):
         for path in (ROOT / folder).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.ClassDef) and any(

@@ -35,11 +35,11 @@ from dagster import (
 )
 from dagster_aws.s3 import S3Resource
 
-from jobs.train_config import TrainRunConfig, resolve_train_config
+from foundation.train_config import TrainRunConfig, resolve_train_config
 from jobs.training import train_job
 from pretrain import identity, storage
 from pretrain.checkpoint import dcp as ckpt
-from pretrain_assets.eval_assets import hf_export
+from pretrain_assets.export import hf_export
 from resources.storage import ArtifactStore
 from tests.helpers.eval_models import train_tiny_tokenizer
 from tests.helpers.training import make_config, make_packed, read_jsonl

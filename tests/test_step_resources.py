@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from dagster import AssetKey, DagsterInstance
 
+from app.definitions import build_definitions
+from foundation.shards import plan_source, register_shards
+from foundation.step_resources import RAY_CONFIG_TAG, STEP_RESOURCES
 from pretrain import storage
-from pretrain_assets.definitions import build_definitions
-from pretrain_assets.shards import plan_source, register_shards
-from pretrain_assets.step_resources import RAY_CONFIG_TAG, STEP_RESOURCES
 from resources.storage import ArtifactStore
 
 DATA_STEPS = ("raw_shards", "filtered_shards", "minhash_signatures", "dedup_pairs",
@@ -42,7 +42,7 @@ def test_bad_input_fails_once_with_its_reason(tmp_path) -> None:
     defs = build_definitions(artifact_root=str(tmp_path))
     with DagsterInstance.ephemeral() as instance:
         instance.add_dynamic_partitions("shards", ["missing-0000"])  # no manifest written
-        result = defs.resolve_job_def("ingest").execute_in_process(
+        result = defs.resolve_job_def("raw_shards").execute_in_process(
             instance=instance, partition_key="missing-0000", raise_on_error=False
         )
     assert not result.success
@@ -69,7 +69,7 @@ def test_a_full_disk_fails_once_naming_the_path(
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
         monkeypatch.setattr(storage, "_write_local", full)  # the one local file write
-        result = defs.resolve_job_def("ingest").execute_in_process(
+        result = defs.resolve_job_def("raw_shards").execute_in_process(
             instance=instance, partition_key=key, raise_on_error=False
         )
     assert not result.success

@@ -20,7 +20,7 @@ from tests.dagster_server import dagster_dev
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts" / "ui"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-GROUP_URL = "/locations/__repository__@pretrain_assets.definitions/asset-groups/{}"
+GROUP_URL = "/locations/__repository__@app.definitions/asset-groups/{}"
 # each group page shows its own assets and, as lineage links, the neighbours in other groups
 GROUPS = {
     "data": {
@@ -94,7 +94,7 @@ def test_asset_graph_and_a_materialization_in_the_browser(tmp_path: Path) -> Non
         assert seen == ALL_ASSETS | {"raw_shards"}
 
         client = DagsterGraphQLClient("127.0.0.1", port_number=port)
-        run_id = client.submit_job_execution("plan")
+        run_id = client.submit_job_execution("scaling_plan")
         deadline = time.monotonic() + 180
         while (status := client.get_run_status(run_id)) not in (
             DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED,

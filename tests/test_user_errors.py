@@ -23,12 +23,12 @@ import pyarrow.parquet as pq
 import pytest
 from dagster import DagsterInstance, Failure
 
-from jobs.stages import check_settings
+from app.demo import project_instance
+from app.user_errors import report_user_errors
+from foundation.shards import plan_sources, register_shards
+from foundation.stages import check_settings
 from pretrain.data.raw import build_raw_shard, require_documents
 from pretrain.errors import ConfigError, DataError
-from pretrain_assets.demo import project_instance
-from pretrain_assets.shards import plan_sources, register_shards
-from pretrain_assets.user_errors import report_user_errors
 from resources.storage import ArtifactStore
 from tests.helpers.corpora import PLAIN_SENTENCES
 from tests.helpers.shared_data import SHARED_EVAL
@@ -61,7 +61,7 @@ def pretrain(
     tmp_path: Path, *args: str, home: Path | None = None, timeout: int = 300, **env: str
 ) -> subprocess.CompletedProcess:
     script = Path(sys.executable).with_name("pretrain")
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "pretrain_assets.cli"]
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "app.cli"]
     environ = {**os.environ, "PRETRAIN_ROOT": str(tmp_path / "artifacts"), "PYTHONPATH": str(ROOT)}
     environ.pop("DAGSTER_HOME", None)
     if home is not None:
@@ -170,8 +170,8 @@ def test_a_store_that_refuses_writes_is_one_line_naming_the_path(
     """A full disk, a read-only root, a root this user may not write: ``pretrain data`` and
     ``pretrain experiments add`` end on one line naming the file and what to do. The refusal
     is injected at the one local file write (we run as root here: chmod would not refuse)."""
+    from app.cli import main
     from pretrain import storage
-    from pretrain_assets.cli import main
 
     home, root = dagster_home(tmp_path), tmp_path / "artifacts"
     monkeypatch.setenv("DAGSTER_HOME", str(home))

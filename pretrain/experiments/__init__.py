@@ -38,8 +38,8 @@ validation set per source and on the eval tasks' continuous likelihood (:mod:`.b
 | records.py   | one reader for every file the engine reads back                  |
 | decisions.py | decisions and reviews as stored; what the mixture leaves out     |
 
-The Dagster side (``pretrain_assets/experiment_assets.py``, ``sensors/experiments.py``,
-``jobs/experiments.py``) only reads the instance and calls these.
+The Dagster side (``pretrain_assets/basis.py``, ``proxy.py``, ``search.py``, ``admission.py``, ``sensors/experiments.py``,
+``foundation/experiments.py``) only reads the instance and calls these.
 """
 
 from pretrain.experiments.config import (

@@ -67,7 +67,7 @@ class ExperimentRoot:
         if not self.has_basis() or not storage.exists(uri):
             raise DataError(
                 f"no experiment basis under {self.root}: materialize experiment_basis first (the "
-                "make_basis job; it needs deduped_shards, e.g. from `pretrain data`)"
+                "experiment_basis job; it needs deduped_shards, e.g. from `pretrain data`)"
             )
         return read_record(uri, _basis_record, "an experiment basis")
 

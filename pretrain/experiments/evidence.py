@@ -136,7 +136,7 @@ def _search_results(
     root: ExperimentRoot, specs: Sequence[registry.ExperimentSpec], what: str, config: SearchConfig
 ) -> dict[str, ExperimentResult]:
     hint = (
-        f"launch {config.search_id()} with the search_mixture job (or `pretrain experiments "
+        f"launch {config.search_id()} with the launch_search job (or `pretrain experiments "
         "search`); experiment_sensor runs the rest and fits the search when they are done"
     )
     return results_of(root, specs, what, hint)

@@ -476,7 +476,7 @@ def proposed_weights(search_dir: str) -> dict[str, float]:
     if not storage.exists(where):
         raise DataError(
             f"weights_from='searched' but {where} does not exist: launch a mixture search "
-            "(the search_mixture job or `pretrain experiments search`), then materialize "
+            "(the launch_search job or `pretrain experiments search`), then materialize "
             "mixture_search"
         )
     return read_record(where, _proposal, "a mixture search report")

@@ -6,21 +6,21 @@ steps into run requests::
 
     state = gather(ExperimentRoot(root="art", groups=groups), AdmissionConfig(), warn=log)
     steps = next_steps(state, AdmissionConfig())
-    steps.requests        # (Step(job="run_proxies", partition="admit-with-…-s0", …), …)
+    steps.requests        # (Step(job="proxy_runs", partition="admit-with-…-s0", …), …)
     steps.partitions      # experiment names to add as ``experiments`` partitions
 
 The steps, in order of what waits for what:
 
 1. **Admission.** A shard group whose deduplicated documents exist, that the basis does not hold
    and that has no decision yet is *pending*. Every pool the experiments read must be current
-   first (``make_pools``); then the start proxies an anneal recipe continues; then the arms of
+   first (``proxy_pools``); then the start proxies an anneal recipe continues; then the arms of
    each pending group (with it, without, its floor, a reference of clean data of its kind: the
    without and reference arms are shared and asked for once); then its decision
-   (``decide_admission``).
+   (``data_admission``).
 2. **Reviews.** An operator review newer than the one a group's decision applied re-decides it.
 3. **Searches.** A launched search's candidates once the proxies they continue have run (an
    anneal search); once every candidate has, its verification proxies (``SearchConfig.verify``);
-   then the fit (``fit_search``).
+   then the fit (``mixture_search``).
 4. **Ablations.** A filter arm's proxies once its pools are made (``ablation_pools``).
 
 Run keys name the versions the step was decided on, so a replayed tick asks for nothing new.
@@ -110,7 +110,7 @@ class Steps:
 
 
 def _proxy(name: str) -> Step:
-    return Step("run_proxies", name, f"proxy:{name}")
+    return Step("proxy_runs", name, f"proxy:{name}")
 
 
 def _version(names: list[str] | tuple[str, ...], versions: dict[str, str]) -> str:
@@ -120,7 +120,7 @@ def _version(names: list[str] | tuple[str, ...], versions: dict[str, str]) -> st
 
 
 def admission_settings(config: AdmissionConfig) -> dict[str, Any]:
-    """``decide_admission``'s settings: ``config`` as the sensor tried the group (an
+    """``data_admission``'s settings: ``config`` as the sensor tried the group (an
     operator's review is given at launch, never by the sensor)."""
     settings = dataclasses.asdict(config)
     settings.pop("review", None)
@@ -131,7 +131,7 @@ def next_steps(state: ExperimentState, config: AdmissionConfig) -> Steps:
     """What to run next (see the module docstring); pure."""
     admissions = _admission_steps(state, config)
     reviews = [
-        Step("decide_admission", group, f"review:{group}:{at}", admission_settings(config))
+        Step("data_admission", group, f"review:{group}:{at}", admission_settings(config))
         for group, at in sorted(state.reviews.items())
         if group in state.decisions and (state.decisions[group].get("review") or {}).get("at") != at
     ]
@@ -148,7 +148,7 @@ def next_steps(state: ExperimentState, config: AdmissionConfig) -> Steps:
 def _admission_steps(state: ExperimentState, config: AdmissionConfig) -> Steps:
     pending = state.pending
     pools = [  # stale_pools holds only groups whose pools the experiments read
-        Step("make_pools", g, f"pools:{g}:{state.stale_pools[g]}")
+        Step("proxy_pools", g, f"pools:{g}:{state.stale_pools[g]}")
         for g in sorted(state.stale_pools)
     ]
     if pools:
@@ -170,7 +170,7 @@ def _admission_steps(state: ExperimentState, config: AdmissionConfig) -> Steps:
         asked.update(todo)
         if not todo:
             key = f"admission:{group}:{_version(names, state.versions)}"
-            requests.append(Step("decide_admission", group, key, admission_settings(config)))
+            requests.append(Step("data_admission", group, key, admission_settings(config)))
     return Steps(requests=tuple(requests), partitions=tuple(partitions))
 
 
@@ -194,7 +194,7 @@ def _search_steps(state: ExperimentState) -> Steps:
         if search.settings.get("verify", True) and search.verification is None:
             continue  # its verification is not known yet
         key = f"fit:{search.search_id}:{_version([*search.names, *checks], state.versions)}"
-        requests.append(Step("fit_search", None, key, {"search": search.settings}))
+        requests.append(Step("mixture_search", None, key, {"search": search.settings}))
     return Steps(requests=tuple(requests), partitions=tuple(partitions))
 
 

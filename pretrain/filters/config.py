@@ -1,6 +1,6 @@
 """The filter stage's settings: one config dataclass for every rule family and the source profiles.
 
-Every field is reachable from the Dagster launchpad (``jobs/stages.py``) and as a
+Every field is reachable from the Dagster launchpad (``foundation/stages.py``) and as a
 ``pretrain`` CLI option (``--filter.<field>``); a block set to ``None`` is switched off, and
 ``profiles`` maps a source name to its :class:`~pretrain.filters.profiles.SourceProfile`::
 

@@ -18,7 +18,7 @@ this module:
   development split and the held-out numbers).
 
 The version names the file: a new model is a new version, and the version is part of the
-filter stage's code version (``pretrain_assets/data_assets.py``), so a new model makes every
+filter stage's code version (``pretrain_assets/filter.py``), so a new model makes every
 filtered shard stale. A model file whose hash does not match its card is refused::
 
     from pretrain.filters.toxicity_model import VERSION, load_shipped, model_card

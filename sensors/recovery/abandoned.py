@@ -26,11 +26,11 @@ from dagster import (
     RunsFilter,
 )
 
-from jobs.quarantine import spike_rollbacks
+from foundation.decisions import spike_rollbacks
 from pretrain.recovery.evaluations import abandonment
 from pretrain.recovery.policy import Decision
 
-EVAL_JOB, PARTITION_TAG = "evaluate", "dagster/partition"
+EVAL_JOB, PARTITION_TAG = "eval_reports", "dagster/partition"
 CANCELLED_TAG = "pretrain/cancelled_because"
 CHECKPOINTS = AssetKey("checkpoints")
 ACTIVE_STATUSES = (

@@ -33,7 +33,7 @@ from dagster import (
     sensor,
 )
 
-from jobs.campaign import campaign_runs, loss_curve_md
+from foundation.campaign import campaign_runs, loss_curve_md
 from jobs.training import train_job
 from pretrain import storage
 from pretrain.checkpoint.health import apply_health_labels, lineage_checkpoints

@@ -1,7 +1,7 @@
 """``quarantine_sensor``: each rollback that skipped data → a ``quarantined_documents`` partition.
 
 Each tick lists the rollbacks ``loss_spike_sensor`` recorded in the tags of the train runs it
-stopped (:func:`jobs.quarantine.rollback_decisions`), adds a partition for every decision id not
+stopped (:func:`foundation.decisions.rollback_decisions`), adds a partition for every decision id not
 yet known and requests its materialization. The run key is the decision id, so a reset cursor, a
 restarted daemon or a duplicate tick never scores a decision twice; durable state is the
 partitions themselves and the run storage. A run whose ``pretrain/decision`` tag is not a
@@ -19,15 +19,16 @@ from dagster import (
     sensor,
 )
 
-from jobs.partitions import QUARANTINE_PARTITIONS_NAME, quarantine_partitions
-from jobs.quarantine import quarantine_job, rollback_decisions
+from foundation.decisions import rollback_decisions
+from foundation.partitions import QUARANTINE_PARTITIONS_NAME, quarantine_partitions
+from jobs.asset_jobs import JOBS
 
 NAME = "quarantine_sensor"
 
 
 @sensor(
     name=NAME,
-    job=quarantine_job,
+    job=JOBS["quarantined_documents"],
     minimum_interval_seconds=30,
     default_status=DefaultSensorStatus.RUNNING,
     description="A rollback skipped data → score those documents into the quarantine.",

@@ -13,7 +13,7 @@ tagged with the planned resume (``pretrain/resume_plan``: run key, checkpoint, b
 daemon dies in between, the next tick finds a stopped run whose plan has no child run and
 requests it again under the same ``run_key`` (Dagster's run-key check makes that idempotent).
 The escalation budget lives in the same place: the rollbacks recorded in the tags of the
-campaign's run chain (:mod:`jobs.campaign`), merged into the cursor's, so a sensor whose cursor
+campaign's run chain (:mod:`foundation.campaign`), merged into the cursor's, so a sensor whose cursor
 was reset cannot roll back forever.
 """
 
@@ -38,9 +38,9 @@ from dagster import (
     SensorResult,
 )
 
-from jobs.campaign import PARENT_TAG, campaign_runs, rollback_spikes
-from jobs.config import overrides
-from jobs.train_config import TRAIN_OP, Launched, TrainRunConfig, launch_config
+from foundation.campaign import PARENT_TAG, campaign_runs, rollback_spikes
+from foundation.config import overrides
+from foundation.train_config import TRAIN_OP, Launched, TrainRunConfig, launch_config
 from pretrain.checkpoint.dcp import step_of
 from pretrain.checkpoint.health import HEALTHY, CheckpointInfo
 from pretrain.recovery.monitor import MonitorState

@@ -57,7 +57,7 @@ KEEP_ON_DISK = 5  # committed checkpoints of the newest steps (keep-last-K)
 DATA = "dagster/data_version"
 CODE = "dagster/code_version"
 INPUT, POINTER = "dagster/input_data_version/", "dagster/input_event_pointer/"
-SHARD_STAGES = ("ingest", "shard_pipeline", "apply_dedup", "make_pools")
+SHARD_STAGES = ("raw_shards", "filtered_shards", "deduped_shards", "proxy_pools")
 BATCH = 25  # groups a run of apply_dedup and make_pools remade together
 
 
@@ -313,17 +313,17 @@ def _build(
     writer = Writer(instance, campaign)
     campaign.pointer.clear()
     if start == 0:
-        run = writer.run("quality", {})
+        run = writer.run("quality_classifier", {})
         for asset in ("quality_classifier", "toxicity_classifier"):
-            writer.materialize(asset, None, version(asset, (), {}), {}, run, "quality")
-        run = writer.run("make_basis", {})
+            writer.materialize(asset, None, version(asset, (), {}), {}, run, asset)
+        run = writer.run("experiment_basis", {})
         basis = identity.read(campaign.uri("experiment_basis"))
         assert basis is not None
-        writer.materialize("experiment_basis", None, basis.version, {}, run, "make_basis")
+        writer.materialize("experiment_basis", None, basis.version, {}, run, "experiment_basis")
     clusters = identity.read(campaign.uri("dedup_clusters"))
     assert clusters is not None
     writer.materialize(
-        "dedup_clusters", None, clusters.version, {}, writer.run("dedup", {}), "dedup"
+        "dedup_clusters", None, clusters.version, {}, writer.run("dedup_clusters", {}), "dedup_clusters"
     )
     basis = identity.read(campaign.uri("experiment_basis"))
     assert basis is not None
@@ -331,31 +331,31 @@ def _build(
     for i in range(groups):
         g, v = group_key(i), versions[i]
         if i >= start:  # a new group: its whole chain
-            run = writer.run("ingest", {"dagster/partition": g})
-            writer.materialize("raw_shards", g, v["raw_shards"], {}, run, "ingest")
-            run = writer.run("shard_pipeline", {"dagster/partition": g})
+            run = writer.run("raw_shards", {"dagster/partition": g})
+            writer.materialize("raw_shards", g, v["raw_shards"], {}, run, "raw_shards")
+            run = writer.run("filtered_shards", {"dagster/partition": g})
             writer.materialize("filtered_shards", g, v["filtered_shards"], {
                 "raw_shards": (v["raw_shards"], True),
-                **{a: (globals_[a], False) for a in globals_}}, run, "shard_pipeline")  # fmt: skip
+                **{a: (globals_[a], False) for a in globals_}}, run, "filtered_shards")  # fmt: skip
             writer.materialize("minhash_signatures", g, v["minhash_signatures"], {
-                "filtered_shards": (v["filtered_shards"], True)}, run, "shard_pipeline")  # fmt: skip
+                "filtered_shards": (v["filtered_shards"], True)}, run, "filtered_shards")  # fmt: skip
         # every group's deduped shard and pool (a new dedup_clusters remakes them all), by
         # backfills of BATCH groups a run
         if i % BATCH == 0:
             last = group_key(min(i + BATCH, groups) - 1)
             batch = {"dagster/asset_partition_range_start": g,
                      "dagster/asset_partition_range_end": last}  # fmt: skip
-            dedup_run, pools_run = writer.run("apply_dedup", batch), writer.run("make_pools", batch)
+            dedup_run, pools_run = writer.run("deduped_shards", batch), writer.run("proxy_pools", batch)
         writer.materialize("deduped_shards", g, v["deduped_shards"], {
             "filtered_shards": (v["filtered_shards"], True),
-            "dedup_clusters": (clusters.version, False)}, dedup_run, "apply_dedup")  # fmt: skip
+            "dedup_clusters": (clusters.version, False)}, dedup_run, "deduped_shards")  # fmt: skip
         writer.materialize("proxy_pools", g, v["proxy_pools"], {
             "deduped_shards": (v["deduped_shards"], True),
-            "experiment_basis": (basis.version, False)}, pools_run, "make_pools")  # fmt: skip
+            "experiment_basis": (basis.version, False)}, pools_run, "proxy_pools")  # fmt: skip
         if "data_admission" in v and (i >= start or i >= campaign.basis_groups and not start):
-            run = writer.run("decide_admission", {"dagster/partition": g})
+            run = writer.run("data_admission", {"dagster/partition": g})
             writer.materialize(
-                "data_admission", g, v["data_admission"], {}, run, "decide_admission"
+                "data_admission", g, v["data_admission"], {}, run, "data_admission"
             )
     if start == 0:
         _checkpoints_and_experiments(instance, campaign, writer, checkpoints, experiments)
@@ -379,17 +379,17 @@ def _checkpoints_and_experiments(instance: DagsterInstance, campaign: Campaign, 
         instance.add_dynamic_partitions("checkpoints", chunk)
     train = writer.run("train", {})
     tokenizer = version("tokenizer", (), {})
-    writer.materialize("tokenizer", None, tokenizer, {}, writer.run("corpus", {}), "corpus")
+    writer.materialize("tokenizer", None, tokenizer, {}, writer.run("tokenizer", {}), "tokenizer")
     for key in keys:
         ckpt = version("checkpoints", key)
         writer.materialize("checkpoints", key, ckpt, {}, train, "train")
-        run = writer.run("evaluate", {"dagster/partition": key})
+        run = writer.run("eval_reports", {"dagster/partition": key})
         writer.materialize("eval_reports", key, version("eval_reports", key), {
-            "checkpoints": (ckpt, True), "tokenizer": (tokenizer, False)}, run, "evaluate")  # fmt: skip
+            "checkpoints": (ckpt, True), "tokenizer": (tokenizer, False)}, run, "eval_reports")  # fmt: skip
     write_checkpoints(campaign, steps)
     names = write_experiments(campaign, experiments)
     for chunk in _chunks(names, 1000):
         instance.add_dynamic_partitions("experiments", chunk)
     for name in names:
-        run = writer.run("run_proxies", {"dagster/partition": name})
-        writer.materialize("proxy_runs", name, version("proxy_runs", name), {}, run, "run_proxies")
+        run = writer.run("proxy_runs", {"dagster/partition": name})
+        writer.materialize("proxy_runs", name, version("proxy_runs", name), {}, run, "proxy_runs")

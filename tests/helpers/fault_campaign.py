@@ -24,7 +24,7 @@ from dagster import (
     build_sensor_context,
 )
 
-from jobs.training import TrainRunConfig, resolve_train_config
+from foundation.train_config import TrainRunConfig, resolve_train_config
 from pretrain import storage
 from pretrain.packing.ledger import BatchPlan, step_sequences
 from pretrain.packing.stream import LEDGER_SCHEMA

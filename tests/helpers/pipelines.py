@@ -17,11 +17,11 @@ from dagster import (
     build_sensor_context,
 )
 
-from jobs.partitions import band_partitions
+from app.definitions import build_definitions
+from foundation.partitions import band_partitions
+from foundation.shards import plan_source, register_shards
 from pretrain import storage
 from pretrain.data.raw import RawFile
-from pretrain_assets.definitions import build_definitions
-from pretrain_assets.shards import plan_source, register_shards
 from resources.sources import ShardSource
 from resources.storage import ArtifactStore
 from sensors.shard_discovery import shard_discovery_sensor
@@ -77,7 +77,7 @@ ASSETS = ["raw_shards", "quality_classifier", "toxicity_classifier", "filtered_s
 
 
 def materialize_data_stages(defs: Any, instance: DagsterInstance, keys: list[str]) -> None:
-    """ingest → quality → shard_pipeline → band_pairs → dedup, in process, each run checked."""
+    """raw → classifiers → filter → signatures → pairs → clusters, in process, each run checked."""
 
     def run(job: str, partition: str | None = None) -> None:
         result = defs.resolve_job_def(job).execute_in_process(
@@ -86,13 +86,15 @@ def materialize_data_stages(defs: Any, instance: DagsterInstance, keys: list[str
         assert result.success, (job, partition)
 
     for key in keys:
-        run("ingest", key)
-    run("quality")
-    for key in keys:
-        run("shard_pipeline", key)
+        run("raw_shards", key)
+    run("quality_classifier")
+    run("toxicity_classifier")
+    for job in ("filtered_shards", "minhash_signatures"):
+        for key in keys:
+            run(job, key)
     for band_key in band_partitions.get_partition_keys():
-        run("band_pairs", band_key)
-    run("dedup")
+        run("dedup_pairs", band_key)
+    run("dedup_clusters")
 
 
 def run_data_stages(
@@ -105,10 +107,10 @@ def run_data_stages(
         keys = register_shards(instance, ArtifactStore(root=root), manifests)
         materialize_data_stages(defs, instance, keys)
         for key in keys:
-            result = defs.resolve_job_def("apply_dedup").execute_in_process(
+            result = defs.resolve_job_def("deduped_shards").execute_in_process(
                 instance=instance, partition_key=key
             )
-            assert result.success, ("apply_dedup", key)
+            assert result.success, ("deduped_shards", key)
         lineage = {
             asset: sorted(instance.get_materialized_partitions(AssetKey(asset)))
             or bool(instance.get_latest_materialization_event(AssetKey(asset)))

@@ -1,0 +1,1 @@
+"""The application: the one Definitions ``dagster dev`` loads, the ``pretrain`` command, the demo."""
