@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# Ray + dagster-ray for the tests of the data stages on a Ray cluster (tests/test_ray_backfill.py)
+# Ray + dagster-ray for the tests of the data stages on a Ray cluster (tests/dagster/test_ray_backfill.py)
 $(RAY_STAMP): $(STAMP)
 	$(PY) -m pip install -q -e '.[dev,ray]'
 	touch $(RAY_STAMP)

@@ -110,8 +110,9 @@ def execute(
         )
     if not result.success:
         raise SystemExit(f"job {job_name}{where} failed; see `make ui`")
-    if not quiet:
-        print(f"  {job_name}{where}: ok in {time.monotonic() - started:.1f}s", flush=True)
+    if not quiet:  # named by what it made: raw_shards_job -> raw_shards
+        label = job_name.removesuffix("_job")
+        print(f"  {label}{where}: ok in {time.monotonic() - started:.1f}s", flush=True)
     out: dict[str, dict[str, Any]] = {}
     by_partition: dict[str, dict[str, Any]] = {}
     for event in result.get_asset_materialization_events():
@@ -167,31 +168,33 @@ def run_data_stages(
     per-shard stage one run over every group (a batch, as a backfill runs it)."""
     keys = register_shards(instance, store, manifests)
     print(f"registered {len(keys)} shard groups: {', '.join(keys)}", flush=True)
-    per_shard = execute(defs, "raw_shards", instance, partitions=keys,
-                        run_config=configs.get("raw_shards"))  # fmt: skip
+    per_shard = execute(defs, "raw_shards_job", instance, partitions=keys,
+                        run_config=configs.get("raw_shards_job"))  # fmt: skip
     require_documents([store.uri("raw_shards", key) for key in keys])  # else: fails at mixture
     quality = {
-        **execute(defs, "quality_classifier", instance, run_config=configs.get("quality_classifier")),
-        **execute(defs, "toxicity_classifier", instance, run_config=configs.get("toxicity_classifier")),
+        **execute(defs, "quality_classifier_job", instance, run_config=configs.get("quality_classifier_job")),
+        **execute(defs, "toxicity_classifier_job", instance, run_config=configs.get("toxicity_classifier_job")),
     }  # fmt: skip
     skipped = quality.get("quality_classifier", {}).get("skipped")
     if skipped:
         print(f"  note: {skipped}", flush=True)
-    for job in ("filtered_shards", "minhash_signatures"):
+    for job in ("filtered_shards_job", "minhash_signatures_job"):
         made = execute(defs, job, instance, partitions=keys, run_config=configs.get(job))
         for key in keys:
             per_shard.setdefault(key, {}).update(made.get(key, {}))
     band_keys, started = band_partitions.get_partition_keys(), time.monotonic()
     for band_key in band_keys:
         execute(
-            defs, "dedup_pairs", instance, partition_key=band_key,
-            run_config=configs.get("dedup_pairs"), quiet=True,
+            defs, "dedup_pairs_job", instance, partition_key=band_key,
+            run_config=configs.get("dedup_pairs_job"), quiet=True,
         )  # fmt: skip
     print(
         f"  dedup_pairs: {len(band_keys)} band partitions ok in {time.monotonic() - started:.1f}s"
     )
-    clusters = execute(defs, "dedup_clusters", instance, run_config=configs.get("dedup_clusters"))
-    deduped = execute(defs, "deduped_shards", instance, partitions=keys)
+    clusters = execute(
+        defs, "dedup_clusters_job", instance, run_config=configs.get("dedup_clusters_job")
+    )
+    deduped = execute(defs, "deduped_shards_job", instance, partitions=keys)
     return {"shards": [per_shard.get(k, {}) for k in keys], "quality": quality,
             "clusters": clusters, "deduped": [deduped.get(k, {}) for k in keys]}  # fmt: skip
 
@@ -227,24 +230,26 @@ def run_experiments(
             f"  mixture search skipped: {skipped}; training on the configured weights", flush=True
         )
         return {"search_skipped": skipped}
-    basis = execute(defs, "experiment_basis", instance, run_config=configs.get("experiment_basis"))
+    basis = execute(
+        defs, "experiment_basis_job", instance, run_config=configs.get("experiment_basis_job")
+    )
     keys = list(instance.get_dynamic_partitions("shards"))
-    execute(defs, "proxy_pools", instance, partitions=keys)
+    execute(defs, "proxy_pools_job", instance, partitions=keys)
     _, _, specs = search_candidates(experiment_root(instance, store), config)
     names = register_experiments(instance, store, specs)
-    proxy = run_configs({"proxy": {"in_process": True}})["proxy_runs"]
+    proxy = run_configs({"proxy": {"in_process": True}})["proxy_runs_job"]
     started = time.monotonic()
     for name in names:
-        execute(defs, "proxy_runs", instance, partition_key=name, run_config=proxy, quiet=True)
+        execute(defs, "proxy_runs_job", instance, partition_key=name, run_config=proxy, quiet=True)
     report, _, _ = search_fit(experiment_root(instance, store), config)  # checked by a proxy
     checks = register_experiments(instance, store, verification_specs(config, report))
     for name in checks:
-        execute(defs, "proxy_runs", instance, partition_key=name, run_config=proxy, quiet=True)
+        execute(defs, "proxy_runs_job", instance, partition_key=name, run_config=proxy, quiet=True)
     names += checks
     print(f"  proxy_runs: {len(names)} proxies ok in {time.monotonic() - started:.1f}s")
     search = {"search": dataclasses.asdict(config)}
     fit = execute(
-        defs, "mixture_search", instance, run_config=run_configs(search)["mixture_search"]
+        defs, "mixture_search_job", instance, run_config=run_configs(search)["mixture_search_job"]
     )
     return {"basis": basis, "proxies": len(names), "search": fit.get("mixture_search", {})}
 
@@ -298,7 +303,7 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     defs = definitions(artifact_root=root, nproc_per_node=args.nproc)
     store = ArtifactStore(root=root)
     configs = run_configs(settings)
-    execute(defs, "scaling_plan", instance, run_config=configs.get("scaling_plan"))
+    execute(defs, "scaling_plan_job", instance, run_config=configs.get("scaling_plan_job"))
     data = run_data_stages(defs, instance, store, configs, manifests)
     experiments = (
         run_experiments(args, defs, instance, store, configs) if args.search_candidates else {}
@@ -313,13 +318,13 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
     keys_on_disk = [checkpoint_key("b00", int(name.removeprefix("step-"))) for name in kept]
     final_key = keys_on_disk[-1]
     for key in keys_on_disk[:-1]:
-        execute(defs, "eval_reports", instance, partition_key=key,
-                run_config=configs.get("eval_reports"))  # fmt: skip
-    evaluated = execute(defs, "eval_reports", instance, partition_key=final_key,
-                        run_config=configs.get("eval_reports"))  # fmt: skip
-    comparison = execute(defs, "eval_comparison", instance)
-    exported = execute(defs, "hf_export", instance, partition_key=final_key,
-                       run_config=configs.get("hf_export"))  # fmt: skip
+        execute(defs, "eval_reports_job", instance, partition_key=key,
+                run_config=configs.get("eval_reports_job"))  # fmt: skip
+    evaluated = execute(defs, "eval_reports_job", instance, partition_key=final_key,
+                        run_config=configs.get("eval_reports_job"))  # fmt: skip
+    comparison = execute(defs, "eval_comparison_job", instance)
+    exported = execute(defs, "hf_export_job", instance, partition_key=final_key,
+                       run_config=configs.get("hf_export_job"))  # fmt: skip
     return {
         "root": root,
         "final_checkpoint": final_key,
@@ -344,7 +349,7 @@ def run_data(args: argparse.Namespace) -> dict[str, Any]:
     store = ArtifactStore(root=root)
     configs = run_configs(settings)
     data = run_data_stages(defs, instance, store, configs, manifests)
-    made = execute(defs, "data_mixture", instance, run_config=configs.get("data_mixture"))
+    made = execute(defs, "data_mixture_job", instance, run_config=configs.get("data_mixture_job"))
     data["mixture"] = made["data_mixture"]
     data["root"] = root
     return data

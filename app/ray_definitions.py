@@ -86,68 +86,68 @@ def _ray_job(name: str) -> JobDefinition:
 # Module-level zero-argument factories, one per data-stage job and executor
 # (``reconstructable`` needs them).
 def raw_shards_on_ray() -> JobDefinition:
-    return _job("raw_shards")
+    return _job("raw_shards_job")
 
 
 def quality_classifier_on_ray() -> JobDefinition:
-    return _job("quality_classifier")
+    return _job("quality_classifier_job")
 
 
 def toxicity_classifier_on_ray() -> JobDefinition:
-    return _job("toxicity_classifier")
+    return _job("toxicity_classifier_job")
 
 
 def filtered_shards_on_ray() -> JobDefinition:
-    return _job("filtered_shards")
+    return _job("filtered_shards_job")
 
 
 def minhash_signatures_on_ray() -> JobDefinition:
-    return _job("minhash_signatures")
+    return _job("minhash_signatures_job")
 
 
 def dedup_pairs_on_ray() -> JobDefinition:
-    return _job("dedup_pairs")
+    return _job("dedup_pairs_job")
 
 
 def dedup_clusters_on_ray() -> JobDefinition:
-    return _job("dedup_clusters")
+    return _job("dedup_clusters_job")
 
 
 def deduped_shards_on_ray() -> JobDefinition:
-    return _job("deduped_shards")
+    return _job("deduped_shards_job")
 
 
 def proxy_runs_on_ray() -> JobDefinition:
-    return _job("proxy_runs")
+    return _job("proxy_runs_job")
 
 
 def raw_shards_on_ray_jobs() -> JobDefinition:
-    return _ray_job("raw_shards")
+    return _ray_job("raw_shards_job")
 
 
 def quality_classifier_on_ray_jobs() -> JobDefinition:
-    return _ray_job("quality_classifier")
+    return _ray_job("quality_classifier_job")
 
 
 def toxicity_classifier_on_ray_jobs() -> JobDefinition:
-    return _ray_job("toxicity_classifier")
+    return _ray_job("toxicity_classifier_job")
 
 
 def filtered_shards_on_ray_jobs() -> JobDefinition:
-    return _ray_job("filtered_shards")
+    return _ray_job("filtered_shards_job")
 
 
 def minhash_signatures_on_ray_jobs() -> JobDefinition:
-    return _ray_job("minhash_signatures")
+    return _ray_job("minhash_signatures_job")
 
 
 def dedup_pairs_on_ray_jobs() -> JobDefinition:
-    return _ray_job("dedup_pairs")
+    return _ray_job("dedup_pairs_job")
 
 
 def dedup_clusters_on_ray_jobs() -> JobDefinition:
-    return _ray_job("dedup_clusters")
+    return _ray_job("dedup_clusters_job")
 
 
 def deduped_shards_on_ray_jobs() -> JobDefinition:
-    return _ray_job("deduped_shards")
+    return _ray_job("deduped_shards_job")

@@ -8,7 +8,7 @@
   ``run_proxies`` job with ``execute_in_process`` -- the trainer in the step's process
   (``in_process: true``) and through the asset's default ``proxy_launcher`` (``torchrun``, one
   process) -- and, with ``--ray``, on the Ray step pool (``run_proxies_on_ray``, a head and a
-  worker node from ``tests/ray_cluster.py``). Overhead = the run's wall time minus its steps.
+  worker node from ``tests/servers/ray_cluster.py``). Overhead = the run's wall time minus its steps.
 
 The Dagster side starts from the admitted groups' documents adopted as ``deduped_shards``
 (``identity.adopt``), then ``make_basis`` and ``make_pools`` through Dagster, as a campaign
@@ -94,11 +94,11 @@ def _prepare(setup, tmp: Path, proxy: str, basis: dict) -> tuple:
     defs = build_definitions(artifact_root=str(root), nproc_per_node=1)
     instance = DagsterInstance.get()
     instance.add_dynamic_partitions("shards", groups)
-    config = run_configs({"basis": basis})["experiment_basis"]
-    assert defs.resolve_job_def("experiment_basis").execute_in_process(
+    config = run_configs({"basis": basis})["experiment_basis_job"]
+    assert defs.resolve_job_def("experiment_basis_job").execute_in_process(
         instance=instance, run_config=config).success  # fmt: skip
     for group in groups:
-        assert defs.resolve_job_def("proxy_pools").execute_in_process(
+        assert defs.resolve_job_def("proxy_pools_job").execute_in_process(
             instance=instance, partition_key=group).success  # fmt: skip
     space = SearchSpace.from_pools(setup.pools_of(groups))
     mixtures = sample_mixtures(space, count=3 * DAGSTER_PROXIES, seed=99)
@@ -128,16 +128,16 @@ def dagster_overhead(setup, *, proxy: str, ray: bool, basis: dict) -> dict:
     with tempfile.TemporaryDirectory(prefix="roi-dagster-") as tmp_name:
         tmp = Path(tmp_name)
         root, defs, instance, names = _prepare(setup, tmp, proxy, basis)
-        job = defs.resolve_job_def("proxy_runs")
+        job = defs.resolve_job_def("proxy_runs_job")
         task_free = {"task_dir": ""}  # as the library path: validation bits per byte only
 
         def in_process(name: str) -> None:
-            config = run_configs({"proxy": {**task_free, "in_process": True}})["proxy_runs"]
+            config = run_configs({"proxy": {**task_free, "in_process": True}})["proxy_runs_job"]
             assert job.execute_in_process(instance=instance, partition_key=name,
                                           run_config=config).success  # fmt: skip
 
         def launcher(name: str) -> None:
-            config = run_configs({"proxy": task_free})["proxy_runs"]
+            config = run_configs({"proxy": task_free})["proxy_runs_job"]
             assert job.execute_in_process(instance=instance, partition_key=name,
                                           run_config=config).success  # fmt: skip
 
@@ -157,7 +157,7 @@ def _ray(names: list[str], root: Path, tmp: Path) -> dict:
     """The proxies as one partition run each on the Ray step pool (the actor executor)."""
     from executors.partition_runs import PartitionRunner
     from executors.ray_pool import stop_step_pool
-    from tests.ray_cluster import node_env, ray_cluster
+    from tests.servers.ray_cluster import node_env, ray_cluster
 
     # a partition run takes the job's default config: the torchrun launcher, the task cache
     # (pointed at an empty folder here, so that no task is scored, as on the other paths)

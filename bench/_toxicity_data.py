@@ -2,7 +2,7 @@
 
 One place decides which labelled text is ``train``, ``dev`` or ``heldout`` (the hash split and
 the HateCheck root templates are in ``tests/helpers/toxicity_splits.py``, which
-``tests/test_toxicity_real_data.py`` uses too), for the script
+``tests/unit/filters/test_toxicity_real_data.py`` uses too), for the script
 that builds the shipped model (``scripts/train_toxicity_model.py``: it trains on ``train``,
 calibrates on ``dev``) and for the benchmark (``bench/cleaning_quality.py``: it reports
 ``heldout``). Splits follow the unit that carries leakage, never the sentence:

@@ -10,7 +10,7 @@ corpus (real text already on this machine), three ways, each from empty storage:
   process of its own (``executors/partition_runs.py``: forked from one server per mode);
 - ``ray``: the same runs with ``app/ray_definitions.py``'s default executor (each step on a warm
   Ray actor of the cluster's step pool, ``executors/ray_executor.py``) on a head and a worker node
-  with 1 CPU each (``tests/ray_cluster.py``), 2 runs at a time;
+  with 1 CPU each (``tests/servers/ray_cluster.py``), 2 runs at a time;
 - ``ray_jobs``: the same with dagster-ray's ``ray_executor`` (each step a Ray job), on the
   same cluster right after.
 
@@ -67,7 +67,7 @@ def local_definitions():
 
 # module-level job factories: execute_job(reconstructable(...)) rebuilds them in each step
 def ingest_job():
-    return local_definitions().resolve_job_def("raw_shards")
+    return local_definitions().resolve_job_def("raw_shards_job")
 
 
 def quality_job():
@@ -188,7 +188,7 @@ def main() -> None:
     parser.add_argument("--skip-ray", action="store_true")
     args = parser.parse_args()
     from executors.ray_pool import stop_step_pool
-    from tests.ray_cluster import node_env, ray_available, ray_cluster
+    from tests.servers.ray_cluster import node_env, ray_available, ray_cluster
 
     env = {"PYTHONPATH": str(ROOT), "POLARS_MAX_THREADS": "1"}
     results: dict = {"load_average_start": [round(x, 2) for x in os.getloadavg()]}

@@ -134,7 +134,7 @@ def measure_s3(model_cfg: Any, root: Path, repeats: int) -> dict[str, Any]:
     from pretrain.checkpoint.checkpointer import save_checkpoint
     from pretrain.checkpoint.dcp import load_consolidated_model
     from pretrain.distributed import ProcessInfo
-    from tests.s3_server import moto_s3
+    from tests.servers.s3_server import moto_s3
 
     out: dict[str, Any] = {}
     with moto_s3():

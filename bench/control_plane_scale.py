@@ -11,7 +11,7 @@ artifact store's files), first at the smaller size, measures, grows it to the la
 again:
 
 - ``sqlite-local``: the default instance (SQLite under ``$DAGSTER_HOME``), the store on disk;
-- ``postgres-s3``: Postgres instance storage (a real server, ``tests/postgres_server.py``), the
+- ``postgres-s3``: Postgres instance storage (a real server, ``tests/servers/postgres_server.py``), the
   store on S3 (``moto_server``: every HTTP request it serves is counted).
 
 Measured at each size (``bench/_probes.py``): every sensor's first tick (no cursor), its idle tick
@@ -67,7 +67,7 @@ def instance_home(setup: str, work: Path) -> Iterator[tuple[Path, dict[str, Any]
     settings = yaml.safe_load((ROOT / "config" / "dagster.yaml").read_text())
     settings.setdefault("concurrency", {}).update(HOLD_QUEUE)
     if setup.startswith("postgres"):
-        from tests.postgres_server import postgres_server
+        from tests.servers.postgres_server import postgres_server
 
         with postgres_server() as db:
             settings["storage"] = {

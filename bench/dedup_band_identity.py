@@ -2,8 +2,8 @@
 single-op clustering (e.g. main before ``dedup_pairs`` existed).
 
 Two corpora: the demo's (embedded corpus, 4 shard groups, materialized through Dagster:
-``ingest`` → ``quality`` → ``shard_pipeline`` → ``band_pairs`` per band partition →
-``dedup``) and ``bench/dedup_scale.py``'s mixed real corpus at 1x and 10x (signatures in
+``raw_shards`` → the classifiers → ``filtered_shards`` → ``minhash_signatures`` →
+``dedup_pairs`` per band partition → ``dedup_clusters``) and ``bench/dedup_scale.py``'s mixed real corpus at 1x and 10x (signatures in
 this process, then the band partitions with ``hash_slices`` > 1 and small
 ``max_partition_rows``, so sub-slices are exercised too). The baseline runs
 ``cluster_duplicates`` from ``--baseline`` in a subprocess on the same signature files::
@@ -106,20 +106,22 @@ def demo_corpus(base_root: str, tmp: str) -> dict:
         keys = register_shards(instance, ArtifactStore(root=root), plan_source("embedded"))
 
         def run(job: str, partition: str | None = None) -> None:
-            result = defs.resolve_job_def(job).execute_in_process(
+            result = defs.resolve_job_def(f"{job}_job").execute_in_process(
                 instance=instance, partition_key=partition
             )
             assert result.success, (job, partition)
 
         for key in keys:
             run("raw_shards", key)
-        run("quality")
-        for key in keys:
-            run("shard_pipeline", key)
+        run("quality_classifier")
+        run("toxicity_classifier")
+        for job in ("filtered_shards", "minhash_signatures"):
+            for key in keys:
+                run(job, key)
         started = time.perf_counter()
         for band_key in band_partitions.get_partition_keys():
             run("dedup_pairs", band_key)
-        run("dedup")
+        run("dedup_clusters")
         seconds = round(time.perf_counter() - started, 1)
     uris = [f"{root}/minhash_signatures/{k}/signatures.parquet" for k in keys]
     # the asset's defaults are the library's (line dedup at 20 documents, incremental on)

@@ -28,9 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from resources.launcher import TorchrunLauncher  # noqa: E402
-from tests.slurm_cluster import slurm_cluster, slurm_unavailable  # noqa: E402
-from tests.test_train import make_config, make_packed  # noqa: E402
-from tests.training_jobs import SlurmJob, TorchrunJob, processes_naming  # noqa: E402
+from tests.servers.slurm_cluster import slurm_cluster, slurm_unavailable  # noqa: E402
+from tests.servers.training_jobs import SlurmJob, TorchrunJob, processes_naming  # noqa: E402
+from tests.unit.train.test_train import make_config, make_packed  # noqa: E402
 
 
 def first_step_seen(metrics: Path) -> bool:

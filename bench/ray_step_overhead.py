@@ -1,6 +1,6 @@
 """Where a data step's time goes on the Ray cluster: one run at a time, phase by phase.
 
-Starts a head + worker (1 CPU each, ``tests/ray_cluster.py``), registers ``--shards`` shard
+Starts a head + worker (1 CPU each, ``tests/servers/ray_cluster.py``), registers ``--shards`` shard
 partitions of the embedded corpus and runs ``raw_shards`` then ``filtered_shards`` for each,
 one run at a time (so no phase hides behind another run's), with each executor given by
 ``--modes`` (``--batched``: each per-shard stage one run over every group, as a backfill of
@@ -214,7 +214,7 @@ def main() -> None:
                         help="each per-shard stage one run over every group, as backfills run")  # fmt: skip
     args = parser.parse_args()
     from executors.ray_pool import stop_step_pool
-    from tests.ray_cluster import node_env, ray_cluster
+    from tests.servers.ray_cluster import node_env, ray_cluster
 
     load_before = os.getloadavg()
     probes = {

@@ -49,15 +49,15 @@ from pretrain.checkpoint.dcp import parse_checkpoint_key  # noqa: E402
 from pretrain.recovery.policy import Decision  # noqa: E402
 from pretrain.recovery.wandb_file import read_history  # noqa: E402
 from pretrain.run_files import offline_run_files, wandb_run_id  # noqa: E402
-from tests.dagster_server import (  # noqa: E402
+from tests.helpers.fault_campaign import (  # noqa: E402
+    make_poisoned_packed,
+    with_tokenizer_and_identity,
+)
+from tests.servers.dagster_server import (  # noqa: E402
     dagster_dev,
     submit_train,
     train_run_config,
     wait_for,
-)
-from tests.helpers.fault_campaign import (  # noqa: E402
-    make_poisoned_packed,
-    with_tokenizer_and_identity,
 )
 
 POISON = [81, 82]
@@ -108,7 +108,7 @@ def evaluation_outcomes(instance: DagsterInstance, decision: Decision) -> dict[s
     """How the ``evaluate`` runs ended, abandoned checkpoints (after the rollback target on the
     old branch) counted apart."""
     counts: dict[str, int] = {}
-    for run in instance.get_runs(RunsFilter(job_name="eval_reports")):
+    for run in instance.get_runs(RunsFilter(job_name="eval_reports_job")):
         branch, step = parse_checkpoint_key(run.tags["dagster/partition"])
         abandoned = branch == decision.branch and step > (decision.checkpoint_step or 0)
         name = ("abandoned_" if abandoned else "") + run.status.value.lower()
@@ -177,7 +177,7 @@ def one_run(tmp_path: Path) -> dict[str, Any]:
         )
         wait_for(
             "the evaluations in flight",
-            lambda: not instance.get_runs(RunsFilter(job_name="eval_reports", statuses=ACTIVE)),
+            lambda: not instance.get_runs(RunsFilter(job_name="eval_reports_job", statuses=ACTIVE)),
             timeout_s=600,
             poll_s=1.0,
         )

@@ -5,7 +5,7 @@ one step in a process that is already warm: its own executors (dagster-k8s, dags
 dagster-celery) and dagster-ray import the same internals. Our Ray actor executor
 (``executors/ray_executor.py``) and its step pool (``executors/ray_pool.py``) need them, and get them
 only from here. Pinned to Dagster ``PINNED_DAGSTER``; ``SHAPES`` records the shape of every
-name below as that version has it, and ``tests/test_dagster_internals.py`` fails, naming the
+name below as that version has it, and ``tests/dagster/test_dagster_internals.py`` fails, naming the
 name that moved, when the installed Dagster differs (docs/UPGRADING.md: how to upgrade).
 
 Private names (``dagster._…``), why each is needed, and the public API checked instead:

@@ -54,9 +54,15 @@ class Stage:
         return config_class(self.library, exclude=self.exclude, optional=self.optional)
 
 
+def job_name(asset: str) -> str:
+    """The job that materializes ``asset``, named after it: ``raw_shards_job`` (Dagster refuses
+    a job that shares its name with an op, and each asset's op is named after the asset)."""
+    return f"{asset}_job"
+
+
 def _own(*assets: str) -> tuple[tuple[str, str], ...]:
-    """Each asset's own job (named after it) and op."""
-    return tuple((asset, asset) for asset in assets)
+    """Each asset's own job and op."""
+    return tuple((job_name(asset), asset) for asset in assets)
 
 
 STAGES: dict[str, Stage] = {

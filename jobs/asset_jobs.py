@@ -20,6 +20,8 @@ from typing import Any
 
 from dagster import AssetSelection, define_asset_job
 
+from foundation.stages import job_name
+
 DESCRIPTIONS = {
     "scaling_plan": "The compute plan: Chinchilla and overtrained (N, D), FLOPs, GPU-hours, cost.",
     "raw_shards": "Read shard groups' raw files into documents + rejects.",
@@ -53,9 +55,9 @@ DESCRIPTIONS = {
 
 
 def asset_job(asset: str) -> Any:  # an unresolved asset job (Dagster does not export its type)
-    """The job named ``asset`` that materializes it."""
+    """The job that materializes ``asset``, named after it (``raw_shards_job``)."""
     return define_asset_job(
-        asset, selection=AssetSelection.assets(asset), description=DESCRIPTIONS[asset]
+        job_name(asset), selection=AssetSelection.assets(asset), description=DESCRIPTIONS[asset]
     )
 
 

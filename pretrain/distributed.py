@@ -96,7 +96,7 @@ def close_process_group() -> None:
     (FSDP2's per-parameter mesh info) from reference cycles that only the garbage collector
     frees. So: empty the mesh's group registry, collect those cycles, then destroy: the group
     is freed and its threads joined here, while the interpreter is whole
-    (``tests/test_train_exit.py`` checks that no gloo thread is left)."""
+    (``tests/unit/train/test_train_exit.py`` checks that no gloo thread is left)."""
     for mesh in _MESHES:
         registry = getattr(mesh, "_pg_registry", None)  # torch 2.13: name -> ProcessGroup
         if registry is not None:

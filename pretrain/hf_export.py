@@ -16,7 +16,7 @@ sha256, lineage), then ``_COMMITTED``. Needs neither ``transformers`` nor a proc
 checkpoint is loaded with :func:`pretrain.checkpoint.dcp.load_consolidated_model`, so any
 FSDP world size works.
 
-Conventions that make the logits match ``LlamaForCausalLM`` (``tests/test_hf_export.py``):
+Conventions that make the logits match ``LlamaForCausalLM`` (``tests/unit/checkpoint/test_hf_export.py``):
 
 - RoPE: our :func:`pretrain.model.transformer.apply_rope` rotates the two *halves* of each head
   with frequencies ``theta^(-2i/head_dim)`` — the same layout as HF's ``rotate_half``, so

@@ -120,7 +120,7 @@ def nearest_recipe(num_params: float) -> tuple[str, int]:
     from pretrain.model.config import num_params as count
     from pretrain.model.recipes import RECIPES
 
-    sizes = {name: count(fn(RECIPE_VOCAB)) for name, fn in RECIPES.items() if name != "debug_tiny"}
+    sizes = {name: count(fn(RECIPE_VOCAB)) for name, fn in RECIPES.items() if fn.scaling}
     name = min(sizes, key=lambda n: abs(math.log(sizes[n] / num_params)))
     return name, sizes[name]
 

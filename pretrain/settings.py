@@ -35,7 +35,9 @@ import re
 import types
 import typing
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Annotated, Any
+
+import pydantic
 
 from pretrain.errors import ConfigError
 
@@ -61,7 +63,7 @@ def field_docs(cls: type) -> dict[str, str]:
     return docs
 
 
-def _optional_inner(hint: Any) -> tuple[Any, bool]:
+def optional_inner(hint: Any) -> tuple[Any, bool]:
     if typing.get_origin(hint) in (types.UnionType, typing.Union):
         inner = [a for a in typing.get_args(hint) if a is not type(None)]
         return inner[0], True
@@ -70,7 +72,7 @@ def _optional_inner(hint: Any) -> tuple[Any, bool]:
 
 def parse_value(hint: Any, text: str, where: str) -> Any:
     """``text`` from the command line as a value of type ``hint`` (strict)."""
-    inner, optional = _optional_inner(hint)
+    inner, optional = optional_inner(hint)
     if optional and text.lower() in ("null", "none"):
         return None
     if inner is bool:
@@ -116,7 +118,7 @@ def _leaves(
         dotted = ".".join((*path, field.name))
         if dotted in exclude or not field.init:
             continue
-        inner, optional = _optional_inner(hints[field.name])
+        inner, optional = optional_inner(hints[field.name])
         default = _field_default(field, section)
         if isinstance(inner, type) and dataclasses.is_dataclass(inner):  # hints are classes
             if optional:
@@ -158,7 +160,7 @@ def add_options(
         if hint is None:  # an optional section: only null
             metavar, parse = "null", _parser(type(None) | None, name)
         else:
-            inner = _optional_inner(hint)[0]
+            inner = optional_inner(hint)[0]
             metavar = inner.__name__ if inner in (bool, int, float, str) else "JSON"
             parse = _parser(hint, name)
         told = defaults or shown(default)
@@ -200,14 +202,30 @@ def chosen(args: argparse.Namespace, prefix: str) -> dict[str, Any]:
     return out
 
 
-# -- type checks of config dataclasses ------------------------------------------------------------
-# JSON scalar -> the hint it may fill. Strict on purpose: a bool never stands in for a number
-# (``True`` is an int in Python), a string never for a bool ("false" is truthy) or a number.
-SCALARS: dict[Any, tuple[str, Any]] = {
-    bool: ("a boolean (true/false)", lambda v: isinstance(v, bool)),
-    int: ("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool)),
-    float: ("a number", lambda v: isinstance(v, int | float) and not isinstance(v, bool)),
-    str: ("a string", lambda v: isinstance(v, str)),
+# What a type error says was wanted, by pydantic's error type.
+WANTED: dict[str, str] = {
+    "bool_type": "a boolean (true/false)",
+    "int_type": "an integer",
+    "float_type": "a number",
+    "string_type": "a string",
+    "tuple_type": "a tuple (a list in JSON)",
+    "list_type": "a list",
+    "dict_type": "a mapping",
+}
+
+
+def _keep_input(value: Any, handler: pydantic.ValidatorFunctionWrapHandler) -> Any:
+    handler(value)  # checked strictly, the value kept as given (an int stays an int)
+    return value
+
+
+# Scalars strictly: a bool never for a number ("True" is an int in Python), a string never for a
+# bool ("false" is truthy) or a number; an int is a float's value as given.
+STRICT: dict[Any, Any] = {
+    bool: pydantic.StrictBool,
+    int: pydantic.StrictInt,
+    float: Annotated[float, pydantic.Strict(), pydantic.WrapValidator(_keep_input)],
+    str: pydantic.StrictStr,
 }
 
 
@@ -232,78 +250,103 @@ def check_types(config: Any) -> None:
     """Refuse a field whose value does not have its annotated type (ConfigError naming the
     class, the field and the value); lists given for ``tuple`` fields become tuples.
 
-    Call it first in a config dataclass's ``__post_init__`` (before range checks, which would
-    otherwise fail with a bare ``TypeError`` on ``"3" < 1``)."""
+    Checked by pydantic (scalars strict, nested configs only as instances); its first error
+    becomes the one-line message. Call it first in a config dataclass's ``__post_init__``
+    (before range checks, which would otherwise fail with a bare ``TypeError`` on ``"3" < 1``)."""
     cls: type = type(config)
     for name, hint in _hints(cls).items():
         value = getattr(config, name)
-        fixed = _checked(hint, value, f"{cls.__name__}.{name}")
-        if fixed is not value:
+        where = f"{cls.__name__}.{name}"
+        inner, optional = optional_inner(hint)
+        if optional and value is None:
+            continue
+        fixed = checked_value(inner, value, where)
+        if fixed != value or type(fixed) is not type(value):  # a list given for a tuple
             object.__setattr__(config, name, fixed)
 
 
-def _checked(hint: Any, value: Any, where: str) -> Any:
-    """``value`` if it fits ``hint`` (a list for a tuple comes back as a tuple), else
-    ConfigError. Hints this does not know (protocols, callables) are not checked."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (types.UnionType, typing.Union):
-        if value is None and type(None) in args:
-            return None
-        inner = [a for a in args if a is not type(None)]
-        if len(inner) == 1:
-            return _checked(inner[0], value, where)
-        for option in inner:  # a wider union: the first member that fits
-            try:
-                return _checked(option, value, where)
-            except ConfigError:
-                continue
-        raise ConfigError(f"{where} must be one of {hint}, got {describe(value)}")
-    if value is None:
-        raise ConfigError(f"{where} must not be null (it needs a value of type {_name(hint)})")
-    if hint in SCALARS:
-        expected, accepts = SCALARS[hint]
-        if not accepts(value):
-            raise ConfigError(f"{where} must be {expected}, got {describe(value)}")
-        return value
-    if origin is Literal:
-        if value not in args:
-            raise ConfigError(f"{where} must be one of {list(args)}, got {describe(value)}")
-        return value
-    if origin is tuple:
-        if not isinstance(value, tuple | list):
-            raise ConfigError(f"{where} must be a tuple (a list in JSON), got {describe(value)}")
-        if len(args) == 2 and args[1] is Ellipsis:
-            items = [_checked(args[0], v, f"{where}[{i}]") for i, v in enumerate(value)]
-        elif args:
-            if len(value) != len(args):
-                raise ConfigError(
-                    f"{where} must be a list of {len(args)} values, got {describe(value)}"
-                )
-            items = [
-                _checked(a, v, f"{where}[{i}]")
-                for i, (a, v) in enumerate(zip(args, value, strict=True))
-            ]
-        else:
-            items = list(value)
-        same = isinstance(value, tuple) and all(a is b for a, b in zip(items, value, strict=True))
-        return value if same else tuple(items)
-    if origin is list:
-        if not isinstance(value, list):
-            raise ConfigError(f"{where} must be a list, got {describe(value)}")
-        for i, v in enumerate(value):
-            _checked(args[0], v, f"{where}[{i}]")
-        return value
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(f"{where} must be a mapping, got {describe(value)}")
-        for k, v in value.items():
-            _checked(args[0], k, f"{where} key {k!r}")
-            _checked(args[1], v, f"{where}[{k!r}]")
-        return value
+def checked_value(hint: Any, value: Any, where: str) -> Any:
+    """``value`` validated against ``hint`` (a list for a tuple comes back a tuple), else a
+    ConfigError: ``<where>[<index>] must be <wanted>, got <value>``."""
+    try:
+        return _adapter(hint).validate_python(value)
+    except pydantic.ValidationError as exc:
+        raise ConfigError(_message(exc.errors()[0], hint, value, where)) from None
+
+
+@functools.cache
+def _adapter(hint: Any) -> pydantic.TypeAdapter:
+    return pydantic.TypeAdapter(_strict(hint))
+
+
+def _strict(hint: Any) -> Any:
+    """``hint`` for pydantic: scalars strict, a dataclass only as an instance of itself (never
+    built from a mapping), containers as declared; hints without a check (``Any``) as they are."""
+    if hint in STRICT:
+        return STRICT[hint]
     if dataclasses.is_dataclass(hint) and isinstance(hint, type):
-        if not isinstance(value, hint):
-            raise ConfigError(f"{where} must be a {hint.__name__}, got {describe(value)}")
-        return value
+        return pydantic.InstanceOf[hint]  # type: ignore[misc] # InstanceOf is generic at run time only
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (tuple, list, dict, types.UnionType, typing.Union) and args:
+        strict_args = tuple(a if a is Ellipsis else _strict(a) for a in args)
+        if origin is types.UnionType:
+            return typing.Union[strict_args]  # noqa: UP007 (built from a tuple)
+        return origin[strict_args]
+    return hint
+
+
+def _message(error: Any, hint: Any, value: Any, where: str) -> str:
+    """pydantic's error as ``<where>[<index>] must be <wanted>, got <value>``."""
+    loc = list(error["loc"])
+    if error["type"] in ("too_long", "too_short", "missing"):  # a fixed-length tuple
+        loc = loc[:-1] if error["type"] == "missing" else loc
+        sub, path = _at(hint, loc), _path(loc)
+        n = len(typing.get_args(sub))
+        return f"{where}{path} must be a list of {n} values, got {describe(_value_at(value, loc))}"
+    sub, path, got = _at(hint, loc), _path(loc), error["input"]
+    sub = optional_inner(sub)[0]
+    if got is None:
+        return f"{where}{path} must not be null (it needs a value of type {_name(sub)})"
+    if error["type"] == "is_instance_of":
+        wanted = f"a {_name(sub)}"
+    elif error["type"] == "literal_error":
+        wanted = f"one of {list(typing.get_args(sub))}"
+    else:
+        wanted = WANTED.get(error["type"], f"of type {_name(sub)}")
+    return f"{where}{path} must be {wanted}, got {describe(got)}"
+
+
+def _at(hint: Any, loc: list[Any]) -> Any:
+    """The part of ``hint`` that pydantic's error location ``loc`` points at."""
+    for i, part in enumerate(loc):
+        hint = optional_inner(hint)[0]
+        args = typing.get_args(hint)
+        if typing.get_origin(hint) is dict:
+            hint = args[0] if i + 1 < len(loc) and loc[i + 1] == "[key]" else args[1]
+        elif part == "[key]":
+            continue
+        elif typing.get_origin(hint) in (tuple, list):
+            hint = args[0] if len(args) < 2 or args[1] is Ellipsis else args[part]
+    return hint
+
+
+def _path(loc: list[Any]) -> str:
+    """``[1]``, ``['web']``, `` key 3``: an error location as the message writes it."""
+    out = ""
+    for i, part in enumerate(loc):
+        if part == "[key]":
+            continue
+        if i + 1 < len(loc) and loc[i + 1] == "[key]":
+            out += f" key {part!r}"
+        else:
+            out += f"[{part!r}]"
+    return out
+
+
+def _value_at(value: Any, loc: list[Any]) -> Any:
+    for part in loc:
+        if part != "[key]":
+            value = value[part]
     return value
 
 

@@ -11,7 +11,7 @@ pod SIGTERM (the trainer finishes its step and checkpoints) and SIGKILL after
 ``terminationGracePeriodSeconds``; the op re-raises only when no pod of the job is left.
 When the job ends, the master pod's log is saved as ``<run_dir>/<job>.log``: the
 ``LaunchResult``'s log, which the op shows on failure. ``kubectl`` is the one external tool
-(tests/test_kubernetes_launcher.py drives the launcher with a fake that plays back pod states).
+(tests/dagster/test_kubernetes_launcher.py drives the launcher with a fake that plays back pod states).
 
     launcher = KubernetesLauncher(nodes=4, gpus_per_node=8, image="registry/pretrain:1.0")
     print(launcher.render_manifest(name="pretrain-b00", config_path="/shared/runs/b00/run.json",

@@ -21,7 +21,7 @@ Stopping (:meth:`SlurmLauncher.terminate`): ``scancel --signal=TERM`` signals th
     print(launcher.render_sbatch(job_name="pretrain-b00", config_path="/shared/runs/b00/run.json",
                                  log_dir="/shared/runs/b00"))
 
-On one CPU machine (the tests' one-node cluster, tests/slurm_cluster.py)::
+On one CPU machine (the tests' one-node cluster, tests/servers/slurm_cluster.py)::
 
     SlurmLauncher(nodes=1, gpus_per_node=0, nproc_per_node=2, cpus_per_task=2,
                   threads_per_process=1, python=sys.executable, rdzv_host="127.0.0.1")

@@ -42,7 +42,7 @@ from dagster import (
 from foundation.experiment_launches import launched_searches, verification_of
 from foundation.experiments import experiment_root
 from foundation.partitions import EXPERIMENT_PARTITIONS_NAME, experiment_partitions
-from foundation.stages import run_configs
+from foundation.stages import job_name, run_configs
 from jobs.asset_jobs import JOBS
 from pretrain.experiments.admission import AdmissionConfig
 from pretrain.experiments.corpus import ABLATIONS, ExperimentRoot
@@ -90,13 +90,14 @@ def remade_since(
 
 def admission_run_config(config: AdmissionConfig) -> dict:
     """``data_admission``'s run config carrying ``config`` (as the sensor tried the group)."""
-    return run_configs(admission_settings(config))["data_admission"]
+    return run_configs(admission_settings(config))[job_name("data_admission")]
 
 
 def request_of(step: Step) -> RunRequest:
-    config = run_configs(step.settings).get(step.job) if step.settings else None
+    job = job_name(step.job)  # the library names the asset a step materializes
+    config = run_configs(step.settings).get(job) if step.settings else None
     return RunRequest(
-        job_name=step.job, partition_key=step.partition, run_key=step.run_key,
+        job_name=job, partition_key=step.partition, run_key=step.run_key,
         run_config=config or {},
     )  # fmt: skip
 

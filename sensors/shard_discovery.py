@@ -21,6 +21,7 @@ from dagster import (
 )
 
 from foundation.partitions import shard_partitions
+from foundation.stages import job_name
 from pretrain import storage
 from pretrain.data.discovery import RegisteredFiles, listing_digest, plan_new_shards
 from pretrain.data.raw import list_source_files
@@ -29,7 +30,7 @@ from resources.storage import ArtifactStore
 
 
 @sensor(
-    job_name="raw_shards",
+    job_name=job_name("raw_shards"),
     minimum_interval_seconds=60,
     default_status=DefaultSensorStatus.STOPPED,
 )

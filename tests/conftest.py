@@ -3,7 +3,7 @@ each other).
 
 ``packed_mix`` / ``packed_stages``: small packed-token corpora built once per module.
 
-``slurm``: a real one-node Slurm cluster (tests/slurm_cluster.py) for the tests of a module;
+``slurm``: a real one-node Slurm cluster (tests/servers/slurm_cluster.py) for the tests of a module;
 skipped with the reason where Slurm cannot run (not root, ``slurm-wlm``/``munge`` missing).
 Its ``SLURM_CONF`` is exported while the module's tests run, so ``sbatch``/``squeue`` and the
 ``SlurmLauncher`` talk to it.
@@ -33,7 +33,7 @@ from dagster import DagsterInstance
 
 from foundation.dagster_internals import clear_defs_state_storage
 from tests.helpers.packing_data import build_packed_mix, build_packed_stages
-from tests.slurm_cluster import SlurmCluster, slurm_cluster, slurm_unavailable
+from tests.servers.slurm_cluster import SlurmCluster, slurm_cluster, slurm_unavailable
 
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -68,7 +68,7 @@ def no_inherited_defs_state_storage(request: pytest.FixtureRequest) -> Iterator[
 
     Entering a ``DagsterInstance`` (``with instance:``) sets its storage in a context variable
     that loading ``Definitions`` reads, and leaving resets it to what it was when entered. Twice
-    in CI, tests that enter no instance (``tests/test_settings.py``) found a storage there whose
+    in CI, tests that enter no instance (``tests/unit/foundations/test_settings.py``) found a storage there whose
     instance was already garbage collected ("Attempted to resolve undefined DagsterInstance
     weakref"), while a full run here never left one between tests: the likely way is an
     instance entered inside a generator or context object that is only finalized by a later

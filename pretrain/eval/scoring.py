@@ -94,7 +94,7 @@ def encode_request(tok: Tokenizer, context: str, continuation: str, *, prefix_id
 def hidden_states(model: Any, tokens: Any) -> Any:
     """:class:`pretrain.model.Transformer`'s forward up to the final norm, without the head.
 
-    Mirrors ``Transformer.forward``; ``tests/test_eval_tasks.py`` checks that scores computed
+    Mirrors ``Transformer.forward``; ``tests/unit/eval/test_eval_tasks.py`` checks that scores computed
     through it equal those from the full logits."""
     seq = tokens.shape[1]
     if seq > model.cfg.max_seq_len:

@@ -26,6 +26,7 @@ from typing import Any
 
 from pretrain.errors import ConfigError
 from pretrain.experiments.records import json_object
+from pretrain.model.recipes import get_recipe
 from pretrain.settings import check_types
 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,99}$")
@@ -48,10 +49,7 @@ class ProxyRecipe:
     only by their data, which is what an admission compares (OLMo 2's micro-anneals)."""
 
     name: str
-    d_model: int
-    n_layers: int
-    n_heads: int
-    n_kv_heads: int
+    model: str  # a model recipe (pretrain.model.recipes), e.g. "proxy_64x2"
     micro_batch_size: int
     global_batch_sequences: int
     lr: float
@@ -79,8 +77,9 @@ class ProxyRecipe:
                 f"ProxyRecipe {self.name}: global_batch_sequences={self.global_batch_sequences} "
                 f"must be a multiple of micro_batch_size={self.micro_batch_size}"
             )
-        if min(self.token_budget, self.lr, self.d_model, self.n_layers) <= 0:
+        if min(self.token_budget, self.lr, self.micro_batch_size) <= 0:
             raise ConfigError(f"ProxyRecipe {self.name}: sizes, lr and token_budget must be > 0")
+        get_recipe(self.model)  # a known model recipe (ConfigError naming the choices)
 
 
 # CPU, tuned by bench/data_roi.py (5 real sources, a 1k-token basis vocabulary, one core each):
@@ -101,22 +100,22 @@ PROXY_RECIPES: dict[str, ProxyRecipe] = {
     r.name: r
     for r in (
         ProxyRecipe(
-            name="proxy_cpu", d_model=64, n_layers=2, n_heads=2, n_kv_heads=2,
+            name="proxy_cpu", model="proxy_64x2",
             micro_batch_size=16, global_batch_sequences=16, lr=1e-2, warmup_steps=10,
             token_budget=524_288, schedule="wsd",
         ),
         ProxyRecipe(
-            name="proxy_cpu_admit", d_model=64, n_layers=2, n_heads=2, n_kv_heads=2,
+            name="proxy_cpu_admit", model="proxy_64x2",
             micro_batch_size=16, global_batch_sequences=16, lr=1e-2, warmup_steps=20,
             token_budget=2_097_152, schedule="wsd",
         ),
         ProxyRecipe(
-            name="proxy_cpu_large", d_model=128, n_layers=4, n_heads=4, n_kv_heads=4,
+            name="proxy_cpu_large", model="proxy_128x4",
             micro_batch_size=16, global_batch_sequences=16, lr=5e-3, warmup_steps=20,
             token_budget=1_966_080, schedule="wsd",
         ),
         ProxyRecipe(
-            name="proxy_cpu_anneal", d_model=64, n_layers=2, n_heads=2, n_kv_heads=2,
+            name="proxy_cpu_anneal", model="proxy_64x2",
             micro_batch_size=16, global_batch_sequences=16, lr=3e-3, warmup_steps=8,
             token_budget=524_288, schedule="wsd", decay_fraction=1.0,
             starts_from="proxy_cpu_admit", next_scale="proxy_cpu_anneal_2x",
@@ -124,59 +123,59 @@ PROXY_RECIPES: dict[str, ProxyRecipe] = {
         # the admission ladder (bench/data_roi.py --ladder): twice the anneal's tokens, then a
         # wider model (its own start), then the GPU recipes
         ProxyRecipe(
-            name="proxy_cpu_anneal_2x", d_model=64, n_layers=2, n_heads=2, n_kv_heads=2,
+            name="proxy_cpu_anneal_2x", model="proxy_64x2",
             micro_batch_size=16, global_batch_sequences=16, lr=3e-3, warmup_steps=8,
             token_budget=1_048_576, schedule="wsd", decay_fraction=1.0,
             starts_from="proxy_cpu_admit", next_scale="proxy_cpu_anneal_wide",
         ),
         ProxyRecipe(
-            name="proxy_cpu_admit_wide", d_model=128, n_layers=2, n_heads=4, n_kv_heads=4,
+            name="proxy_cpu_admit_wide", model="proxy_128x2",
             micro_batch_size=16, global_batch_sequences=16, lr=5e-3, warmup_steps=20,
             token_budget=2_097_152, schedule="wsd",
         ),
         ProxyRecipe(
-            name="proxy_cpu_anneal_wide", d_model=128, n_layers=2, n_heads=4, n_kv_heads=4,
+            name="proxy_cpu_anneal_wide", model="proxy_128x2",
             micro_batch_size=16, global_batch_sequences=16, lr=2e-3, warmup_steps=8,
             token_budget=524_288, schedule="wsd", decay_fraction=1.0,
             starts_from="proxy_cpu_admit_wide", next_scale="proxy_gpu_20m",
         ),
         ProxyRecipe(
-            name="proxy_cpu_stable", d_model=64, n_layers=2, n_heads=2, n_kv_heads=2,
+            name="proxy_cpu_stable", model="proxy_64x2",
             micro_batch_size=16, global_batch_sequences=16, lr=1e-2, warmup_steps=20,
             token_budget=1_048_576, schedule="wsd", decay_fraction=0.01,
         ),
         ProxyRecipe(
-            name="proxy_cpu_branch", d_model=64, n_layers=2, n_heads=2, n_kv_heads=2,
+            name="proxy_cpu_branch", model="proxy_64x2",
             micro_batch_size=16, global_batch_sequences=16, lr=1e-2, warmup_steps=10,
             token_budget=1_048_576, schedule="wsd", decay_fraction=0.2,
             starts_from="proxy_cpu_stable",
         ),
         ProxyRecipe(
-            name="proxy_cpu_mix_anneal", d_model=64, n_layers=2, n_heads=2, n_kv_heads=2,
+            name="proxy_cpu_mix_anneal", model="proxy_64x2",
             micro_batch_size=16, global_batch_sequences=16, lr=3e-3, warmup_steps=4,
             token_budget=262_144, schedule="wsd", decay_fraction=1.0,
             starts_from="proxy_cpu_admit",
         ),
         # seconds on one core: for tests and smoke runs, too small to decide real data
         ProxyRecipe(
-            name="proxy_tiny", d_model=64, n_layers=2, n_heads=4, n_kv_heads=4,
+            name="proxy_tiny", model="proxy_64x2_4h",
             micro_batch_size=16, global_batch_sequences=16, lr=3e-3, warmup_steps=8,
             token_budget=80_000, max_val_sequences=32, max_task_examples=50,
         ),
         ProxyRecipe(
-            name="proxy_tiny_anneal", d_model=64, n_layers=2, n_heads=4, n_kv_heads=4,
+            name="proxy_tiny_anneal", model="proxy_64x2_4h",
             micro_batch_size=16, global_batch_sequences=16, lr=1e-3, warmup_steps=2,
             token_budget=40_000, max_val_sequences=32, max_task_examples=50, schedule="wsd",
             decay_fraction=1.0, starts_from="proxy_tiny", next_scale="proxy_cpu_anneal",
         ),
         ProxyRecipe(
-            name="proxy_gpu_20m", d_model=384, n_layers=8, n_heads=6, n_kv_heads=6,
+            name="proxy_gpu_20m", model="proxy_20m",
             micro_batch_size=64, global_batch_sequences=128, lr=2e-3, warmup_steps=100,
             token_budget=400_000_000, device="cuda", max_val_sequences=512,
             max_task_examples=1000, next_scale="proxy_gpu_150m",
         ),
         ProxyRecipe(
-            name="proxy_gpu_150m", d_model=1024, n_layers=10, n_heads=16, n_kv_heads=16,
+            name="proxy_gpu_150m", model="proxy_150m",
             micro_batch_size=32, global_batch_sequences=256, lr=1e-3, warmup_steps=300,
             token_budget=3_000_000_000, device="cuda", max_val_sequences=1024,
             max_task_examples=2000,
@@ -186,8 +185,7 @@ PROXY_RECIPES: dict[str, ProxyRecipe] = {
 
 
 def check_anneal_recipes(recipes: dict[str, ProxyRecipe]) -> None:
-    """Every anneal recipe continues a known recipe with the same model shapes."""
-    shape = ("d_model", "n_layers", "n_heads", "n_kv_heads")
+    """Every anneal recipe continues a known recipe with the same model."""
     for recipe in recipes.values():
         if recipe.starts_from is None:
             continue
@@ -197,13 +195,10 @@ def check_anneal_recipes(recipes: dict[str, ProxyRecipe]) -> None:
                 f"ProxyRecipe {recipe.name} starts from {recipe.starts_from!r}, which is not a "
                 "recipe trained from scratch"
             )
-        if (
-            any(getattr(base, k) != getattr(recipe, k) for k in shape)
-            or base.device != recipe.device
-        ):
+        if base.model != recipe.model or base.device != recipe.device:
             raise ConfigError(
-                f"ProxyRecipe {recipe.name} starts from {base.name}: the model shapes {shape} and "
-                "the device must be the same"
+                f"ProxyRecipe {recipe.name} starts from {base.name}: the model shapes "
+                f"({recipe.model} vs {base.model}) and the device must be the same"
             )
 
 
@@ -325,6 +320,9 @@ class ExperimentSpec:
         bookkeeping labels."""
         recipe = dataclasses.asdict(get_proxy_recipe(self.recipe))
         recipe.pop("next_scale")  # what to try next changes nothing this proxy measures
+        model = get_recipe(recipe.pop("model"))  # its shape, as identities have always held it
+        recipe.update(d_model=model.d_model, n_layers=model.n_layers, n_heads=model.n_heads,
+                      n_kv_heads=model.n_kv_heads)  # fmt: skip
         found = {"variant": self.variant.to_dict(), "recipe": self.recipe,
                  "recipe_settings": recipe, "seed": self.seed}  # fmt: skip
         return {**found, "base": self.base} if self.base else found

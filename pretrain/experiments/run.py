@@ -43,7 +43,8 @@ from pretrain.experiments.pools import PoolInfo
 from pretrain.experiments.records import json_object, read_record
 from pretrain.experiments.view import ViewPlan, plan_view, write_view
 from pretrain.experiments.yardsticks import TARGET_PREFIX
-from pretrain.model.config import ModelConfig, flops_per_token, num_params
+from pretrain.model.config import flops_per_token, num_params
+from pretrain.model.recipes import get_recipe
 from pretrain.train.config import (
     DataConfig,
     MetricsConfig,
@@ -138,18 +139,8 @@ def proxy_train_config(
     one checkpoint at the end, no W&B (``metrics.jsonl`` keeps the loss curve); an anneal
     recipe starts from ``init_from``'s weights."""
     steps = max(1, recipe.token_budget // (recipe.global_batch_sequences * seq_len))
-    model = ModelConfig(
-        vocab_size=vocab_size,
-        d_model=recipe.d_model,
-        n_layers=recipe.n_layers,
-        n_heads=recipe.n_heads,
-        n_kv_heads=recipe.n_kv_heads,
-        max_seq_len=seq_len,
-        ffn_multiple_of=32,
-        tie_embeddings=True,
-    )
     return TrainConfig(
-        model=model,
+        model=get_recipe(recipe.model)(vocab_size=vocab_size, max_seq_len=seq_len),
         optim=OptimConfig(
             lr=recipe.lr,
             warmup_steps=min(recipe.warmup_steps, steps),

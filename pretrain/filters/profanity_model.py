@@ -6,7 +6,7 @@ lower-cased word tokens (the group and reporting terms and the fastText models r
 tokens), so it scores sentences from their words: :func:`probabilities_of_words` builds the
 TF-IDF rows that the wheel's ``TfidfVectorizer`` would (its ``(?u)\\b\\w\\w+\\b`` tokens are
 the ``\\w+`` tokens of two characters or more; stop words are outside its vocabulary) without
-tokenizing the text a second time. ``tests/test_profanity_model.py`` holds the two equal::
+tokenizing the text a second time. ``tests/unit/filters/test_profanity_model.py`` holds the two equal::
 
     from pretrain.filters.profanity_model import sentence_probabilities
     sentence_probabilities(["Have a nice day.", "You are a fucking idiot."])  # [0.01, 0.99]

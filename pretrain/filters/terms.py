@@ -2,7 +2,7 @@
 
 Set operations on a text's lower-cased word tokens instead of a regex alternation (25x faster
 on web text): a text without any term, the common case, costs two set operations, and a
-phrase is looked for only when its first word is there (``tests/test_terms.py``)::
+phrase is looked for only when its first word is there (``tests/unit/filters/test_terms.py``)::
 
     from pretrain.filters.terms import Terms
     terms = Terms(frozenset({"white genocide", "anti-whites", "slur"}))

@@ -18,7 +18,6 @@ import dataclasses
 import hashlib
 import json
 import re
-import types
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,7 @@ from pretrain.checkpoint.config import CheckpointConfig
 from pretrain.errors import ConfigError
 from pretrain.model.config import ModelConfig
 from pretrain.run_files import wandb_run_id
-from pretrain.settings import SCALARS, check_types, describe
+from pretrain.settings import check_types, checked_value, describe, optional_inner
 
 _BRANCH_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 WANDB_MODES = ("offline", "online", "disabled")
@@ -339,7 +338,7 @@ class TrainConfig:
 def _build(cls: type, data: Any, where: str) -> Any:
     """Rebuild a (nested) frozen dataclass from JSON data; unknown keys are an error."""
     if not isinstance(data, dict):
-        raise ConfigError(f"{where} must be a JSON object, got {_describe(data)}")
+        raise ConfigError(f"{where} must be a JSON object, got {describe(data)}")
     hints = typing.get_type_hints(cls)
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = set(data) - known
@@ -352,50 +351,19 @@ def _build(cls: type, data: Any, where: str) -> Any:
         raise ConfigError(f"{where}: {exc}") from exc
 
 
-# what a type error shows of a value, and which JSON scalar fills which hint: shared with
-# every config dataclass's own check (pretrain.settings.check_types)
-_describe, _SCALARS = describe, SCALARS
-
-
 def _convert(hint: Any, value: Any, where: str) -> Any:
-    """``value`` checked strictly against ``hint`` (and lists turned into tuples); a mismatch
-    raises ``ConfigError`` naming the field: ``config.run.max_steps must be an integer, got
-    str '200'``. ``null`` is accepted only where the field is optional (``X | None``)."""
+    """``value`` checked strictly against ``hint`` (lists turned into tuples, ints given for
+    floats into floats); a mismatch raises ``ConfigError`` naming the field: ``config.run.max_steps
+    must be an integer, got str '200'``. ``null`` is accepted only where the field is optional."""
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):  # a nested section
         return _build(hint, value, where)
-    origin = typing.get_origin(hint)
-    if origin in (types.UnionType, typing.Union):
-        args = typing.get_args(hint)
-        if value is None and type(None) in args:
-            return None
-        inner = [a for a in args if a is not type(None)]
-        if len(inner) != 1:
-            raise ConfigError(f"{where}: unsupported config type {hint}")
-        return _convert(inner[0], value, where)
-    if value is None:
-        raise ConfigError(f"{where} must not be null (the field is required to have a value)")
-    if origin is tuple:
-        if not isinstance(value, list | tuple):
-            raise ConfigError(f"{where} must be a list, got {_describe(value)}")
-        args = typing.get_args(hint)
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_convert(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
-        if len(value) != len(args):
-            raise ConfigError(
-                f"{where} must be a list of {len(args)} values, got {len(value)}: {value!r}"
-            )
-        return tuple(
-            _convert(a, v, f"{where}[{i}]")
-            for i, (a, v) in enumerate(zip(args, value, strict=True))
-        )
-    if hint in _SCALARS:
-        expected, accepts = _SCALARS[hint]
-        if not accepts(value):
-            raise ConfigError(f"{where} must be {expected}, got {_describe(value)}")
-        return float(value) if hint is float else value
-    if hint is Any:
-        return value
-    raise ConfigError(f"{where}: unsupported config type {hint}")
+    inner, optional = optional_inner(hint)
+    if optional and value is None:
+        return None
+    if isinstance(inner, type) and dataclasses.is_dataclass(inner):
+        return _build(inner, value, where)
+    value = checked_value(inner, value, where)
+    return float(value) if inner is float else value
 
 
 def build_section(cls: type, data: dict[str, Any], where: str) -> Any:

@@ -14,7 +14,7 @@ CLI exits 0).
 Exact resume: all state that influences step ``s+1`` — weights, AdamW moments and step count,
 the data cursor, RNG states — is in the step-``s`` checkpoint, and the LR is a function of the
 step, so with ``deterministic=True`` on CPU a resumed run reproduces an uninterrupted run's
-losses bit for bit, even after a ``kill -9`` (tests/test_train_resume.py).
+losses bit for bit, even after a ``kill -9`` (tests/unit/train/test_train_resume.py).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ and turned into whole sequences of the packed context (see :func:`sequences_for_
                                 overrides={"run": {"max_steps": 200}, "optim": {"schedule": "wsd"}})
 
 A new recipe is a new row: a model recipe name (:mod:`pretrain.model.recipes`) and the values
-below; ``tests/test_train_recipes.py`` pins every row's resulting config.
+below; ``tests/unit/train/test_train_recipes.py`` pins every row's resulting config.
 """
 
 from __future__ import annotations

@@ -27,10 +27,11 @@ from dagster import (
 )
 
 from foundation.decisions import spike_rollbacks
+from foundation.stages import job_name
 from pretrain.recovery.evaluations import abandonment
 from pretrain.recovery.policy import Decision
 
-EVAL_JOB, PARTITION_TAG = "eval_reports", "dagster/partition"
+EVAL_JOB, PARTITION_TAG = job_name("eval_reports"), "dagster/partition"
 CANCELLED_TAG = "pretrain/cancelled_because"
 CHECKPOINTS = AssetKey("checkpoints")
 ACTIVE_STATUSES = (

@@ -1,5 +1,5 @@
 """A campaign-sized Dagster instance and artifact store: ``bench/control_plane_scale.py`` and
-``tests/test_sensor_reads.py``.
+``tests/dagster/test_sensor_reads.py``.
 
 What a campaign of ``groups`` shard groups leaves behind, written with Dagster's own APIs (no
 run is executed: the history is *reported*, which is what a real run writes, minus the compute):
@@ -323,7 +323,12 @@ def _build(
     clusters = identity.read(campaign.uri("dedup_clusters"))
     assert clusters is not None
     writer.materialize(
-        "dedup_clusters", None, clusters.version, {}, writer.run("dedup_clusters", {}), "dedup_clusters"
+        "dedup_clusters",
+        None,
+        clusters.version,
+        {},
+        writer.run("dedup_clusters", {}),
+        "dedup_clusters",
     )
     basis = identity.read(campaign.uri("experiment_basis"))
     assert basis is not None
@@ -345,7 +350,10 @@ def _build(
             last = group_key(min(i + BATCH, groups) - 1)
             batch = {"dagster/asset_partition_range_start": g,
                      "dagster/asset_partition_range_end": last}  # fmt: skip
-            dedup_run, pools_run = writer.run("deduped_shards", batch), writer.run("proxy_pools", batch)
+            dedup_run, pools_run = (
+                writer.run("deduped_shards", batch),
+                writer.run("proxy_pools", batch),
+            )
         writer.materialize("deduped_shards", g, v["deduped_shards"], {
             "filtered_shards": (v["filtered_shards"], True),
             "dedup_clusters": (clusters.version, False)}, dedup_run, "deduped_shards")  # fmt: skip
@@ -354,9 +362,7 @@ def _build(
             "experiment_basis": (basis.version, False)}, pools_run, "proxy_pools")  # fmt: skip
         if "data_admission" in v and (i >= start or i >= campaign.basis_groups and not start):
             run = writer.run("data_admission", {"dagster/partition": g})
-            writer.materialize(
-                "data_admission", g, v["data_admission"], {}, run, "data_admission"
-            )
+            writer.materialize("data_admission", g, v["data_admission"], {}, run, "data_admission")
     if start == 0:
         _checkpoints_and_experiments(instance, campaign, writer, checkpoints, experiments)
     done = campaign.runs

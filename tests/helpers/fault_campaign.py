@@ -37,7 +37,7 @@ from resources.storage import ArtifactStore
 from sensors.recovery.failure import training_failure_sensor
 from sensors.recovery.loss_spike import loss_spike_sensor
 from tests.helpers.training import SEQ_LEN, VOCAB, make_packed
-from tests.training_jobs import SlurmJob, TorchrunJob, TrainingJob
+from tests.servers.training_jobs import SlurmJob, TorchrunJob, TrainingJob
 
 BATCH = {"micro_batch_size": 4, "global_batch_sequences": 8}
 

@@ -80,7 +80,7 @@ def materialize_data_stages(defs: Any, instance: DagsterInstance, keys: list[str
     """raw → classifiers → filter → signatures → pairs → clusters, in process, each run checked."""
 
     def run(job: str, partition: str | None = None) -> None:
-        result = defs.resolve_job_def(job).execute_in_process(
+        result = defs.resolve_job_def(f"{job}_job").execute_in_process(
             instance=instance, partition_key=partition
         )
         assert result.success, (job, partition)
@@ -107,7 +107,7 @@ def run_data_stages(
         keys = register_shards(instance, ArtifactStore(root=root), manifests)
         materialize_data_stages(defs, instance, keys)
         for key in keys:
-            result = defs.resolve_job_def("deduped_shards").execute_in_process(
+            result = defs.resolve_job_def("deduped_shards_job").execute_in_process(
                 instance=instance, partition_key=key
             )
             assert result.success, ("deduped_shards", key)

@@ -1,6 +1,6 @@
 """Every sensor's ticks on a campaign, counted: wall time, SQL statements, artifact-store reads.
 
-Used by ``tests/test_sensor_reads.py`` (bounded reads at any size) and
+Used by ``tests/dagster/test_sensor_reads.py`` (bounded reads at any size) and
 ``bench/control_plane_scale.py`` (the same ticks at 1,000 and 10,000 shard groups)::
 
     with Counting() as counts:

@@ -1,6 +1,6 @@
 """How the labelled toxicity data of ``../shared/data`` is split and which news counts as a
 hard negative: one definition for the shipped model's training script, its benchmark and
-``tests/test_toxicity_real_data.py`` (a held-out row there is held out everywhere).
+``tests/unit/filters/test_toxicity_real_data.py`` (a held-out row there is held out everywhere).
 
     split_of("stormfront:12:340")          # "heldout", "dev" or "train"
     stormfront_blocks_of(rows)             # (block key, split, posts): the 30-post split units

@@ -1,0 +1,1 @@
+"""Real servers for the tests, started by a fixture and stopped by PID."""
