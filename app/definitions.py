@@ -146,8 +146,8 @@ def build_definitions(
 ) -> Definitions:
     """Definitions with the given storage root; tests build their own with a temp root.
 
-    ``executor`` replaces the default (multiprocess) one for every job, e.g. the Ray step-pool
-    executor or dagster-ray's ``ray_executor`` (``app/ray_definitions.py``). ``admission``
+    ``executor`` replaces the default (multiprocess) one for every job, e.g. dagster-ray's
+    ``ray_executor`` (``app/ray_definitions.py``). ``admission``
     is how ``experiment_sensor`` tries new shard groups (default ``AdmissionConfig()``).
     ``partitions_per_run``: shard groups a backfill run materializes (see :func:`batched`).
     """

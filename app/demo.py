@@ -309,7 +309,7 @@ def run_demo(args: argparse.Namespace) -> dict[str, Any]:
         run_experiments(args, defs, instance, store, configs) if args.search_candidates else {}
     )
     corpus: dict[str, dict[str, Any]] = {}
-    for job in ("data_mixture", "tokenizer", "packed_tokens"):
+    for job in ("data_mixture_job", "tokenizer_job", "packed_tokens_job"):
         corpus.update(execute(defs, job, instance, run_config=configs.get(job)))
     trained = execute(defs, "train", instance, run_config=configs.get("train"))
     # every checkpoint still on disk (keep-last-K pruned the oldest), then the comparison

@@ -1,153 +1,109 @@
-"""The data stages on a Ray cluster: every step on a warm Ray actor (or, optionally, a Ray job).
+"""The project's definitions with every step run on a Ray cluster: dagster-ray's ``ray_executor``.
 
-Same assets, same partitions, same code as the default (multiprocess) definitions; only the
-executor differs. Two executors, one factory per job for each:
+The same assets, jobs, sensors, schedules and resources as ``app.definitions.build_definitions()``
+(per-shard backfills batched ``PRETRAIN_PARTITIONS_PER_RUN`` shard groups a run, default 16);
+only the executor differs, for every job (``train`` and ``launch_search`` too: their steps
+launch and watch, the training itself goes through its launcher). Each step of a run is submitted as a Ray job (``dagster api
+execute_step``) through the cluster's job API, asking for the CPUs and memory of the step's
+``dagster-ray/config`` op tag (``foundation/step_resources.py``), so Ray places it on a node
+with room. The step writes its events to the Dagster instance and its artifacts under
+``PRETRAIN_ROOT``; a step whose Ray job fails (its node lost) fails dagster-ray's health check
+and the asset's ``RetryPolicy`` runs it again; bad input fails once, with its reason. Load it
+as a code location (``dagster dev -m app.ray_definitions``, or a ``python_module`` entry of a
+workspace) and launch runs and backfills from the UI, ``dagster asset materialize`` or a
+sensor as usual. Needs the ``ray`` extra (``pip install -e '.[ray]'``).
 
-- ``*_on_ray`` (the default): ``executors/ray_executor.py``'s ``ray_actor_executor``. Each step is
-  a call on the cluster's step pool, which runs it on a long-lived ``StepWorker`` actor that
-  already holds Dagster and our definitions (``executors/ray_pool.py``). Chosen because a step here
-  computes for 1-4 s and a fresh Ray job per step cost about 6 s more (supervisor actor, a new
-  Python importing Dagster, the definitions loaded again: ``bench/ray_step_overhead.py``).
-  Needs ``RAY_ADDRESS`` (the cluster's GCS address, ``host:6379``, or ``ray://…``).
-- ``*_on_ray_jobs``: dagster-ray's ``ray_executor``, each step a Ray job
-  (``dagster api execute_step``) submitted to ``RAY_JOBS_ADDRESS`` (the job API). Kept: it
-  needs no driver connection to the cluster, only HTTP.
+Environment, where runs are launched (the run worker is the Ray jobs' client):
 
-Either way a step asks for the CPUs and memory of its ``dagster-ray/config`` op tag
-(``foundation/step_resources.py``), writes its events to the Dagster instance
-(``DAGSTER_HOME``, passed through) and its artifacts under ``PRETRAIN_ROOT`` (a folder every
-node sees, or ``s3://…``). A step whose actor or job dies with its node fails its health
-check and is retried by the asset's ``RetryPolicy``. Needs the ``ray`` extra
-(``pip install -e '.[ray]'``)::
+- ``RAY_ADDRESS``: the cluster, read by Ray's ``JobSubmissionClient`` when a run starts: the
+  job API's URL (``http://head:8265``) or the GCS address (``head:6379``, from which Ray looks
+  the job API up). Ray reads ``RAY_API_SERVER_ADDRESS`` first when it is set. Unset, Ray looks
+  for a cluster started on this machine.
+- passed on to every step by name (:data:`PASSED_ENV`, those set when the step is launched):
+  ``DAGSTER_HOME`` (the instance every node writes to: Postgres for several machines),
+  ``PYTHONPATH``, ``PRETRAIN_ROOT`` (a folder every node sees, or ``s3://…``), the other
+  ``PRETRAIN_*`` settings the definitions read (``PRETRAIN_S3_ENDPOINT_URL``,
+  ``PRETRAIN_LAUNCHER``, ...), ``POLARS_MAX_THREADS`` and the AWS credentials.
 
-    export RAY_ADDRESS=127.0.0.1:6379 PRETRAIN_ROOT=$PWD/.pretrain/artifacts
-    from executors.partition_runs import run_partitions
-    run_partitions("app.ray_definitions:filtered_shards_on_ray", ["web-00000", "web-00001"])
+The nodes run the same code and environment (the venv's ``bin`` first on their PATH, the
+project importable, or the same image on KubeRay): the runtime env holds only ``env_vars``, so
+Ray installs nothing per job (no ``pip``/``working_dir``/``uv``)::
 
-The nodes must run the same code and environment (the venv's ``bin`` on their PATH, the
-project on their PYTHONPATH, or the same container image on KubeRay): the runtime env holds
-only ``env_vars``, so Ray installs nothing per job or actor (no ``pip``/``working_dir``/``uv``).
-Worker actors stay up until idle for ``idle_timeout_s`` (60 s), holding their CPUs and memory:
-after a code deploy, or before other Ray work that needs those CPUs, wait that long or call
-``executors.ray_pool.stop_step_pool(address)``.
+    ray start --head --num-cpus=16 --dashboard-host=0.0.0.0   # then on each worker node:
+    ray start --address=head:6379 --num-cpus=16
+    export RAY_ADDRESS=http://head:8265 PRETRAIN_ROOT=s3://campaign/artifacts
+    dagster dev -m app.ray_definitions
+
+Module-level zero-argument job factories (``<asset>_on_ray``) exist for ``execute_job(
+reconstructable(...))``, which tests and benchmarks use; each returns the ``<asset>_job`` of
+these definitions.
 """
 
 from __future__ import annotations
 
 import functools
-import json
-import os
 
 from dagster import Definitions, JobDefinition
 
-# Variables a step needs on the node; those unset here are not passed.
+from app.definitions import build_definitions
+from foundation.stages import job_name
+
+try:
+    from dagster_ray import ray_executor
+except ModuleNotFoundError as missing:  # dagster-ray and ray come together, in the ray extra
+    raise ModuleNotFoundError(
+        "app.ray_definitions needs the ray extra: pip install -e '.[ray]'", name="ray"
+    ) from missing
+
+# Variables a step needs on its node; those unset when a step is launched are not passed.
+# The step's process builds the definitions again: every PRETRAIN_* setting they read.
 PASSED_ENV = (
-    "DAGSTER_HOME", "PYTHONPATH", "PRETRAIN_ROOT", "PRETRAIN_S3_ENDPOINT_URL",
-    "RAY_JOBS_ADDRESS", "POLARS_MAX_THREADS", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
-    "AWS_DEFAULT_REGION",
+    "DAGSTER_HOME", "PYTHONPATH", "POLARS_MAX_THREADS",
+    "PRETRAIN_ROOT", "PRETRAIN_S3_ENDPOINT_URL", "PRETRAIN_PARTITIONS_PER_RUN",
+    "PRETRAIN_LAUNCHER", "PRETRAIN_LAUNCHER_CONFIG", "PRETRAIN_SOURCE_URI", "PRETRAIN_SOURCE_NAME",
+    "PRETRAIN_WANDB_MODE", "PRETRAIN_EVAL_DIR", "PRETRAIN_CACHE_DIR",
+    "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION",
 )  # fmt: skip
-DEFAULT_JOBS_ADDRESS = "http://127.0.0.1:8265"
 
 
 @functools.cache
 def ray_definitions() -> Definitions:
-    """The project's Definitions with every job's steps run on the cluster's step pool."""
-    from app.definitions import build_definitions
-    from executors.ray_executor import ray_actor_executor
-    from foundation.step_resources import RAY_CONFIG_TAG, STEP_RESOURCES
+    """The project's Definitions with every job's steps submitted as Ray jobs (dagster-ray).
 
-    ray = {"address": os.environ.get("RAY_ADDRESS", "auto"), "env_vars": list(PASSED_ENV)}
-    # workers sized for the largest data step: one warm worker serves them all
-    largest = max(json.loads(tags[RAY_CONFIG_TAG])["memory"] for tags in STEP_RESOURCES.values())
-    pool = {"worker_memory_mb": largest >> 20}
-    return build_definitions(executor=ray_actor_executor.configured({"ray": ray, "pool": pool}))
+    The cluster's address is not part of the config: Ray reads ``RAY_ADDRESS`` when a run
+    starts (see the module docstring), so definitions built once serve any cluster."""
+    executor = ray_executor.configured({"ray": {"env_vars": list(PASSED_ENV)}})
+    return build_definitions(executor=executor)
 
 
-@functools.cache
-def ray_job_definitions() -> Definitions:
-    """The project's Definitions with every step submitted as a Ray job (dagster-ray)."""
-    from dagster_ray import ray_executor
-
-    from app.definitions import build_definitions
-
-    address = os.environ.get("RAY_JOBS_ADDRESS", DEFAULT_JOBS_ADDRESS)
-    ray = {"address": address, "env_vars": list(PASSED_ENV)}
-    return build_definitions(executor=ray_executor.configured({"ray": ray}))
+def _job(asset: str) -> JobDefinition:
+    return ray_definitions().resolve_job_def(job_name(asset))
 
 
-def _job(name: str) -> JobDefinition:
-    return ray_definitions().resolve_job_def(name)
-
-
-def _ray_job(name: str) -> JobDefinition:
-    return ray_job_definitions().resolve_job_def(name)
-
-
-# Module-level zero-argument factories, one per data-stage job and executor
-# (``reconstructable`` needs them).
+# ``reconstructable`` needs module-level zero-argument factories: one for each job a test or a
+# benchmark runs with execute_job
 def raw_shards_on_ray() -> JobDefinition:
-    return _job("raw_shards_job")
+    return _job("raw_shards")
 
 
 def quality_classifier_on_ray() -> JobDefinition:
-    return _job("quality_classifier_job")
+    return _job("quality_classifier")
 
 
 def toxicity_classifier_on_ray() -> JobDefinition:
-    return _job("toxicity_classifier_job")
+    return _job("toxicity_classifier")
 
 
 def filtered_shards_on_ray() -> JobDefinition:
-    return _job("filtered_shards_job")
+    return _job("filtered_shards")
 
 
 def minhash_signatures_on_ray() -> JobDefinition:
-    return _job("minhash_signatures_job")
-
-
-def dedup_pairs_on_ray() -> JobDefinition:
-    return _job("dedup_pairs_job")
-
-
-def dedup_clusters_on_ray() -> JobDefinition:
-    return _job("dedup_clusters_job")
-
-
-def deduped_shards_on_ray() -> JobDefinition:
-    return _job("deduped_shards_job")
+    return _job("minhash_signatures")
 
 
 def proxy_runs_on_ray() -> JobDefinition:
-    return _job("proxy_runs_job")
+    return _job("proxy_runs")
 
 
-def raw_shards_on_ray_jobs() -> JobDefinition:
-    return _ray_job("raw_shards_job")
-
-
-def quality_classifier_on_ray_jobs() -> JobDefinition:
-    return _ray_job("quality_classifier_job")
-
-
-def toxicity_classifier_on_ray_jobs() -> JobDefinition:
-    return _ray_job("toxicity_classifier_job")
-
-
-def filtered_shards_on_ray_jobs() -> JobDefinition:
-    return _ray_job("filtered_shards_job")
-
-
-def minhash_signatures_on_ray_jobs() -> JobDefinition:
-    return _ray_job("minhash_signatures_job")
-
-
-def dedup_pairs_on_ray_jobs() -> JobDefinition:
-    return _ray_job("dedup_pairs_job")
-
-
-def dedup_clusters_on_ray_jobs() -> JobDefinition:
-    return _ray_job("dedup_clusters_job")
-
-
-def deduped_shards_on_ray_jobs() -> JobDefinition:
-    return _ray_job("deduped_shards_job")
+defs = ray_definitions()

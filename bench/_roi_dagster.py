@@ -7,8 +7,10 @@
 - **through Dagster**: the same kind of proxy as a ``proxy_runs`` partition, materialized by the
   ``run_proxies`` job with ``execute_in_process`` -- the trainer in the step's process
   (``in_process: true``) and through the asset's default ``proxy_launcher`` (``torchrun``, one
-  process) -- and, with ``--ray``, on the Ray step pool (``run_proxies_on_ray``, a head and a
-  worker node from ``tests/servers/ray_cluster.py``). Overhead = the run's wall time minus its steps.
+  process) -- and, with ``--ray``, on a Ray cluster through dagster-ray's executor
+  (``app/ray_definitions.py``'s ``proxy_runs_on_ray``: the step a Ray job, on a head and a
+  worker node from ``tests/servers/ray_cluster.py``). Overhead = the run's wall time minus its
+  steps.
 
 The Dagster side starts from the admitted groups' documents adopted as ``deduped_shards``
 (``identity.adopt``), then ``make_basis`` and ``make_pools`` through Dagster, as a campaign
@@ -145,7 +147,7 @@ def dagster_overhead(setup, *, proxy: str, ray: bool, basis: dict) -> dict:
         out["dagster_in_process"] = _measure(in_process, names[:k], root)
         out["dagster_torchrun"] = _measure(launcher, names[k : 2 * k], root)
         if ray:
-            out["ray_actors"] = _ray(names[2 * k :], root, tmp)
+            out["dagster_ray"] = _ray(names[2 * k :], root, tmp)
     for path, row in out.items():
         print(f"overhead {path}: wall {row['wall_s']['mean']:.1f}s = steps "
               f"{row['steps_s']['mean']:.1f}s + {row['overhead_s']['mean']:.1f}s "
@@ -154,28 +156,26 @@ def dagster_overhead(setup, *, proxy: str, ray: bool, basis: dict) -> dict:
 
 
 def _ray(names: list[str], root: Path, tmp: Path) -> dict:
-    """The proxies as one partition run each on the Ray step pool (the actor executor)."""
-    from executors.partition_runs import PartitionRunner
-    from executors.ray_pool import stop_step_pool
+    """The proxies as one run each through dagster-ray's executor (each step a Ray job)."""
+    from dagster import DagsterInstance, execute_job, reconstructable
+
+    import app.ray_definitions as factories
     from tests.servers.ray_cluster import node_env, ray_cluster
 
-    # a partition run takes the job's default config: the torchrun launcher, the task cache
-    # (pointed at an empty folder here, so that no task is scored, as on the other paths)
+    # a run takes the job's default config: the torchrun launcher, the task cache (pointed at
+    # an empty folder here, so that no task is scored, as on the other paths)
     (tmp / "no-tasks").mkdir()
     (tmp / "ray").mkdir()
     os.environ["PRETRAIN_EVAL_DIR"] = str(tmp / "no-tasks")
     with ray_cluster(tmp / "ray") as cluster:
-        os.environ.update({"RAY_ADDRESS": cluster.address, "PATH": node_env()["PATH"],
+        os.environ.update({"RAY_ADDRESS": cluster.dashboard_url, "PATH": node_env()["PATH"],
                            "PYTHONPATH": str(Path(__file__).resolve().parents[1])})  # fmt: skip
-        runner = PartitionRunner()
-        try:
+        factories.ray_definitions.cache_clear()  # built again with this PRETRAIN_ROOT
+        job = reconstructable(factories.proxy_runs_on_ray)
+        with DagsterInstance.get() as instance:
 
             def one(name: str) -> None:
-                outcome = runner.run("app.ray_definitions:proxy_runs_on_ray", [name],
-                                     width=1)[name]  # fmt: skip
-                assert outcome["success"], outcome
+                with execute_job(job, instance, tags={"dagster/partition": name}) as result:
+                    assert result.success, name
 
             return _measure(one, names, root)
-        finally:
-            runner.close()
-            stop_step_pool(cluster.address)

@@ -1,27 +1,28 @@
 """Data-stage backfills in process vs the local multiprocess executor vs a Ray cluster, and
 ``dedup_pairs`` fan-out at 1x and 10x the corpus.
 
-Part 1: ``ingest`` → ``quality`` → ``shard_pipeline`` for 8 shard partitions of the embedded
-corpus (real text already on this machine), three ways, each from empty storage:
+Part 1: ``raw_shards`` → the two classifiers → ``filtered_shards`` for 8 shard groups of the
+embedded corpus (real text already on this machine), each per-shard stage in runs of
+``--partitions-per-run`` groups (a partition range: how a backfill of batches runs them,
+``foundation/per_shard.py``; default 16, so one run), one run at a time, each way from empty
+storage:
 
-- ``in_process``: one run per partition, ``execute_in_process`` (no subprocess at all);
-- ``multiprocess``: one run per partition through ``execute_job`` with the default
-  multiprocess executor (each step a fresh Python process), 2 runs at a time, each run in a
-  process of its own (``executors/partition_runs.py``: forked from one server per mode);
-- ``ray``: the same runs with ``app/ray_definitions.py``'s default executor (each step on a warm
-  Ray actor of the cluster's step pool, ``executors/ray_executor.py``) on a head and a worker node
-  with 1 CPU each (``tests/servers/ray_cluster.py``), 2 runs at a time;
-- ``ray_jobs``: the same with dagster-ray's ``ray_executor`` (each step a Ray job), on the
-  same cluster right after.
+- ``in_process``: ``execute_in_process`` (no subprocess at all);
+- ``multiprocess``: ``execute_job`` with the default multiprocess executor (each step a fresh
+  Python process), the job from this module's factories;
+- ``ray``: ``execute_job`` of ``app/ray_definitions.py``'s jobs: dagster-ray's
+  ``ray_executor``, each step a Ray job, on a head and a worker node with 1 CPU each
+  (``tests/servers/ray_cluster.py``).
 
-Per-step overhead = (wall time x concurrency - summed step compute time) / steps: what a
-step costs beyond its own work (process start, imports, job submission, event writes).
+Per-step overhead = (wall time - summed step compute time) / steps: what a step costs beyond its
+own work (process start, imports, job submission, event writes); per group the same over the
+shard groups.
 
 Part 2: signatures of ``bench/dedup_scale.py``'s real corpus at 1x and 10x, then a sample of
 ``dedup_pairs`` band partitions, each in a fresh process (``max_partition_rows`` fixed:
 sub-slices grow with the corpus, the peak RSS of one partition should not)::
 
-    .venv/bin/python bench/backfill_scale.py [--shards 8] [--copies 1 10] [--skip-ray]
+    PYTHONPATH=$PWD .venv/bin/python bench/backfill_scale.py [--shards 8] [--partitions-per-run 16] [--copies 1 10] [--skip-ray]
 
 Ends with one JSON line.
 """
@@ -57,6 +58,10 @@ print(json.dumps({"key": key, "sub_slices": s.sub_slices, "bucket_rows": s.bucke
 SAMPLE_KEYS = ("exact-s000", "url-s000", "b000-s000", "b007-s000", "b013-s000")
 
 
+STAGES = ("raw_shards", "quality_classifier", "toxicity_classifier", "filtered_shards")
+PER_SHARD = ("raw_shards", "filtered_shards")
+
+
 @functools.cache
 def local_definitions():
     """The project's Definitions (default multiprocess executor), root from PRETRAIN_ROOT."""
@@ -66,16 +71,20 @@ def local_definitions():
 
 
 # module-level job factories: execute_job(reconstructable(...)) rebuilds them in each step
-def ingest_job():
+def raw_shards_job():
     return local_definitions().resolve_job_def("raw_shards_job")
 
 
-def quality_job():
-    return local_definitions().resolve_job_def("quality")
+def quality_classifier_job():
+    return local_definitions().resolve_job_def("quality_classifier_job")
 
 
-def shard_pipeline_job():
-    return local_definitions().resolve_job_def("shard_pipeline")
+def toxicity_classifier_job():
+    return local_definitions().resolve_job_def("toxicity_classifier_job")
+
+
+def filtered_shards_job():
+    return local_definitions().resolve_job_def("filtered_shards_job")
 
 
 def step_times(instance, run_id: str) -> list[float]:
@@ -94,12 +103,32 @@ def step_times(instance, run_id: str) -> list[float]:
     return out
 
 
-def run_stages(mode: str, tmp: Path, shards: int, env: dict[str, str], concurrency: int) -> dict:
-    """Register the shards, run ingest → quality → shard_pipeline; return timings."""
-    from dagster import DagsterInstance
+def _batches(keys: list[str], per_run: int) -> list[dict[str, str]]:
+    """The range tags of each run of a per-shard stage, ``per_run`` groups a run."""
+    from foundation.partitions import RANGE_END, RANGE_START
+
+    return [{RANGE_START: keys[i], RANGE_END: keys[min(i + per_run, len(keys)) - 1]}
+            for i in range(0, len(keys), per_run)]  # fmt: skip
+
+
+def _job(mode: str, stage: str):
+    """The reconstructable job of ``stage`` for an ``execute_job`` mode."""
+    from dagster import reconstructable
+
+    if mode == "ray":
+        import app.ray_definitions as factories
+
+        factories.ray_definitions.cache_clear()  # built again with this mode's PRETRAIN_ROOT
+        return reconstructable(getattr(factories, f"{stage}_on_ray"))
+    local_definitions.cache_clear()
+    return reconstructable(globals()[f"{stage}_job"])
+
+
+def run_stages(mode: str, tmp: Path, shards: int, env: dict[str, str], per_run: int) -> dict:
+    """Register the shards, run raw_shards → classifiers → filtered_shards; return timings."""
+    from dagster import DagsterInstance, execute_job
 
     from app.definitions import build_definitions
-    from executors.partition_runs import PartitionRunner
     from foundation.shards import plan_source, register_shards
     from resources.storage import ArtifactStore
 
@@ -108,49 +137,35 @@ def run_stages(mode: str, tmp: Path, shards: int, env: dict[str, str], concurren
     home.mkdir(parents=True)
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     os.environ.update({**env, "DAGSTER_HOME": str(home), "PRETRAIN_ROOT": str(root)})
-    factories = {  # module:prefix → job factory name = stage + suffix
-        "multiprocess": ("bench.backfill_scale", "_job"),  # this module's (default executor)
-        "ray": ("app.ray_definitions", "_on_ray"),
-        "ray_jobs": ("app.ray_definitions", "_on_ray_jobs"),
-    }
-    stages = ("raw_shards", "quality", "shard_pipeline")
     manifests = plan_source("embedded", max_shards=shards)
     started = time.perf_counter()
+    run_ids: list[str] = []
+    stage_walls = {}
     with DagsterInstance.get() as instance:
         keys = register_shards(instance, ArtifactStore(root=str(root)), manifests)
-    run_ids: list[str] = []
-    width = 1 if mode == "in_process" else concurrency
-    runner = None if mode == "in_process" else PartitionRunner()  # one server for the stages
-    stage_walls = {}
-    for stage, partitions in zip(stages, (keys, [None], keys), strict=True):
-        stage_started = time.perf_counter()
-        if mode == "in_process":
-            job = build_definitions(artifact_root=str(root)).resolve_job_def(stage)
-            with DagsterInstance.get() as instance:
-                for partition in partitions:
-                    result = job.execute_in_process(instance=instance, partition_key=partition)
-                    if not result.success:
-                        raise SystemExit(f"{mode}: {stage} {partition} failed")
-                    run_ids.append(result.run_id)
+        defs = build_definitions(artifact_root=str(root))
+        for stage in STAGES:
+            stage_started = time.perf_counter()
+            for tags in _batches(keys, per_run) if stage in PER_SHARD else [{}]:
+                if mode == "in_process":
+                    result = defs.resolve_job_def(f"{stage}_job").execute_in_process(
+                        instance=instance, tags=tags, raise_on_error=False
+                    )
+                    success, run_id = result.success, result.run_id
+                else:
+                    with execute_job(_job(mode, stage), instance, tags=tags) as result:
+                        success, run_id = result.success, result.run_id
+                if not success:
+                    raise SystemExit(f"{mode}: {stage} {tags} failed")
+                run_ids.append(run_id)
             stage_walls[stage] = round(time.perf_counter() - stage_started, 1)
-            continue
-        module, suffix = factories[mode]
-        assert runner is not None
-        outcomes = runner.run(f"{module}:{stage}{suffix}", partitions, width=width)
-        failed = {k: r["failures"] for k, r in outcomes.items() if not r["success"]}
-        if failed:
-            raise SystemExit(f"{mode}: {stage} failed: {failed}")
-        run_ids += [r["run_id"] for r in outcomes.values()]
-        stage_walls[stage] = round(time.perf_counter() - stage_started, 1)
-    if runner is not None:
-        runner.close()
-    wall = time.perf_counter() - started
-    with DagsterInstance.get() as instance:
+        wall = time.perf_counter() - started
         steps = [t for run_id in run_ids for t in step_times(instance, run_id)]
-    overhead = (wall * width - sum(steps)) / len(steps)
-    return {"wall_s": round(wall, 1), "steps": len(steps), "compute_s": round(sum(steps), 1),
-            "per_step_overhead_s": round(overhead, 2), "concurrency": width,
-            # a one-run stage (quality) leaves width - 1 slots idle: counted in the overhead
+    overhead = wall - sum(steps)
+    return {"wall_s": round(wall, 1), "runs": len(run_ids), "steps": len(steps),
+            "groups": len(keys), "compute_s": round(sum(steps), 1),
+            "per_step_overhead_s": round(overhead / len(steps), 2),
+            "per_group_overhead_s": round(overhead / len(keys), 2),
             "stage_wall_s": stage_walls, "load_1m_after": round(os.getloadavg()[0], 2)}  # fmt: skip
 
 
@@ -183,32 +198,31 @@ def pairs_fan_out(tmp: Path, copies: int, max_rows: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shards", type=int, default=8)
+    parser.add_argument("--partitions-per-run", type=int, default=16)
     parser.add_argument("--copies", type=int, nargs="*", default=[1, 10])
     parser.add_argument("--max-partition-rows", type=int, default=5_000)
     parser.add_argument("--skip-ray", action="store_true")
     args = parser.parse_args()
-    from executors.ray_pool import stop_step_pool
     from tests.servers.ray_cluster import node_env, ray_available, ray_cluster
 
     env = {"PYTHONPATH": str(ROOT), "POLARS_MAX_THREADS": "1"}
-    results: dict = {"load_average_start": [round(x, 2) for x in os.getloadavg()]}
+    per_run = args.partitions_per_run
+    results: dict = {"load_average_start": [round(x, 2) for x in os.getloadavg()],
+                     "partitions_per_run": per_run}  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         for mode in ("in_process", "multiprocess"):
-            results[mode] = run_stages(mode, tmp, args.shards, env, concurrency=2)
+            results[mode] = run_stages(mode, tmp, args.shards, env, per_run)
             print(mode, results[mode], flush=True)
         if not args.skip_ray and ray_available():
             started = time.perf_counter()
             with ray_cluster(tmp, head_cpus=1, worker_cpus=1) as cluster:
                 up = round(time.perf_counter() - started, 1)
-                ray_env = {**env, "RAY_JOBS_ADDRESS": cluster.dashboard_url,
-                           "RAY_ADDRESS": cluster.address, "PATH": node_env()["PATH"]}  # fmt: skip
-                for mode in ("ray", "ray_jobs"):
-                    results[mode] = {**run_stages(mode, tmp, args.shards, ray_env, 2),
-                                     "cluster_start_s": up}  # fmt: skip
-                    print(mode, results[mode], flush=True)
-                    # idle step workers hold their CPUs: Ray jobs asking for 1 CPU would wait
-                    stop_step_pool(cluster.address)
+                ray_env = {**env, "RAY_ADDRESS": cluster.dashboard_url,
+                           "PATH": node_env()["PATH"]}  # fmt: skip
+                results["ray"] = {**run_stages("ray", tmp, args.shards, ray_env, per_run),
+                                  "cluster_start_s": up}  # fmt: skip
+                print("ray", results["ray"], flush=True)
         from bench.dedup_corpus import available
 
         for copies in args.copies if available() else []:
@@ -216,18 +230,18 @@ def main() -> None:
             print(f"pairs_x{copies}", {k: v for k, v in results[f"pairs_x{copies}"].items()
                                        if k != "partitions"}, flush=True)  # fmt: skip
     print(f"load average at start {results['load_average_start']}")
-    print(f"{'mode':<14}{'wall s':>8}{'steps':>7}{'compute s':>11}{'overhead/step s':>17}")
-    for mode in ("in_process", "multiprocess", "ray", "ray_jobs"):
+    print(f"{'mode':<14}{'wall s':>8}{'steps':>7}{'compute s':>11}{'overhead/step s':>17}"
+          f"{'overhead/group s':>18}")  # fmt: skip
+    for mode in ("in_process", "multiprocess", "ray"):
         if mode in results:
             r = results[mode]
             print(f"{mode:<14}{r['wall_s']:>8}{r['steps']:>7}{r['compute_s']:>11}"
-                  f"{r['per_step_overhead_s']:>17}")  # fmt: skip
+                  f"{r['per_step_overhead_s']:>17}{r['per_group_overhead_s']:>18}")  # fmt: skip
     ratios = {}
     if "ray" in results:
-        for mode in ("ray", "ray_jobs"):
-            ratios[f"{mode}_vs_multiprocess_throughput"] = round(
-                results["multiprocess"]["wall_s"] / results[mode]["wall_s"], 3
-            )
+        ratios["ray_vs_multiprocess_throughput"] = round(
+            results["multiprocess"]["wall_s"] / results["ray"]["wall_s"], 3
+        )
     ratios["multiprocess_vs_in_process_throughput"] = round(
         results["in_process"]["wall_s"] / results["multiprocess"]["wall_s"], 3
     )

@@ -48,26 +48,18 @@ def build(model_cfg: Any, run_root: str, staging: Path) -> tuple[Any, Any, Any]:
     import torch
 
     from pretrain.distributed import ProcessInfo
-    from pretrain.train.config import (
-        CheckpointConfig,
-        DataConfig,
-        MetricsConfig,
-        OptimConfig,
-        RunConfig,
-        TrainConfig,
-    )
     from pretrain.train.optim import build_optimizer
     from pretrain.train.parallel import build_model
+    from tests.helpers.eval_models import checkpoint_config
 
-    cfg = TrainConfig(
-        model=model_cfg,
-        optim=OptimConfig(lr=1e-3, warmup_steps=1, schedule_steps=1000),
-        data=DataConfig(packed_dir="unused", micro_batch_size=1, global_batch_sequences=1),
-        checkpoint=CheckpointConfig(
-            run_root=run_root, every_steps=1, keep_last=1000, staging_dir=str(staging)
-        ),
-        run=RunConfig(max_steps=1000),
-        metrics=MetricsConfig(wandb_mode="disabled"),
+    cfg = checkpoint_config(
+        model_cfg,
+        run_root,
+        max_steps=1000,
+        schedule_steps=1000,
+        packed_dir="unused",
+        keep_last=1000,
+        staging_dir=str(staging),
     )
     model = build_model(model_cfg, ProcessInfo(), seed=0)
     optimizer = build_optimizer(model, cfg.optim)
@@ -76,6 +68,13 @@ def build(model_cfg: Any, run_root: str, staging: Path) -> tuple[Any, Any, Any]:
     torch.nn.functional.cross_entropy(logits.flatten(0, 1), tokens[:, 1:].flatten()).backward()
     optimizer.step()  # AdamW moments exist: the checkpoint holds what a real one holds
     return cfg, model, optimizer
+
+
+def save(cfg: Any, model: Any, optimizer: Any, *, step: int) -> Path:
+    """The trainer's synchronous save of ``model`` and ``optimizer`` at ``step``."""
+    from tests.helpers.training import save_model
+
+    return save_model(cfg, model, step=step, meta={"tokens_seen": 0}, optimizer=optimizer)
 
 
 def best(fn: Callable[[int], Any], repeats: int) -> tuple[float, Any]:
@@ -89,25 +88,15 @@ def best(fn: Callable[[int], Any], repeats: int) -> tuple[float, Any]:
 
 def measure_verify(name: str, model_cfg: Any, root: Path, repeats: int) -> dict[str, Any]:
     from pretrain.checkpoint import integrity
-    from pretrain.checkpoint.checkpointer import save_checkpoint
     from pretrain.checkpoint.dcp import (
         checkpoint_problems,
         load_consolidated_model,
         read_commit_record,
     )
-    from pretrain.distributed import ProcessInfo
 
     run_root = root / name
     cfg, model, optimizer = build(model_cfg, str(run_root), root / "staging")
-
-    def save(i: int) -> Path:
-        return save_checkpoint(
-            cfg=cfg.checkpoint, branch=cfg.run.branch, run_config=cfg.to_dict(),
-            proc=ProcessInfo(), model=model, optimizer=optimizer, step=i + 1,
-            meta={"tokens_seen": 0},
-        )  # fmt: skip
-
-    save_s, path = best(save, repeats)
+    save_s, path = best(lambda i: save(cfg, model, optimizer, step=i + 1), repeats)
     names = sorted(read_commit_record(path)["files"])
     digest_s, _ = best(lambda _: integrity.digest_files(path, names), repeats)
     verify_s, problems = best(lambda _: checkpoint_problems(path), repeats)
@@ -131,24 +120,14 @@ def measure_verify(name: str, model_cfg: Any, root: Path, repeats: int) -> dict[
 
 
 def measure_s3(model_cfg: Any, root: Path, repeats: int) -> dict[str, Any]:
-    from pretrain.checkpoint.checkpointer import save_checkpoint
     from pretrain.checkpoint.dcp import load_consolidated_model
-    from pretrain.distributed import ProcessInfo
     from tests.servers.s3_server import moto_s3
 
     out: dict[str, Any] = {}
     with moto_s3():
         for where, run_root in (("local", str(root / "local")), ("s3", "s3://campaign/runs")):
-            cfg, model, optimizer = build(model_cfg, run_root, root / f"staging-{where}")
-
-            def save(i: int, cfg: Any = cfg, model: Any = model, optimizer: Any = optimizer) -> Any:
-                return save_checkpoint(
-                    cfg=cfg.checkpoint, branch=cfg.run.branch, run_config=cfg.to_dict(),
-                    proc=ProcessInfo(), model=model, optimizer=optimizer, step=i + 1,
-                    meta={"tokens_seen": 0},
-                )  # fmt: skip
-
-            save_s, path = best(save, repeats)
+            built = build(model_cfg, run_root, root / f"staging-{where}")
+            save_s, path = best(lambda i, built=built: save(*built, step=i + 1), repeats)
             load_s, _ = best(lambda _, path=path: load_consolidated_model(str(path)), repeats)
             out[f"{where}_save_s"] = round(save_s, 4)
             out[f"{where}_load_s"] = round(load_s, 4)

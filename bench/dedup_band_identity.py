@@ -95,33 +95,18 @@ def demo_corpus(base_root: str, tmp: str) -> dict:
     from dagster import DagsterInstance
 
     from app.definitions import build_definitions
-    from foundation.partitions import band_partitions
     from foundation.shards import plan_source, register_shards
     from pretrain.dedup.config import DedupConfig
     from resources.storage import ArtifactStore
+    from tests.helpers.pipelines import materialize_dedup, materialize_signatures
 
     root = f"{tmp}/demo"
     defs = build_definitions(artifact_root=root)
     with DagsterInstance.ephemeral() as instance:
         keys = register_shards(instance, ArtifactStore(root=root), plan_source("embedded"))
-
-        def run(job: str, partition: str | None = None) -> None:
-            result = defs.resolve_job_def(f"{job}_job").execute_in_process(
-                instance=instance, partition_key=partition
-            )
-            assert result.success, (job, partition)
-
-        for key in keys:
-            run("raw_shards", key)
-        run("quality_classifier")
-        run("toxicity_classifier")
-        for job in ("filtered_shards", "minhash_signatures"):
-            for key in keys:
-                run(job, key)
+        materialize_signatures(defs, instance, keys)
         started = time.perf_counter()
-        for band_key in band_partitions.get_partition_keys():
-            run("dedup_pairs", band_key)
-        run("dedup_clusters")
+        materialize_dedup(defs, instance)
         seconds = round(time.perf_counter() - started, 1)
     uris = [f"{root}/minhash_signatures/{k}/signatures.parquet" for k in keys]
     # the asset's defaults are the library's (line dedup at 20 documents, incremental on)

@@ -1,12 +1,12 @@
-"""What each data step needs (CPU, memory), as op tags that executors read.
+"""What each data step needs (CPU, memory), as op tags that the Ray executor reads.
 
-``dagster-ray/config`` is read by both Ray executors of ``app/ray_definitions.py``: our
-``ray_actor_executor`` (the step runs on a pool actor that reserves at least ``num_cpus`` and
-``memory`` bytes) and dagster-ray's ``ray_executor`` (the step's Ray job asks for them), so the
-Ray scheduler places the step on a node with room; the in-process and multiprocess executors
-ignore it. The numbers are sized for one shard
-group / one band partition at the default sizes (``bench/backfill_scale.py`` prints the
-measured peak RSS per step); raise them with ``max_partition_rows`` or the shard-group size::
+``dagster-ray/config`` is read by dagster-ray's ``ray_executor`` (``app/ray_definitions.py``):
+the step's Ray job asks for its ``num_cpus`` and ``memory`` bytes, so the Ray scheduler places
+the step on a node with room; the in-process and multiprocess executors ignore it. The numbers
+are sized for one step at the default sizes: a batch of shard groups runs one group at a time
+(``foundation/per_shard.py``), a band partition is bounded by ``max_partition_rows``
+(``bench/backfill_scale.py`` prints the measured peak RSS of ``dedup_pairs``); raise them with
+``max_partition_rows`` or the shard-group size::
 
     @asset(op_tags=STEP_RESOURCES["dedup_pairs"])
 """

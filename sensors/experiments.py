@@ -28,7 +28,6 @@ from typing import Any
 from dagster import (
     AssetKey,
     AssetRecordsFilter,
-    DagsterEventType,
     DagsterInstance,
     DefaultSensorStatus,
     RunRequest,
@@ -69,16 +68,14 @@ def newest_materializations(instance: DagsterInstance) -> dict[str, int]:
 def remade_since(
     instance: DagsterInstance, root: ExperimentRoot, seen: dict[str, int], newest: dict[str, int]
 ) -> frozenset[str]:
-    """The output folders of the watched assets' partitions materialized after ``seen`` (one
-    query per asset that has news; the events themselves are not read)."""
+    """The output folders of the watched assets' partitions materialized after ``seen``: only
+    the new events are read (one page of records per thousand), whatever the campaign's size."""
     remade: set[str] = set()
     for asset, last in newest.items():
         after = seen.get(asset, 0)
         if last <= after:
             continue
-        partitions = instance.get_latest_storage_id_by_partition(
-            AssetKey(asset), DagsterEventType.ASSET_MATERIALIZATION, after_cursor=after
-        )
+        partitions = _partitions_since(instance, asset, after)
         if asset == "ablation_pools":
             remade.update(root.uri("proxy_pools", ABLATIONS, p.removeprefix("filt-"))
                           for p in partitions)  # fmt: skip
@@ -86,6 +83,20 @@ def remade_since(
             remade.update(root.uri(asset, p) for p in partitions)
         remade.add(root.uri(asset))  # an unpartitioned asset (the basis, the search)
     return frozenset(remade)
+
+
+def _partitions_since(instance: DagsterInstance, asset: str, after: int) -> set[str]:
+    found: set[str] = set()
+    cursor = None
+    while True:
+        page = instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=AssetKey(asset), after_storage_id=after),
+            limit=1000, cursor=cursor, ascending=True,
+        )  # fmt: skip
+        found.update(r.partition_key for r in page.records if r.partition_key)
+        if not page.has_more:
+            return found
+        cursor = page.cursor
 
 
 def admission_run_config(config: AdmissionConfig) -> dict:

@@ -94,7 +94,6 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pretrain_assets",),  # the assets, one module per stage
     ("jobs",),  # the jobs, each named after what it materializes
     ("sensors",),  # the sensors and the backfill schedule
-    ("executors",),  # the Ray step pool, runs forked from one server
     ("app",),  # the one Definitions, the pretrain command, the demo
 )
 PACKAGES = (
@@ -104,7 +103,6 @@ PACKAGES = (
     "pretrain_assets",
     "jobs",
     "sensors",
-    "executors",
     "app",
 )
 

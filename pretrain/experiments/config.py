@@ -96,78 +96,44 @@ class ProxyRecipe:
 # - proxy_cpu_large: the larger run that checks a search's mixture, 18.9x proxy_cpu's FLOPs
 #   (0.94M parameters, 1.97M tokens), so that 10 search proxies stay under 5% of 11 such runs.
 # GPU: RegMix's 1M-scale proxies are CPU-sized here; 20M and 150M follow DataDecide's ladder.
+# what the CPU recipes share: batches of 16 sequences, a WSD schedule; an anneal also decays
+# linearly to the end (it names the recipe it starts from); the tiny ones evaluate less
+_CPU: dict[str, Any] = {"micro_batch_size": 16, "global_batch_sequences": 16, "schedule": "wsd"}
+_ANNEAL: dict[str, Any] = {**_CPU, "decay_fraction": 1.0}
+_TINY: dict[str, Any] = {"model": "proxy_64x2_4h", "max_val_sequences": 32, "max_task_examples": 50}
 PROXY_RECIPES: dict[str, ProxyRecipe] = {
     r.name: r
     for r in (
-        ProxyRecipe(
-            name="proxy_cpu", model="proxy_64x2",
-            micro_batch_size=16, global_batch_sequences=16, lr=1e-2, warmup_steps=10,
-            token_budget=524_288, schedule="wsd",
-        ),
-        ProxyRecipe(
-            name="proxy_cpu_admit", model="proxy_64x2",
-            micro_batch_size=16, global_batch_sequences=16, lr=1e-2, warmup_steps=20,
-            token_budget=2_097_152, schedule="wsd",
-        ),
-        ProxyRecipe(
-            name="proxy_cpu_large", model="proxy_128x4",
-            micro_batch_size=16, global_batch_sequences=16, lr=5e-3, warmup_steps=20,
-            token_budget=1_966_080, schedule="wsd",
-        ),
-        ProxyRecipe(
-            name="proxy_cpu_anneal", model="proxy_64x2",
-            micro_batch_size=16, global_batch_sequences=16, lr=3e-3, warmup_steps=8,
-            token_budget=524_288, schedule="wsd", decay_fraction=1.0,
-            starts_from="proxy_cpu_admit", next_scale="proxy_cpu_anneal_2x",
-        ),
+        ProxyRecipe(name="proxy_cpu", model="proxy_64x2", lr=1e-2, warmup_steps=10,
+                    token_budget=524_288, **_CPU),
+        ProxyRecipe(name="proxy_cpu_admit", model="proxy_64x2", lr=1e-2, warmup_steps=20,
+                    token_budget=2_097_152, **_CPU),
+        ProxyRecipe(name="proxy_cpu_large", model="proxy_128x4", lr=5e-3, warmup_steps=20,
+                    token_budget=1_966_080, **_CPU),
+        ProxyRecipe(name="proxy_cpu_anneal", model="proxy_64x2", lr=3e-3, warmup_steps=8,
+                    token_budget=524_288, starts_from="proxy_cpu_admit",
+                    next_scale="proxy_cpu_anneal_2x", **_ANNEAL),
         # the admission ladder (bench/data_roi.py --ladder): twice the anneal's tokens, then a
         # wider model (its own start), then the GPU recipes
-        ProxyRecipe(
-            name="proxy_cpu_anneal_2x", model="proxy_64x2",
-            micro_batch_size=16, global_batch_sequences=16, lr=3e-3, warmup_steps=8,
-            token_budget=1_048_576, schedule="wsd", decay_fraction=1.0,
-            starts_from="proxy_cpu_admit", next_scale="proxy_cpu_anneal_wide",
-        ),
-        ProxyRecipe(
-            name="proxy_cpu_admit_wide", model="proxy_128x2",
-            micro_batch_size=16, global_batch_sequences=16, lr=5e-3, warmup_steps=20,
-            token_budget=2_097_152, schedule="wsd",
-        ),
-        ProxyRecipe(
-            name="proxy_cpu_anneal_wide", model="proxy_128x2",
-            micro_batch_size=16, global_batch_sequences=16, lr=2e-3, warmup_steps=8,
-            token_budget=524_288, schedule="wsd", decay_fraction=1.0,
-            starts_from="proxy_cpu_admit_wide", next_scale="proxy_gpu_20m",
-        ),
-        ProxyRecipe(
-            name="proxy_cpu_stable", model="proxy_64x2",
-            micro_batch_size=16, global_batch_sequences=16, lr=1e-2, warmup_steps=20,
-            token_budget=1_048_576, schedule="wsd", decay_fraction=0.01,
-        ),
-        ProxyRecipe(
-            name="proxy_cpu_branch", model="proxy_64x2",
-            micro_batch_size=16, global_batch_sequences=16, lr=1e-2, warmup_steps=10,
-            token_budget=1_048_576, schedule="wsd", decay_fraction=0.2,
-            starts_from="proxy_cpu_stable",
-        ),
-        ProxyRecipe(
-            name="proxy_cpu_mix_anneal", model="proxy_64x2",
-            micro_batch_size=16, global_batch_sequences=16, lr=3e-3, warmup_steps=4,
-            token_budget=262_144, schedule="wsd", decay_fraction=1.0,
-            starts_from="proxy_cpu_admit",
-        ),
+        ProxyRecipe(name="proxy_cpu_anneal_2x", model="proxy_64x2", lr=3e-3, warmup_steps=8,
+                    token_budget=1_048_576, starts_from="proxy_cpu_admit",
+                    next_scale="proxy_cpu_anneal_wide", **_ANNEAL),
+        ProxyRecipe(name="proxy_cpu_admit_wide", model="proxy_128x2", lr=5e-3, warmup_steps=20,
+                    token_budget=2_097_152, **_CPU),
+        ProxyRecipe(name="proxy_cpu_anneal_wide", model="proxy_128x2", lr=2e-3, warmup_steps=8,
+                    token_budget=524_288, starts_from="proxy_cpu_admit_wide",
+                    next_scale="proxy_gpu_20m", **_ANNEAL),
+        ProxyRecipe(name="proxy_cpu_stable", model="proxy_64x2", lr=1e-2, warmup_steps=20,
+                    token_budget=1_048_576, **{**_CPU, "decay_fraction": 0.01}),
+        ProxyRecipe(name="proxy_cpu_branch", model="proxy_64x2", lr=1e-2, warmup_steps=10,
+                    token_budget=1_048_576, starts_from="proxy_cpu_stable", **_CPU),
+        ProxyRecipe(name="proxy_cpu_mix_anneal", model="proxy_64x2", lr=3e-3, warmup_steps=4,
+                    token_budget=262_144, starts_from="proxy_cpu_admit", **_ANNEAL),
         # seconds on one core: for tests and smoke runs, too small to decide real data
-        ProxyRecipe(
-            name="proxy_tiny", model="proxy_64x2_4h",
-            micro_batch_size=16, global_batch_sequences=16, lr=3e-3, warmup_steps=8,
-            token_budget=80_000, max_val_sequences=32, max_task_examples=50,
-        ),
-        ProxyRecipe(
-            name="proxy_tiny_anneal", model="proxy_64x2_4h",
-            micro_batch_size=16, global_batch_sequences=16, lr=1e-3, warmup_steps=2,
-            token_budget=40_000, max_val_sequences=32, max_task_examples=50, schedule="wsd",
-            decay_fraction=1.0, starts_from="proxy_tiny", next_scale="proxy_cpu_anneal",
-        ),
+        ProxyRecipe(name="proxy_tiny", lr=3e-3, warmup_steps=8, token_budget=80_000,
+                    micro_batch_size=16, global_batch_sequences=16, **_TINY),
+        ProxyRecipe(name="proxy_tiny_anneal", lr=1e-3, warmup_steps=2, token_budget=40_000,
+                    starts_from="proxy_tiny", next_scale="proxy_cpu_anneal", **_ANNEAL, **_TINY),
         ProxyRecipe(
             name="proxy_gpu_20m", model="proxy_20m",
             micro_batch_size=64, global_batch_sequences=128, lr=2e-3, warmup_steps=100,

@@ -74,9 +74,15 @@ def build_pool(
     seq_len: int,
     seed: int = 0,
     exclude_ids: set[str] | frozenset[str] = frozenset(),
+    floor: bool = False,
 ) -> list[PoolInfo]:
-    """Tokenize the documents of one shard group, one pool per source (module docstring)."""
+    """Tokenize the documents of one shard group, one pool per source (module docstring);
+    ``floor``: the group's floor pool instead, its words shuffled, in ``out_dir/_floor``."""
     table = _documents(document_uris)
+    if floor:
+        shuffled = [shuffled_sentences(t, seed) for t in table["text"].to_pylist()]
+        table = table.set_column(table.schema.get_field_index("text"), "text", pa.array(shuffled))
+        out_dir, group = floor_dir(out_dir), FLOOR_PREFIX + group
     before = table.num_rows
     if exclude_ids:
         table = table.filter(pc.invert(pc.is_in(table["id"], pa.array(sorted(exclude_ids)))))
@@ -158,26 +164,11 @@ def shuffled_sentences(text: str, seed: int) -> str:
 
 
 def build_floor_pool(
-    document_uris: list[str],
-    tokenizer_uri: str,
-    out_dir: str,
-    *,
-    group: str,
-    seq_len: int,
-    seed: int = 0,
-    exclude_ids: set[str] | frozenset[str] = frozenset(),
+    document_uris: list[str], tokenizer_uri: str, out_dir: str, **settings: Any
 ) -> list[PoolInfo]:
-    """The floor pool of ``group`` in ``out_dir/_floor`` (module docstring)."""
-    table = _documents(document_uris)
-    shuffled = [shuffled_sentences(t, seed) for t in table["text"].to_pylist()]
-    table = table.set_column(table.schema.get_field_index("text"), "text", pa.array(shuffled))
-    with tempfile.TemporaryDirectory(prefix="floor-") as work:
-        uri = str(Path(work) / "documents.parquet")
-        storage.write_table(table, uri)
-        return build_pool(
-            [uri], tokenizer_uri, floor_dir(out_dir), group=FLOOR_PREFIX + group,
-            seq_len=seq_len, seed=seed, exclude_ids=exclude_ids,
-        )  # fmt: skip
+    """The floor pool of ``group`` in ``out_dir/_floor`` (module docstring): :func:`build_pool`
+    with ``floor=True`` and the same keywords."""
+    return build_pool(document_uris, tokenizer_uri, out_dir, floor=True, **settings)
 
 
 def floor_dir(pool_dir: str) -> str:

@@ -36,7 +36,7 @@ from typing import Any
 from pretrain import storage
 from pretrain.checkpoint.config import CheckpointConfig
 from pretrain.errors import DataError
-from pretrain.eval.evaluate import EvalConfig, evaluate_checkpoint
+from pretrain.eval.evaluate import EvalConfig, EvalStats, evaluate_checkpoint
 from pretrain.eval.tasks import TaskSpec
 from pretrain.experiments.config import ExperimentSpec, ProxyRecipe, get_proxy_recipe
 from pretrain.experiments.pools import PoolInfo
@@ -210,44 +210,38 @@ def _scores(
     """The checkpoint's ``loss``, ``bits_per_byte``, ``tasks`` and ``targets`` (as
     :class:`ExperimentResult` holds them), scored as the recipe says; the report lands in
     ``out_dir/eval`` (the targets' in ``out_dir/eval/targets``)."""
-    scores = _validation_scores(recipe, checkpoint, val_packed_dir, tokenizer_uri, out_dir, tasks)
+
+    def evaluate(
+        packed_dir: str, report_dir: str, max_sequences: int, **settings: Any
+    ) -> EvalStats:
+        config = EvalConfig(
+            max_sequences_per_source=max_sequences,
+            batch_size=16,
+            device=recipe.device,
+            generation=None,
+            **settings,
+        )
+        return evaluate_checkpoint(
+            checkpoint, packed_dir, report_dir, config, tokenizer_uri=tokenizer_uri
+        )
+
+    stats = evaluate(
+        val_packed_dir,
+        storage.join(out_dir, "eval"),
+        recipe.max_val_sequences,
+        tasks=tasks,
+        task_dir="" if not tasks else None,
+        max_examples_per_task=recipe.max_task_examples,
+    )
     targets: dict[str, float] = {}
     if targets_packed_dir is not None and storage.exists(
         storage.join(targets_packed_dir, "index.json")
     ):
-        config = EvalConfig(
-            max_sequences_per_source=recipe.max_target_sequences, batch_size=16,
-            device=recipe.device, task_dir="", generation=None,
-        )  # fmt: skip
-        stats = evaluate_checkpoint(
-            checkpoint, targets_packed_dir, storage.join(out_dir, "eval", "targets"), config,
-            tokenizer_uri=tokenizer_uri,
-        )  # fmt: skip
-        targets = {s.source: float(s.bits_per_byte or math.nan) for s in stats.per_source}
-    return {**scores, "targets": targets}
-
-
-def _validation_scores(
-    recipe: ProxyRecipe,
-    checkpoint: str,
-    val_packed_dir: str,
-    tokenizer_uri: str,
-    out_dir: str,
-    tasks: tuple[TaskSpec, ...],
-) -> dict[str, Any]:
-    eval_config = EvalConfig(
-        max_sequences_per_source=recipe.max_val_sequences,
-        batch_size=16,
-        device=recipe.device,
-        tasks=tasks,
-        task_dir="" if not tasks else None,
-        max_examples_per_task=recipe.max_task_examples,
-        generation=None,
-    )
-    stats = evaluate_checkpoint(
-        checkpoint, val_packed_dir, storage.join(out_dir, "eval"), eval_config,
-        tokenizer_uri=tokenizer_uri,
-    )  # fmt: skip
+        target_dir = storage.join(out_dir, "eval", "targets")
+        per_source = evaluate(
+            targets_packed_dir, target_dir, recipe.max_target_sequences, task_dir=""
+        ).per_source
+        targets = {s.source: float(s.bits_per_byte or math.nan) for s in per_source}
     scored = [*stats.per_source, stats.overall]
     return {
         "loss": {s.source: s.loss for s in scored},
@@ -257,6 +251,7 @@ def _validation_scores(
             for name, t in stats.tasks.items()
             if t.get("status") == "ok"
         },
+        "targets": targets,
     }
 
 

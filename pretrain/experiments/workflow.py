@@ -90,7 +90,8 @@ class ExperimentState:
 
     @property
     def pending(self) -> list[str]:
-        return [g for g in self.groups if g not in self.basis_groups and g not in self.decided]
+        settled = {*self.basis_groups, *self.decided}  # a set: thousands of groups each tick
+        return [g for g in self.groups if g not in settled]
 
 
 @dataclass(frozen=True)
@@ -247,7 +248,8 @@ def gather(
     else:
         decided = since.decided & frozenset(root.groups)
     whole = since is None or since.full or root.uri("experiment_basis") in remade
-    recheck = [g for g in root.groups if whole or _touched(root, g, remade)]
+    touched = set() if whole else _touched(root, remade)
+    recheck = [g for g in root.groups if whole or g in touched]
     decisions = _decisions(root, [g for g in recheck if g in decided], warn)
     kept = {} if whole or since is None else since.stale_pools
     stale = {g: v for g, v in kept.items() if g in root.groups and g not in recheck}
@@ -302,10 +304,17 @@ def _feeds_results(root: ExperimentRoot, uri: str) -> bool:
         "proxy_pools", "experiment_basis", "proxy_runs", "ablation_pools"))  # fmt: skip
 
 
-def _touched(root: ExperimentRoot, group: str, remade: frozenset[str]) -> bool:
-    """Whether a group's deduplicated documents, pools or decision changed since."""
-    return any(root.uri(stage, group) in remade
-               for stage in ("deduped_shards", "proxy_pools", "data_admission"))  # fmt: skip
+def _touched(root: ExperimentRoot, remade: frozenset[str]) -> set[str]:
+    """The groups whose deduplicated documents, pools or decision changed since: read from
+    what was remade (a few outputs), not from every group of the campaign."""
+    touched = set()
+    for stage in ("deduped_shards", "proxy_pools", "data_admission"):
+        prefix = root.uri(stage) + "/"
+        for uri in remade:
+            group = uri[len(prefix) :] if uri.startswith(prefix) else ""
+            if group and root.uri(stage, group) == uri:
+                touched.add(group)
+    return touched
 
 
 def _decisions(root: ExperimentRoot, groups: list[str], warn: Warn) -> dict[str, dict[str, Any]]:

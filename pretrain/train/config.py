@@ -335,6 +335,46 @@ class TrainConfig:
         return dataclasses.replace(self, **sections)
 
 
+def train_config(
+    model: ModelConfig,
+    *,
+    packed_dir: str,
+    run_root: str,
+    max_steps: int,
+    lr: float,
+    warmup_steps: int,
+    micro_batch_size: int,
+    global_batch_sequences: int,
+    every_steps: int,
+    schedule_steps: int | None = None,
+    wandb_mode: str = "offline",
+    deterministic: bool = False,
+    checkpoint: dict[str, Any] | None = None,
+    run: dict[str, Any] | None = None,
+    metrics: dict[str, Any] | None = None,
+) -> TrainConfig:
+    """A TrainConfig from the values that usually differ between runs; ``checkpoint``, ``run``
+    and ``metrics`` add further fields of those sections (``{"keep_last": 3}``).
+    ``schedule_steps`` defaults to ``max_steps``."""
+    return TrainConfig(
+        model=model,
+        optim=OptimConfig(
+            lr=lr,
+            warmup_steps=warmup_steps,
+            schedule_steps=max_steps if schedule_steps is None else schedule_steps,
+        ),
+        data=DataConfig(
+            packed_dir=packed_dir,
+            micro_batch_size=micro_batch_size,
+            global_batch_sequences=global_batch_sequences,
+        ),
+        checkpoint=CheckpointConfig(run_root=run_root, every_steps=every_steps, **checkpoint or {}),
+        run=RunConfig(max_steps=max_steps, **run or {}),
+        metrics=MetricsConfig(wandb_mode=wandb_mode, **metrics or {}),
+        deterministic=deterministic,
+    )
+
+
 def _build(cls: type, data: Any, where: str) -> Any:
     """Rebuild a (nested) frozen dataclass from JSON data; unknown keys are an error."""
     if not isinstance(data, dict):

@@ -28,15 +28,7 @@ from typing import Any
 from pretrain.errors import ConfigError
 from pretrain.model import recipes as model_recipes
 from pretrain.packing.format import packed_shape
-from pretrain.train.config import (
-    CheckpointConfig,
-    DataConfig,
-    MetricsConfig,
-    OptimConfig,
-    RunConfig,
-    TrainConfig,
-    build_section,
-)
+from pretrain.train.config import TrainConfig, build_section, train_config
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,22 +77,20 @@ class TrainRecipe:
         every = self.checkpoint_every_steps
         if every is None:
             every = max(1, max_steps // 4)
-        return TrainConfig(
-            model=model,
-            optim=OptimConfig(
-                lr=self.lr,
-                warmup_steps=min(self.warmup_steps, max_steps),
-                schedule_steps=max_steps,
-            ),
-            data=DataConfig(
-                packed_dir=packed_dir,
-                micro_batch_size=self.micro_batch_size,
-                global_batch_sequences=sequences,
-            ),
-            checkpoint=CheckpointConfig(run_root=out_dir, every_steps=every, keep_last=3),
-            run=RunConfig(branch=branch, max_steps=max_steps),
-            metrics=MetricsConfig(wandb_mode=wandb_mode),
+        return train_config(
+            model,
+            packed_dir=packed_dir,
+            run_root=out_dir,
+            max_steps=max_steps,
+            lr=self.lr,
+            warmup_steps=min(self.warmup_steps, max_steps),
+            micro_batch_size=self.micro_batch_size,
+            global_batch_sequences=sequences,
+            every_steps=every,
+            wandb_mode=wandb_mode,
             deterministic=self.deterministic,
+            checkpoint={"keep_last": 3},
+            run={"branch": branch},
         )
 
 

@@ -25,7 +25,8 @@ from jobs.training import train_job
 from pretrain.checkpoint.dcp import damage_reports, latest_checkpoint, step_of
 from pretrain.recovery.policy import decide_crash_resume
 from resources.metrics import RecoveryThresholds, WandbMetricsReader
-from sensors.recovery.training_runs import Launched, launch_config, resume_request, run_settings
+from sensors.recovery.training_runs import Launched, launch_config, run_settings
+from sensors.recovery.watching import resume_latest
 
 NAME = "training_failure_sensor"
 ATTEMPT_TAG, START_STEP_TAG = "pretrain/auto_resume_attempt", "pretrain/resume_checkpoint_step"
@@ -68,11 +69,10 @@ def training_failure_sensor(
         context.instance.add_run_tags(run.run_id, decision.run_tags())
         context.log.error(f"not resuming {run.run_id}: {decision.reason}")
         return SensorResult(skip_reason=f"STOPPED: {decision.reason}")
-    request = resume_request(
-        run=run,
-        decision=decision,
-        resume="latest",
-        branch=config.branch,
+    request = resume_latest(
+        run,
+        decision,
+        config,
         run_key=f"crash-resume-{run.run_id}",
         sensor=NAME,
         extra_tags={

@@ -26,20 +26,15 @@ from __future__ import annotations
 from dagster import (
     AssetCheckEvaluation,
     AssetObservation,
-    DefaultSensorStatus,
     MetadataValue,
-    SensorEvaluationContext,
     SensorResult,
-    sensor,
 )
 
 from foundation.campaign import campaign_runs, loss_curve_md
-from jobs.training import train_job
 from pretrain import storage
 from pretrain.checkpoint.health import apply_health_labels, lineage_checkpoints
 from pretrain.recovery.documents import describe_skip
 from pretrain.recovery.monitor import observe_spikes, unreported_labels
-from resources.metrics import RecoveryThresholds, WandbMetricsReader
 from sensors.recovery.abandoned import (
     abandonment_observations,
     active_evaluations,
@@ -49,39 +44,21 @@ from sensors.recovery.training_runs import (
     decision_observation,
     health_checks,
     resume_request,
-    run_settings,
     stop_check,
     stop_run,
-    watch_train_run,
 )
+from sensors.recovery.watching import Tick, metrics_sensor
 
 NAME = "loss_spike_sensor"
 
 
-@sensor(
-    name=NAME,
-    job=train_job,
-    minimum_interval_seconds=10,
-    default_status=DefaultSensorStatus.RUNNING,
-    description="Loss spike / NaN → roll back to a healthy checkpoint on a new branch.",
-)
-def loss_spike_sensor(
-    context: SensorEvaluationContext, metrics: WandbMetricsReader, recovery: RecoveryThresholds
-) -> SensorResult:
-    watched = watch_train_run(context, metrics, NAME)
-    if isinstance(watched, SensorResult):
-        return watched
-    run, config, state, rows = watched
+@metrics_sensor(NAME, minimum_interval_seconds=10)
+def loss_spike_sensor(tick: Tick) -> SensorResult:
+    """Loss spike / NaN → roll back to a healthy checkpoint on a new branch."""
+    context, metrics, (run, config, state, rows) = tick.context, tick.metrics, tick.watched
     resume = None if config.resume in ("latest", "none") else config.resume
     checkpoints = lineage_checkpoints(metrics.run_root, config.branch, resume_path=resume)
-    result = observe_spikes(
-        state,
-        rows,
-        checkpoints,
-        run_settings(config),
-        recovery.detector_config(),
-        recovery.policy_config(),
-    )
+    result = observe_spikes(state, rows, checkpoints, *tick.settings())
     apply_health_labels(
         checkpoints, result.labels, reason=f"{NAME}: no alarm in the steps after it"
     )

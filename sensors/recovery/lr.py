@@ -18,52 +18,24 @@ most — for an event that happens a few times per campaign.
 
 from __future__ import annotations
 
-from dagster import DefaultSensorStatus, SensorEvaluationContext, SensorResult, sensor
+from dagster import SensorResult
 
-from jobs.training import train_job
 from pretrain.recovery.monitor import observe_trends
-from resources.metrics import RecoveryThresholds, WandbMetricsReader
-from sensors.recovery.training_runs import (
-    resume_request,
-    run_settings,
-    stop_run,
-    watch_train_run,
-)
+from sensors.recovery.training_runs import stop_run
+from sensors.recovery.watching import Tick, metrics_sensor, resume_latest
 
 NAME = "lr_sensor"
 
 
-@sensor(
-    name=NAME,
-    job=train_job,
-    minimum_interval_seconds=30,
-    default_status=DefaultSensorStatus.RUNNING,
-    description="Loss plateau / grad-norm creep → resume from the latest checkpoint with a lower LR.",
-)
-def lr_sensor(
-    context: SensorEvaluationContext, metrics: WandbMetricsReader, recovery: RecoveryThresholds
-) -> SensorResult:
-    watched = watch_train_run(context, metrics, NAME)
-    if isinstance(watched, SensorResult):
-        return watched
-    run, config, state, rows = watched
-    result = observe_trends(
-        state,
-        rows,
-        run_settings(config),
-        recovery.detector_config(),
-        recovery.policy_config(),
-    )
+@metrics_sensor(NAME, minimum_interval_seconds=30)
+def lr_sensor(tick: Tick) -> SensorResult:
+    """Loss plateau / grad-norm creep → resume from the latest checkpoint with a lower LR."""
+    run, config, state, rows = tick.watched
+    result = observe_trends(state, rows, *tick.settings())
     decision, cursor = result.decision, result.state.to_json()
     if decision.action != "reduce_lr":
         return SensorResult(skip_reason=decision.reason, cursor=cursor)
-    request = resume_request(
-        run=run,
-        decision=decision,
-        resume="latest",
-        branch=config.branch,
-        run_key=f"reduce-lr-{config.branch}-s{decision.step:09d}",
-        sensor=NAME,
-    )
-    stop_run(context.instance, run, decision, NAME, resume=request)
+    run_key = f"reduce-lr-{config.branch}-s{decision.step:09d}"
+    request = resume_latest(run, decision, config, run_key=run_key, sensor=NAME)
+    stop_run(tick.context.instance, run, decision, NAME, resume=request)
     return SensorResult(run_requests=[request], cursor=cursor)

@@ -43,23 +43,24 @@ def test_every_recorded_internal_has_its_shape() -> None:
 def test_a_changed_internal_is_named_with_both_shapes() -> None:
     """The checker on a table where one signature changed and one name is gone."""
     recorded = {
-        "dagster._cli.api._execute_step_command_body": "function (args, instance, dagster_run)",
-        "dagster._core.execution.retries.get_retries_config": "function ()",
-        "dagster._core.events.EngineEventData": "class (metadata=, error=)",
+        "dagster._core.utils.make_new_backfill_id": "function ()",
+        "dagster.DagsterInstance.add_backfill": "function (self, partition_backfill)",
+        "dagster._core.execution.backfill.PartitionBackfill": "class (backfill_id, status=)",
     }
     installed = {
-        "dagster._cli.api._execute_step_command_body": "function (args, instance)",
-        "dagster._core.execution.retries.get_retries_config": "function ()",
-        "dagster._core.events.EngineEventData": "missing: dagster._core.events has no EngineEventData",
+        "dagster._core.utils.make_new_backfill_id": "function (prefix)",
+        "dagster.DagsterInstance.add_backfill": "function (self, partition_backfill)",
+        "dagster._core.execution.backfill.PartitionBackfill": (
+            "missing: dagster._core.execution.backfill has no PartitionBackfill"
+        ),
     }
     problems = internals.changed_internals(recorded, installed)
     assert problems == [
-        "dagster._cli.api._execute_step_command_body: recorded 'function (args, instance, "
-        f"dagster_run)' for Dagster {internals.PINNED_DAGSTER}, installed has 'function (args, "
-        "instance)'",
-        "dagster._core.events.EngineEventData: recorded 'class (metadata=, error=)' for Dagster "
-        f"{internals.PINNED_DAGSTER}, installed has 'missing: dagster._core.events has no "
-        "EngineEventData'",
+        "dagster._core.utils.make_new_backfill_id: recorded 'function ()' for Dagster "
+        f"{internals.PINNED_DAGSTER}, installed has 'function (prefix)'",
+        "dagster._core.execution.backfill.PartitionBackfill: recorded 'class (backfill_id, "
+        f"status=)' for Dagster {internals.PINNED_DAGSTER}, installed has 'missing: "
+        "dagster._core.execution.backfill has no PartitionBackfill'",
     ]
     with pytest.raises(RuntimeError) as raised:
         internals.check_internals(recorded, installed)
@@ -67,7 +68,7 @@ def test_a_changed_internal_is_named_with_both_shapes() -> None:
     assert message.startswith(
         "2 Dagster internal(s) used by foundation/dagster_internals.py changed"
     )
-    assert "docs/UPGRADING.md" in message and "get_retries_config" not in message
+    assert "docs/UPGRADING.md" in message and "add_backfill" not in message
 
 
 def test_shapes_are_read_from_the_objects_themselves() -> None:
@@ -82,13 +83,13 @@ def test_shapes_are_read_from_the_objects_themselves() -> None:
 
     assert internals.shape_of(Handler, "launch") == "function (self, context, *, retries=, **extra)"
     assert internals.shape_of(Handler, "name") == "property"
-    assert internals.shape_of(internals, "step_attempt") == "function (args, step_key)"
+    assert internals.shape_of(internals, "clear_defs_state_storage") == "function ()"
     with pytest.raises(LookupError, match="dagster._core.events has no NoSuchEvent"):
         internals.resolve("dagster._core.events.NoSuchEvent")
-    gone = internals.installed_shapes(["dagster._cli.api._execute_step_command_body_v2"])
+    gone = internals.installed_shapes(["dagster._core.utils.make_new_backfill_id_v2"])
     assert gone == {
-        "dagster._cli.api._execute_step_command_body_v2": (
-            "missing: dagster._cli.api has no _execute_step_command_body_v2"
+        "dagster._core.utils.make_new_backfill_id_v2": (
+            "missing: dagster._core.utils has no make_new_backfill_id_v2"
         )
     }
 
@@ -138,7 +139,6 @@ def test_no_private_dagster_name_outside_the_adapter() -> None:
             "foundation",
             "pretrain_assets",
             "jobs",
-            "executors",
             "app",
             "sensors",
             "resources",

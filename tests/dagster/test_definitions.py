@@ -11,6 +11,23 @@ from pretrain.experiments.search import SearchConfig
 from sensors.experiments import admission_run_config
 from tests.helpers.graph import EXPECTED_EDGES, HISTORY_CHECKS, HISTORY_PARTITIONS
 
+# the stage assets, each with a job named after it, in pipeline order
+STAGE_JOBS = (
+    "scaling_plan",
+    "raw_shards",
+    "quality_classifier",
+    "toxicity_classifier",
+    "filtered_shards",
+    "minhash_signatures",
+    "dedup_pairs",
+    "dedup_clusters",
+    "deduped_shards",
+    "data_mixture",
+    "tokenizer",
+    "packed_tokens",
+    "eval_reports",
+)
+
 
 def test_definitions_load_with_every_asset_and_edge(tmp_path) -> None:
     defs = build_definitions(artifact_root=str(tmp_path))
@@ -61,20 +78,7 @@ def test_every_asset_has_checks(tmp_path) -> None:
     defs = build_definitions(artifact_root=str(tmp_path))
     graph = defs.resolve_asset_graph()
     checked = {k.asset_key.to_user_string() for k in graph.asset_check_keys}
-    assert checked >= {
-        "raw_shards",
-        "filtered_shards",
-        "minhash_signatures",
-        "dedup_pairs",
-        "dedup_clusters",
-        "deduped_shards",
-        "data_mixture",
-        "tokenizer",
-        "packed_tokens",
-        "eval_reports",
-        "scaling_plan",
-        "quality_classifier",
-    }
+    assert checked >= set(STAGE_JOBS) - {"toxicity_classifier"}
 
 
 def test_job_run_configs_validate(tmp_path) -> None:
@@ -91,21 +95,7 @@ def test_job_run_configs_validate(tmp_path) -> None:
         },
     )
     assert ok["ops"]["train_model"]["config"]["run"]["max_steps"] == 10
-    for name in [
-        "scaling_plan",
-        "raw_shards",
-        "quality_classifier",
-        "toxicity_classifier",
-        "filtered_shards",
-        "minhash_signatures",
-        "dedup_pairs",
-        "dedup_clusters",
-        "deduped_shards",
-        "data_mixture",
-        "tokenizer",
-        "packed_tokens",
-        "eval_reports",
-    ]:
+    for name in STAGE_JOBS:
         assert validate_run_config(defs.resolve_job_def(f"{name}_job"), {}) is not None
     review = {
         "ops": {

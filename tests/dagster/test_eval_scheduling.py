@@ -21,22 +21,15 @@ from dagster import (
     DagsterInstance,
     DagsterRun,
     DagsterRunStatus,
-    SensorResult,
-    build_sensor_context,
 )
 
-from app.definitions import build_definitions
 from foundation.partitions import checkpoint_partitions
-from pretrain import storage
-from pretrain.checkpoint.dcp import checkpoint_dir_for_key
 from pretrain.errors import ConfigError, DataError
 from pretrain.recovery.evaluations import EvalQueue, abandonment, plan_evaluations
 from pretrain.recovery.policy import Decision, PolicyConfig
-from resources.metrics import RecoveryThresholds
-from resources.storage import ArtifactStore
-from sensors.eval_sensor import eval_sensor
-from sensors.recovery.abandoned import CANCELLED_TAG
+from sensors.recovery.abandoned import CANCELLED_TAG, EVAL_JOB
 from sensors.recovery.training_runs import PRIORITY_TAG, RESUME_PRIORITY, resume_request
+from tests.helpers.checkpoints import committed_key, eval_ticks, sqlite_instance
 
 ROLLBACK = Decision(
     action="rollback",
@@ -95,16 +88,13 @@ def test_the_queue_survives_its_cursor_and_reads_the_old_one() -> None:
 
 @pytest.fixture
 def instance(tmp_path: Path):
-    (tmp_path / "home").mkdir()
-    with DagsterInstance.local_temp(tempdir=str(tmp_path / "home")) as inst:  # real SQLite
+    with sqlite_instance(tmp_path) as inst:
         yield inst
 
 
 def commit(instance: DagsterInstance, root: Path, ckpt: str) -> None:
     """A committed checkpoint folder and its ``checkpoints[key]`` materialization."""
-    path = Path(checkpoint_dir_for_key(str(root / "runs"), ckpt))
-    path.mkdir(parents=True, exist_ok=True)
-    storage.commit_marker(str(path))
+    path = committed_key(root, ckpt)
     instance.add_dynamic_partitions(checkpoint_partitions.name, [ckpt])
     instance.report_runless_asset_event(
         AssetMaterialization(asset_key="checkpoints", partition=ckpt, metadata={"path": str(path)})
@@ -121,18 +111,7 @@ def test_a_tick_after_a_rollback_cancels_abandoned_evaluations_and_holds_back_a_
     tmp_path: Path, instance: DagsterInstance
 ) -> None:
     root = tmp_path / "artifacts"
-    defs = build_definitions(artifact_root=str(root))
-    repository = defs.get_repository_def()
-    resources = {"store": ArtifactStore(root=str(root)), "recovery": RecoveryThresholds()}
-
-    def tick(cursor: str | None) -> SensorResult:
-        with build_sensor_context(
-            instance=instance, repository_def=repository, cursor=cursor, resources=resources
-        ) as context:
-            result = eval_sensor(context)
-        assert isinstance(result, SensorResult)
-        return result
-
+    _, tick = eval_ticks(instance, root)
     for step in (50, 60, 70, 80):
         commit(instance, root, key("b00", step))
     first = tick(None)  # a burst of four: one evaluation, three wait
@@ -140,12 +119,12 @@ def test_a_tick_after_a_rollback_cancels_abandoned_evaluations_and_holds_back_a_
     assert [k for k, _ in EvalQueue.from_json(first.cursor).pending] == [
         key("b00", 60), key("b00", 70), key("b00", 80)
     ]  # fmt: skip
-    evaluating = started_run(instance, "eval_reports", {"dagster/partition": key("b00", 50)})
+    evaluating = started_run(instance, EVAL_JOB, {"dagster/partition": key("b00", 50)})
     busy = tick(first.cursor)
     assert busy.run_requests == []  # b00 has its one evaluation in flight
     assert "3 checkpoint(s) wait for their branch's evaluation" in busy.skip_reason.skip_message
     # the 70 is being evaluated (an operator asked); then the spike sensor rolls back to 60
-    stale = started_run(instance, "eval_reports", {"dagster/partition": key("b00", 70)})
+    stale = started_run(instance, EVAL_JOB, {"dagster/partition": key("b00", 70)})
     started_run(
         instance, "train", {**ROLLBACK.run_tags(), "pretrain/stopped_by": "loss_spike_sensor"}
     )

@@ -34,6 +34,7 @@ from pretrain.experiments.config import DataVariant, ExperimentSpec
 from pretrain.experiments.decisions import latest_review, read_decisions
 from resources.storage import ArtifactStore
 from sensors.experiments import experiment_sensor
+from tests.helpers.logs import ListHandler
 
 BASIS = ("alpha-0000", "beta-0000")
 DECIDED = ("gamma-0000", "delta-0000")
@@ -81,15 +82,6 @@ def demo(tmp_path: Path) -> Any:
             )
         review_file(store, "gamma-0000", REVIEW_AT, "r1", **REVIEW)
         yield instance, store
-
-
-class ListHandler(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
 
 
 def tick(instance: DagsterInstance, store: ArtifactStore) -> tuple[list[str], list[str]]:

@@ -1,7 +1,6 @@
 """The launcher stops a real torchrun and all its workers; a crash never exposes a half checkpoint."""
 
 import os
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -21,7 +20,7 @@ from resources.launching import (
 )
 from resources.process_tree import alive, descendants, stop_process_tree
 from resources.slurm import SlurmLauncher
-from tests.helpers.training import make_config, make_packed
+from tests.helpers.training import kill_tree, make_config, make_packed
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -93,14 +92,7 @@ def test_sigkill_escalation_reaches_workers_in_their_own_sessions(tmp_path: Path
 def test_crash_mid_run_leaves_no_half_written_checkpoint(tmp_path: Path) -> None:
     proc, run_root = start_long_run(tmp_path)
     wait_for_checkpoints(run_root, proc, 3)
-    tree = {proc.pid} | workers_of(proc)
-    for pid in tree:  # a crash: nobody gets to clean up
-        os.kill(pid, signal.SIGKILL)
-    proc.wait(timeout=30)
-    deadline = time.monotonic() + 30
-    while any(alive(pid) for pid in tree) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not any(alive(pid) for pid in tree)
+    kill_tree(proc, {proc.pid} | workers_of(proc))  # a crash: nobody gets to clean up
     assert_only_committed_checkpoints_visible(run_root)
 
 

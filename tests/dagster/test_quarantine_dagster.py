@@ -34,6 +34,7 @@ from resources.launcher import TorchrunLauncher
 from resources.metrics import WandbMetricsReader
 from resources.storage import ArtifactStore
 from sensors.recovery.quarantine import quarantine_sensor
+from tests.helpers.logs import ListHandler
 
 ROLLBACK = Decision(
     action="rollback", reason="loss spike", kind="bad_batch", branch="b00", spike_step=41,
@@ -75,15 +76,6 @@ def test_sensor_adds_one_partition_per_rollback_that_skipped_data(
     )
     assert request.tags["pretrain/training_run_id"] == run.run_id
     assert list(result.dynamic_partitions_requests[0].partition_keys) == [decision_id(ROLLBACK)]
-
-
-class ListHandler(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
 
 
 def tagged_run(instance: DagsterInstance, decision_tag: str) -> DagsterRun:

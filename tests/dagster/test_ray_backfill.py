@@ -1,42 +1,43 @@
-"""Backfills on a real two-node Ray cluster (head + worker, separate processes).
+"""A batch of shard groups on a real two-node Ray cluster, through dagster-ray's executor.
 
-One run per partition, launched through Dagster (``execute_job`` on a SQLite instance, each
-run in a process of its own: ``executors/partition_runs.py``); every step runs on a warm actor of
-the cluster's step pool (``app/ray_definitions.py`` → ``executors/ray_executor.py``), except the
-``quality`` stage, which goes through dagster-ray's job executor (``quality_on_ray_jobs``) so
-that both executors stay tested. The test checks, against an in-process run of the same
-definitions on the same corpus:
+A head and a worker node, separate processes (``tests/servers/ray_cluster.py``, stopped by
+PID). One Dagster run of ``raw_shards`` over a partition range, as a backfill of batches
+launches it (``dagster/asset_partition_range_start``/``_end``: ``foundation/per_shard.py``),
+of three shard groups of the embedded corpus, the last registered without a manifest: launched
+with ``execute_job(reconstructable(raw_shards_on_ray))`` on a SQLite instance, so the run's one
+step is a Ray job submitted by dagster-ray's ``ray_executor`` (``app/ray_definitions.py``). The
+test checks, against an in-process run of the same batch on the same corpus:
 
-- ingest → quality → shard_pipeline per shard, ``band_pairs`` per band partition and the
-  ``dedup`` union: every artifact is byte-identical;
-- every actor-path step ran on a ``StepWorker`` actor (its engine event names the actor, its
-  node and its pid), on both nodes, actors served several steps each, and the only Ray jobs
-  submitted were the quality stage's;
-- a shard whose manifest is missing fails with that reason while the others complete;
-- the worker node SIGKILLed while a step runs on it: the step fails its health check, the
-  asset's RetryPolicy runs it again on another node, the run succeeds, outputs are identical
-  and no temp file or half-written partition is visible.
+- the step ran as one Ray job, submitted through the job API, labelled with the run's job and
+  id, the environment the step needs passed by name (``app.ray_definitions.PASSED_ENV``);
+- each good group is materialized with its own data version (its identity's), the artifacts
+  byte-identical to the in-process run's;
+- the group without a manifest fails the run by name, without a retry, and is not
+  materialized, while the others are;
+- then the README's ``dagster asset materialize -m app.ray_definitions`` command (the module
+  loaded as a code location, as ``dagster dev -m`` loads it) on one good group: it succeeds as a
+  second Ray job, and the group's data version is unchanged.
+
+    PYTHONPATH=$PWD .venv/bin/pytest -q tests/dagster/test_ray_backfill.py
 """
 
 from __future__ import annotations
 
-import threading
-import time
-from contextlib import ExitStack
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+from dagster import AssetKey, DagsterInstance, execute_job, reconstructable
 
 from app.definitions import build_definitions
-from executors.partition_runs import PartitionRunner
-from foundation.partitions import band_partitions
+from foundation.partitions import RANGE_END, RANGE_START
 from foundation.shards import plan_source, register_shards
-from pretrain import storage
-from resources.process_tree import descendants
+from pretrain import identity
 from resources.storage import ArtifactStore
-from tests.helpers.pipelines import materialize_data_stages
-from tests.servers.ray_cluster import ray_available, ray_cluster
+from tests.helpers.readme import readme_command
+from tests.servers.ray_cluster import ROOT, ray_available, ray_cluster
 
 # the ray extra is installed by `make test` only: a fresh clone's `make test-fast` must collect
 # this module, so it is imported here and skips the module without it
@@ -47,160 +48,130 @@ JobSubmissionClient, JobType = ray_job_submission.JobSubmissionClient, ray_job_s
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.timeout(900),
+    pytest.mark.timeout(600),
     pytest.mark.skipif(not ray_available(), reason="needs the ray extra: pip install -e '.[ray]'"),
 ]
-RAY_JOBS = "app.ray_definitions"
+BAD = "missing-0000"  # a shard group registered without a manifest
+MATERIALIZE = "dagster asset materialize -m app.ray_definitions"  # the README's command
+
+
+def _batch(first: str, last: str) -> dict[str, str]:
+    return {RANGE_START: first, RANGE_END: last}
+
+
+def _register(instance: DagsterInstance, root: Path, manifests) -> list[str]:
+    keys = register_shards(instance, ArtifactStore(root=str(root)), manifests)
+    instance.add_dynamic_partitions("shards", [BAD])  # after the good groups: last in the range
+    return keys
 
 
 def _in_process(root: Path, manifests) -> None:
     defs = build_definitions(artifact_root=str(root))
     with DagsterInstance.ephemeral() as instance:
-        keys = register_shards(instance, ArtifactStore(root=str(root)), manifests)
-        materialize_data_stages(defs, instance, keys)
+        keys = _register(instance, root, manifests)
+        result = defs.resolve_job_def("raw_shards_job").execute_in_process(
+            instance=instance, tags=_batch(keys[0], BAD), raise_on_error=False
+        )
+        assert not result.success  # the bad group, as on Ray
+        assert instance.get_materialized_partitions(AssetKey("raw_shards")) == set(keys)
 
 
 def _artifacts(root: Path) -> dict[str, bytes]:
     """Every data artifact's bytes by relative path (stats files hold timings: skipped)."""
-    out = {}
-    for path in sorted(root.rglob("*.parquet")):
-        out[str(path.relative_to(root))] = path.read_bytes()
-    return out
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*.parquet"))}
 
 
-def _executing_on_worker(cluster) -> set[int]:
-    """PIDs of step worker actors under the worker node that are running a step (Ray titles
-    the process ``ray::StepWorker.execute`` during the call)."""
-    if cluster.worker is None:
-        return set()
-    found = set()
-    for pid in descendants(cluster.worker.pid):
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"StepWorker.execute" in cmdline:
-            found.add(pid)
-    return found
-
-
-def _reported_pids(job: str) -> set[int]:
-    """PIDs of the actors whose step of a started ``job`` run has reported itself (the actor's
-    engine event, written as the step starts: the record a retried attempt leaves)."""
-    pids = set()
-    with DagsterInstance.get() as instance:
-        runs = instance.get_runs(RunsFilter(job_name=job, statuses=[DagsterRunStatus.STARTED]))
-        for step in _actor_steps([r.run_id for r in runs]):
-            pids.add(int(step["pid"]))
-    return pids
-
-
-def _submitted(cluster) -> list:
-    """Ray jobs submitted through the job API (the runs' own drivers are listed too: skipped)."""
-    jobs = JobSubmissionClient(cluster.dashboard_url).list_jobs()
+def _submitted(dashboard_url: str) -> list:
+    """Ray jobs submitted through the job API."""
+    jobs = JobSubmissionClient(dashboard_url).list_jobs()
     return [j for j in jobs if j.type == JobType.SUBMISSION]
 
 
-def _actor_steps(run_ids: list[str]) -> list[dict[str, str]]:
-    """Per step attempt: the actor that ran it (from the worker's engine event)."""
-    found = []
-    with DagsterInstance.get() as instance:
-        for run_id in run_ids:
-            for entry in instance.all_logs(run_id):
-                event = entry.dagster_event
-                if event is None or "on Ray actor" not in (event.message or ""):
-                    continue
-                metadata = event.engine_event_data.metadata
-                found.append({"run_id": run_id, "step": entry.step_key,
-                              **{k: v.value for k, v in metadata.items()}})  # fmt: skip
+def _materialize(key: str) -> subprocess.CompletedProcess:
+    """The README's ``dagster asset materialize`` on shard group ``key``, as a shell runs it
+    (this process's environment: the cluster, the instance, the root)."""
+    command = readme_command(MATERIALIZE)
+    assert command.argv[-2:] == ("--partition", "web-0000"), command.argv
+    argv = [str(Path(sys.executable).parent / "dagster"), *command.argv[1:-1], key]
+    return subprocess.run(argv, cwd=ROOT, env=dict(os.environ), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=300)  # fmt: skip
+
+
+def _latest_tags(instance: DagsterInstance, asset: str) -> dict[str, dict[str, str]]:
+    records = instance.fetch_materializations(AssetKey(asset), limit=100).records
+    found: dict[str, dict[str, str]] = {}
+    for record in records:  # newest first
+        assert record.partition_key is not None
+        found.setdefault(record.partition_key, dict(record.asset_materialization.tags or {}))
     return found
 
 
-def test_backfill_on_ray_matches_in_process_and_survives_a_lost_worker(
+def test_a_batch_of_shard_groups_runs_as_one_ray_job_each_group_its_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    manifests = plan_source("embedded", max_shards=2, max_files_per_source=12)
-    # artifacts record their input URIs (clusters' shard column, footers): same root for both
+    manifests = plan_source("embedded", max_shards=2, max_files_per_source=6)
+    # artifacts record their input URIs: the same root for both runs
     root, home = tmp_path / "artifacts", tmp_path / "home"
     _in_process(root, manifests)
     reference = _artifacts(root)
+    assert reference
     root.rename(tmp_path / "reference")
 
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    with ExitStack() as stack:
-        cluster = stack.enter_context(ray_cluster(tmp_path, head_cpus=1, worker_cpus=1))
+    with ray_cluster(tmp_path, head_cpus=1, worker_cpus=1) as cluster:
         for name, value in {"DAGSTER_HOME": str(home), "PRETRAIN_ROOT": str(root),
-                            "RAY_ADDRESS": cluster.address,
-                            "RAY_JOBS_ADDRESS": cluster.dashboard_url,
+                            "RAY_ADDRESS": cluster.dashboard_url,
                             "PYTHONPATH": cluster.env["PYTHONPATH"],
                             "POLARS_MAX_THREADS": "1"}.items():  # fmt: skip
             monkeypatch.setenv(name, value)
+        import app.ray_definitions as on_ray
+
+        on_ray.ray_definitions.cache_clear()  # built again with this test's PRETRAIN_ROOT
+        store = ArtifactStore(root=str(root))
         with DagsterInstance.get() as instance:
-            keys = register_shards(instance, ArtifactStore(root=str(root)), manifests)
-            instance.add_dynamic_partitions("shards", ["missing-0000"])  # no manifest written
-
-        runner = stack.enter_context(PartitionRunner())  # one server: imports paid once
-        ingested = runner.run(f"{RAY_JOBS}:ingest_on_ray", [*keys, "missing-0000"])
-        assert [ingested[k]["success"] for k in keys] == [True, True], ingested
-        bad = ingested["missing-0000"]
-        assert bad["success"] is False and bad["retries"] == 0  # bad input: no retry
-        assert "missing-0000.json does not exist" in bad["failures"][0]
-        # the quality stage through dagster-ray's job executor, a Ray job per step (the quality
-        # and toxicity classifiers): the only Ray jobs of the test
-        assert runner.run(f"{RAY_JOBS}:quality_on_ray_jobs", [None])[None]["success"]
-        jobs = [j.metadata.get("dagster/job") for j in _submitted(cluster)]
-        assert jobs == ["quality", "quality"], jobs
-
-        # the shard backfill 2 runs at a time: with 1 CPU per node and 1 CPU per step, the
-        # second concurrent step runs on the worker, which is SIGKILLed while it does
-        killed = threading.Event()
-
-        def kill_worker_once() -> None:
-            deadline = time.monotonic() + 600
-            while not killed.is_set() and time.monotonic() < deadline:
-                # only once the step has reported itself: a kill before that leaves no record
-                # of the first attempt, and the retry's node could not be told from it
-                running = _executing_on_worker(cluster)
-                if running and running & _reported_pids("shard_pipeline"):
-                    cluster.kill_worker()
-                    killed.set()
-                time.sleep(0.2)
-
-        watcher = threading.Thread(target=kill_worker_once, daemon=True)
-        watcher.start()
-        results = runner.run(f"{RAY_JOBS}:shard_pipeline_on_ray", keys, width=2)
-        assert killed.is_set(), "no step was scheduled on the worker node"
-        assert all(results[k]["success"] for k in keys), results
-        assert sum(r["retries"] for r in results.values()) >= 1, results
-        # each attempt ran on a step worker actor; the killed attempt's retry on another node
-        attempts = _actor_steps([results[k]["run_id"] for k in keys])
-        retried = [a for a in attempts
-                   if sum(b["run_id"] == a["run_id"] and b["step"] == a["step"]
-                          for b in attempts) > 1]  # fmt: skip
-        assert len(attempts) == 2 * len(keys) + len(retried) // 2, attempts
-        assert len({a["node_id"] for a in retried}) == 2, retried
-
-        # dedup reads every registered shard: the operator drops the broken one first
+            keys = _register(instance, root, manifests)
+            assert len(keys) == 2
+            job = reconstructable(on_ray.raw_shards_on_ray)
+            with execute_job(job, instance, tags=_batch(keys[0], BAD)) as result:
+                success, run_id, events = result.success, result.run_id, result.all_events
+            latest = _latest_tags(instance, "raw_shards")
+            done = instance.get_materialized_partitions(AssetKey("raw_shards"))
+        submitted = _submitted(cluster.dashboard_url)
+        ours = _artifacts(root)  # the batch's
+        cli = _materialize(keys[0])
+        assert cli.returncode == 0, cli.stdout[-4000:]
         with DagsterInstance.get() as instance:
-            instance.delete_dynamic_partition("shards", "missing-0000")
-        bands = runner.run(f"{RAY_JOBS}:band_pairs_on_ray", band_partitions.get_partition_keys())
-        assert [k for k, r in bands.items() if not r["success"]] == [], bands
-        clusters = runner.run(f"{RAY_JOBS}:dedup_on_ray", [None])[None]
-        assert clusters["success"], clusters
+            (again,) = instance.fetch_materializations(AssetKey("raw_shards"), limit=1).records
+        assert len(_submitted(cluster.dashboard_url)) == 2  # the command's step: a Ray job too
+    assert again.partition_key == keys[0] and again.run_id != run_id
+    again_tags = again.asset_materialization.tags or {}
+    assert again_tags["dagster/data_version"] == latest[keys[0]]["dagster/data_version"]
 
-        # every actor-path step: on a step worker actor, on both nodes, actors reused (warm)
-        actor_runs = [r["run_id"] for outcome in (ingested, results, bands)
-                      for r in outcome.values()] + [clusters["run_id"]]  # fmt: skip
-        attempts = _actor_steps(actor_runs)
-        assert len(attempts) >= 2 + 2 * len(keys) + len(bands) + 1, attempts  # ingest ok ×2
-        assert len({a["node_id"] for a in attempts}) == 2
-        assert max(int(a["steps_run"]) for a in attempts) >= 5, attempts
-        assert len(_submitted(cluster)) == len(jobs)  # still only the quality steps' Ray jobs
+    # one step, one Ray job, with the step's environment
+    (ray_job,) = submitted
+    assert ray_job.metadata["dagster/job"] == "raw_shards_job", ray_job.metadata
+    assert ray_job.metadata["dagster/run-id"] == run_id, ray_job.metadata
+    passed = (ray_job.runtime_env or {}).get("env_vars", {})  # by name, from this process
+    assert passed.get("PRETRAIN_ROOT") == str(root), passed
+    assert passed.get("DAGSTER_RUN_STEP_KEY") == "raw_shards", passed
+    starting = [e.message for e in events if e.event_type_value == "STEP_WORKER_STARTING"]
+    assert len(starting) == 1 and "in Ray job" in (starting[0] or ""), starting
 
-    ours = _artifacts(root)
+    # the bad group fails the run by name, once; the others are materialized, each its own
+    assert not success
+    assert not [e for e in events if e.is_step_up_for_retry]  # it would fail alike again
+    (failure,) = [e.step_failure_data for e in events if e.is_step_failure]
+    assert failure.user_failure_data is not None, failure
+    reason = failure.user_failure_data.description or ""
+    assert "1 of 3 shard groups of raw_shards failed (the rest are done)" in reason, reason
+    assert f"{BAD}: DataError:" in reason and f"{BAD}.json does not exist" in reason, reason
+    assert done == set(keys)
+    for key in keys:
+        made = identity.read(store.uri("raw_shards", key))
+        assert made is not None and latest[key]["dagster/data_version"] == made.version, key
+    assert len({latest[k]["dagster/data_version"] for k in keys}) == len(keys)
+
     assert sorted(ours) == sorted(reference)
     assert [p for p in ours if ours[p] != reference[p]] == []
-    leftovers = [p for p in root.rglob("*") if p.name.endswith(".tmp")]
-    assert leftovers == []
-    assert storage.exists(str(root / "dedup_clusters" / "clusters.parquet"))
+    assert [p for p in root.rglob("*") if p.name.endswith(".tmp")] == []

@@ -76,7 +76,7 @@ E2E = "tests/dagster/test_end_to_end.py::campaign"
 STATUS_EXPORT = "tests/dagster/test_end_to_end.py::test_cli_status_and_export_read_the_campaign"
 OWN_JSONL = "tests/dagster/test_provenance_own_data.py::test_readme_own_data_command_on_plain_jsonl"
 EXPERIMENTS_CLI = "tests/dagster/test_experiments_dagster.py::test_the_cli_reads_experiments_back"
-RAY = "tests/dagster/test_ray_backfill.py::test_backfill_on_ray_matches_in_process_and_survives_a_lost_worker"
+RAY = "tests/dagster/test_ray_backfill.py::test_a_batch_of_shard_groups_runs_as_one_ray_job_each_group_its_own"
 SLURM_CONFIG = (
     'export PRETRAIN_LAUNCHER_CONFIG=\'{ "nodes": 16, "gpus_per_node": 8, "cpus_per_task": 96, '
     '"partition": "gpu", "account": "llm", "python": "/opt/pretrain/.venv/bin/python", '
@@ -92,11 +92,6 @@ SETTINGS_DEMO = (
     ".venv/bin/pretrain demo --filter.heuristics.max_chars 5000000 --filter.urls null "
     '--dedup.threshold 0.7 --mixture.weights \'{"code": 0.5, "prose": 0.3, "license": 0.2}\' '
     "--train.optim.lr 1e-3"
-)
-RUN_PARTITIONS = (
-    'python -c "from executors.partition_runs import run_partitions '
-    "print(run_partitions('app.ray_definitions:filtered_shards_on_ray', ['web-0000', "
-    "'web-0001'], width=8))\""
 )
 
 WHO_RUNS: dict[str, RunBy | Skipped] = {
@@ -162,12 +157,18 @@ WHO_RUNS: dict[str, RunBy | Skipped] = {
         "tests/unit/train/test_train.py::test_torchrun_fsdp2_checkpoints_metrics_wandb_and_exact_resume"
     ),
     # Deployment: a Ray cluster (tests/servers/ray_cluster.py starts a head and a worker with `ray start`)
-    "ray start --head --num-cpus=16 --dashboard-host=0.0.0.0": RunBy(RAY, "127.0.0.1, 2 CPUs"),
-    "ray start --address=head.internal:6379 --num-cpus=16": RunBy(RAY, "a worker on this machine"),
-    "export RAY_ADDRESS=head.internal:6379": RunBy(RAY, "the test's head"),
-    "export RAY_JOBS_ADDRESS=http://head.internal:8265": RunBy(RAY, "the test's head"),
+    "ray start --head --num-cpus=16 --dashboard-host=0.0.0.0": RunBy(RAY, "127.0.0.1, 1 CPU"),
+    "ray start --address=head.internal:6379 --num-cpus=16": RunBy(
+        RAY, "a worker on this machine, 1 CPU"
+    ),
+    "export RAY_ADDRESS=http://head.internal:8265": RunBy(RAY, "the test's head's job API"),
     "export DAGSTER_HOME=/srv/dagster": RunBy(RAY, "a SQLite instance in a temp folder"),
-    RUN_PARTITIONS: RunBy(RAY, "PartitionRunner.run, which run_partitions calls"),
+    "dagster dev -m app.ray_definitions": RunBy(
+        RAY, "the same module loaded as a code location by its dagster asset materialize"
+    ),
+    "dagster asset materialize -m app.ray_definitions --select raw_shards --partition web-0000": (
+        RunBy(RAY, "one of the test's shard groups, on its two-node cluster")
+    ),
     # Deployment: Slurm and Kubernetes with S3 artifacts (the variables dagster dev reads)
     "export PRETRAIN_ROOT=s3://campaign/artifacts": RunBy(CHEAP, "the store it gives"),
     "export PRETRAIN_LAUNCHER=slurm": RunBy(CHEAP, "the launcher it gives"),

@@ -39,29 +39,23 @@ from foundation.data_versions import current_inputs, latest_tags
 from foundation.partitions import checkpoint_partitions
 from foundation.shards import plan_sources, register_shards
 from jobs.training import checkpoint_materialization
-from pretrain import storage
-from pretrain.checkpoint.dcp import checkpoint_dir_for_key
-from resources.metrics import RecoveryThresholds
 from resources.sources import ShardSource
 from resources.storage import ArtifactStore
 from sensors.backfill_schedule import shard_backfill_schedule
-from sensors.eval_sensor import eval_sensor
 from sensors.shard_discovery import shard_discovery_sensor
+from tests.helpers.checkpoints import committed_key, eval_ticks, sqlite_instance
 
 
 @pytest.fixture
 def instance(tmp_path: Path):
-    (tmp_path / "home").mkdir()
-    with DagsterInstance.local_temp(tempdir=str(tmp_path / "home")) as inst:  # real SQLite
+    with sqlite_instance(tmp_path) as inst:
         yield inst
 
 
 def commit_checkpoint(instance: DagsterInstance, root: Path, key: str) -> Path:
     """A committed checkpoint folder under ``root/runs`` and its ``checkpoints[key]``
     materialization as the ``train`` op logs it, from a run of its own."""
-    path = Path(checkpoint_dir_for_key(str(root / "runs"), key))
-    path.mkdir(parents=True, exist_ok=True)
-    storage.commit_marker(str(path))
+    path = committed_key(root, key)
 
     @op(name="train_model")
     def train_model(context) -> None:
@@ -97,23 +91,13 @@ def test_eval_sensor_skips_checkpoints_evaluated_with_the_current_checkpoint(
     tmp_path: Path, instance: DagsterInstance
 ) -> None:
     root = tmp_path / "artifacts"
-    defs = build_definitions(artifact_root=str(root))
-    repository = defs.get_repository_def()
+    repository, tick = eval_ticks(instance, root)
     code_version = repository.asset_graph.get(AssetKey("eval_reports")).code_version
     pruned = commit_checkpoint(instance, root, "b00-s000000100")
     shutil.rmtree(pruned)  # keep-last-K deleted it before the demo evaluated what was left
     for key in ("b00-s000000300", "b00-s000000600"):  # two commits between two ticks
         commit_checkpoint(instance, root, key)
         evaluate(instance, key, code_version)  # the demo evaluates in process
-
-    def tick(cursor: str | None) -> SensorResult:
-        with build_sensor_context(
-            instance=instance, repository_def=repository, cursor=cursor,
-            resources={"store": ArtifactStore(root=str(root)), "recovery": RecoveryThresholds()},
-        ) as context:  # fmt: skip
-            result = eval_sensor(context)
-        assert isinstance(result, SensorResult)
-        return result
 
     first = tick(None)  # the daemon's first tick after the demo
     assert first.run_requests == [], [r.partition_key for r in first.run_requests]

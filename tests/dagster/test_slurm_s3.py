@@ -19,6 +19,7 @@ import hashlib
 import json
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,38 @@ def upload_dir(local: Path, uri: str) -> None:
             storage.write_bytes(path.read_bytes(), storage.join(uri, str(path.relative_to(local))))
 
 
+def moto_credentials(endpoint: str) -> dict[str, str]:
+    """The test credentials of the moto server at ``endpoint``."""
+    return {
+        "endpoint_url": endpoint,
+        "aws_access_key_id": "testing",
+        "aws_secret_access_key": "testing",
+        "region_name": "us-east-1",
+    }
+
+
+def launch_in_job(
+    launcher: Any, config_uri: str, run_dir: Path, on_message: Callable[[dict], None]
+) -> tuple[Any, Any]:
+    """``launcher.launch`` from the op of a one-op job: (the job's result, the launch's)."""
+    results = []
+
+    @op
+    def launch(context: OpExecutionContext) -> None:
+        launched = launcher.launch(
+            context, config_path=config_uri, run_dir=str(run_dir), on_message=on_message
+        )
+        results.append(launched)
+
+    @job
+    def one_launch() -> None:
+        launch()
+
+    run = one_launch.execute_in_process()
+    [result] = results
+    return run, result
+
+
 def test_slurm_job_with_s3_pipes_config_and_packed_tokens(
     slurm: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -71,36 +104,14 @@ def test_slurm_job_with_s3_pipes_config_and_packed_tokens(
             data=config.data.__class__(**{**vars(config.data), "packed_dir": packed_uri})
         )
         storage.write_bytes(config.to_json().encode(), config_uri)
-        s3 = S3Resource(endpoint_url=endpoint, aws_access_key_id="testing",
-                        aws_secret_access_key="testing", region_name="us-east-1")  # fmt: skip
+        s3 = S3Resource(**moto_credentials(endpoint))
         for name in AWS_VARIABLES:  # only the launcher's S3Resource may reach the job
             monkeypatch.delenv(name)
         launcher = slurm.launcher(pipes_s3_bucket="campaign", pipes_s3_prefix="pipes", s3=s3)
         messages: list[dict[str, Any]] = []
-        results = []
-
-        @op
-        def launch(context: OpExecutionContext) -> None:
-            results.append(
-                launcher.launch(
-                    context,
-                    config_path=config_uri,
-                    run_dir=str(run_root / "b00"),
-                    on_message=messages.append,
-                )  # fmt: skip
-            )
-
-        @job
-        def one_launch() -> None:
-            launch()
-
-        run = one_launch.execute_in_process()
-        client = boto3.client(
-            "s3", endpoint_url=endpoint, aws_access_key_id="testing",
-            aws_secret_access_key="testing", region_name="us-east-1",
-        )  # fmt: skip
+        run, result = launch_in_job(launcher, config_uri, run_root / "b00", messages.append)
+        client = boto3.client("s3", **moto_credentials(endpoint))
         keys = [o["Key"] for o in client.list_objects_v2(Bucket="campaign")["Contents"]]
-    [result] = results
     assert result.ok, result.log_tail
     assert [m["event"] for m in messages] == ["started", "checkpoint", "checkpoint", "finished"]
     assert [m["key"] for m in messages if m["event"] == "checkpoint"] == [
@@ -177,8 +188,7 @@ def test_train_job_through_slurm_with_only_an_s3_artifact_root(
         shutil.rmtree(upload)
         identity.adopt(f"{root}/tokenizer", "tokenizer")  # made outside the pipeline: adopted
         store = ArtifactStore(root=root, s3_endpoint_url=endpoint)
-        s3 = S3Resource(endpoint_url=endpoint, aws_access_key_id="testing",
-                        aws_secret_access_key="testing", region_name="us-east-1")  # fmt: skip
+        s3 = S3Resource(**moto_credentials(endpoint))
         resources = {
             "store": store,
             "launcher": slurm.launcher(
@@ -192,15 +202,21 @@ def test_train_job_through_slurm_with_only_an_s3_artifact_root(
         assert not cache.exists()
 
         with instance_for_test() as instance:
-            started = time.monotonic()
-            first = train_job.execute_in_process(
-                run_config=train_run_config(48, scratch, "none"),
-                resources=resources,
-                instance=instance,
-                raise_on_error=False,
-            )
-            first_s = time.monotonic() - started
-            assert first.success, first.all_events[-1]
+
+            def launch(max_steps: int, resume: str) -> tuple[Any, float]:
+                """One ``train`` job run to ``max_steps``, checked; (result, seconds)."""
+                started = time.monotonic()
+                result = train_job.execute_in_process(
+                    run_config=train_run_config(max_steps, scratch, resume),
+                    resources=resources,
+                    instance=instance,
+                    raise_on_error=False,
+                )
+                seconds = time.monotonic() - started
+                assert result.success, result.all_events[-1]
+                return result, seconds
+
+            first, first_s = launch(48, "none")
             summary = first.output_for_node("train_model")
             keys = [f"b00-s{step:09d}" for step in range(4, 49, 4)]
             assert summary["event"] == "finished" and summary["step"] == 48
@@ -219,15 +235,7 @@ def test_train_job_through_slurm_with_only_an_s3_artifact_root(
             assert materialized[0].timestamp < commits[48]
             delivered_s = materialized[0].timestamp - commits[4]
 
-            started = time.monotonic()
-            second = train_job.execute_in_process(
-                run_config=train_run_config(56, scratch, "latest"),
-                resources=resources,
-                instance=instance,
-                raise_on_error=False,
-            )
-            second_s = time.monotonic() - started
-            assert second.success, second.all_events[-1]
+            second, second_s = launch(56, "latest")
             resumed = second.output_for_node("train_model")
             assert resumed["step"] == 56
             assert resumed["checkpoints"] == ["b00-s000000052", "b00-s000000056"]
@@ -354,36 +362,14 @@ def test_failed_slurm_job_shows_its_log_tail_from_s3(
         )
         config_uri = f"{runs}/b00/run-failing.json"
         storage.write_bytes(config.to_json().encode(), config_uri)
-        s3 = S3Resource(endpoint_url=endpoint, aws_access_key_id="testing",
-                        aws_secret_access_key="testing", region_name="us-east-1")  # fmt: skip
+        s3 = S3Resource(**moto_credentials(endpoint))
         for name in AWS_VARIABLES:
             monkeypatch.delenv(name)
         launcher = slurm.launcher(
             pipes_s3_bucket="campaign", s3=s3, node_log_dir=str(node_logs), log_upload_interval_s=1
         )
-        results = []
-
-        @op
-        def launch(context: OpExecutionContext) -> None:
-            results.append(
-                launcher.launch(
-                    context,
-                    config_path=config_uri,
-                    run_dir=str(run_dir),
-                    on_message=lambda message: None,
-                )  # fmt: skip
-            )
-
-        @job
-        def one_launch() -> None:
-            launch()
-
-        run = one_launch.execute_in_process()
-        [result] = results
-        client = boto3.client(
-            "s3", endpoint_url=endpoint, aws_access_key_id="testing",
-            aws_secret_access_key="testing", region_name="us-east-1",
-        )  # fmt: skip
+        run, result = launch_in_job(launcher, config_uri, run_dir, lambda message: None)
+        client = boto3.client("s3", **moto_credentials(endpoint))
         uploaded = client.get_object(
             Bucket="campaign", Key=result.log_path.removeprefix("s3://campaign/")
         )["Body"].read()

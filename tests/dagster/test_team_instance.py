@@ -54,3 +54,28 @@ def test_step_logs_land_in_s3(tmp_path: Path) -> None:
         ]
     assert keys, "no compute log was uploaded"
     assert any("hello from a step whose log goes to S3" in body for body in bodies)
+
+
+def _readme_team_yaml() -> dict:
+    """The yaml block under the README's "A team `dagster.yaml`" heading."""
+    import yaml
+
+    from tests.helpers.readme import README
+
+    text = README.read_text().split("### A team `dagster.yaml`", 1)[1]
+    return yaml.safe_load(text.split("```yaml", 1)[1].split("```", 1)[0])
+
+
+def test_the_readme_queue_and_retention_settings_load(tmp_path: Path) -> None:
+    """Every setting of the README's team file but the servers (Postgres, S3) is one Dagster
+    accepts: the run queue's limits, tick retention, pools, run monitoring, sensor threads."""
+    import yaml
+
+    config = {k: v for k, v in _readme_team_yaml().items() if k not in ("storage", "compute_logs")}
+    (tmp_path / "dagster.yaml").write_text(yaml.safe_dump(config))
+    with DagsterInstance.from_config(str(tmp_path)) as instance:
+        queue = instance.get_concurrency_config().run_queue_config
+        assert queue is not None and queue.max_concurrent_runs == 64
+        [limit] = queue.tag_concurrency_limits
+        assert limit["key"] == "dagster/backfill" and limit["limit"] == 16
+        assert instance.get_settings("retention")["sensor"]["purge_after_days"]["skipped"] == 1

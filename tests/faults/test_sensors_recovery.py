@@ -22,7 +22,6 @@ from dagster import (
     instance_for_test,
 )
 
-from pretrain import storage
 from pretrain.checkpoint.dcp import is_healthy
 from pretrain.recovery.policy import Decision
 from pretrain.run_files import wandb_run_id
@@ -30,6 +29,7 @@ from resources.metrics import RecoveryThresholds, WandbMetricsReader
 from sensors.recovery.failure import training_failure_sensor
 from sensors.recovery.loss_spike import loss_spike_sensor
 from sensors.recovery.lr import lr_sensor
+from tests.helpers.checkpoints import committed_step
 
 
 @pytest.fixture
@@ -75,14 +75,6 @@ def write_metrics(run_root: Path, branch: str, losses: dict[int, float], grad: f
     run.finish()
 
 
-def write_checkpoint(run_root: Path, branch: str, step: int, parent: str | None = None) -> str:
-    path = run_root / branch / f"step-{step:08d}"
-    path.mkdir(parents=True)
-    (path / "meta.json").write_text(json.dumps({"step": step, "lineage": {"parent": parent}}))
-    storage.commit_marker(str(path))
-    return str(path)
-
-
 def launch(recipe: str | None = None, **run: Any) -> dict[str, Any]:
     """A ``train_model`` launch config: ``run`` fields nested as the job's config has them."""
     return {"run": run, **({"recipe": recipe} if recipe else {})}
@@ -120,7 +112,7 @@ def test_loss_spike_rolls_back_once_to_a_healthy_checkpoint(
     tmp_path: Path, instance: DagsterInstance
 ) -> None:
     run_root = tmp_path / "runs"
-    paths = {s: write_checkpoint(run_root, "b00", s) for s in (20, 40, 50, 60)}
+    paths = {s: committed_step(run_root, "b00", s) for s in (20, 40, 50, 60)}
     write_metrics(run_root, "b00", {**flat(69), 70: 3.5, 71: 2.01, 72: 2.0, 73: 2.02})
     run = started_train_run(
         instance, branch="b00", lr_scale=0.5, skip_windows=[[5, 6]], recipe="debug_tiny"
@@ -202,7 +194,7 @@ def test_loss_spike_rolls_back_once_to_a_healthy_checkpoint(
         assert replay.skip_reason.skip_message == "no train run in progress"
     instance.delete_run(queued.run_id)
     # the resumed run starts on b01: the sensor follows it and keeps watching
-    write_checkpoint(run_root, "b01", 80, parent=paths[50])
+    committed_step(run_root, "b01", 80, parent=paths[50])
     write_metrics(run_root, "b01", {s: 2.0 for s in range(51, 90)})
     resumed = started_train_run(
         instance, tags=request.tags, branch="b01", resume=paths[50], lr_scale=0.5
@@ -227,7 +219,7 @@ def test_second_spike_in_window_escalates_to_stop(
     tmp_path: Path, instance: DagsterInstance, budget_in: str
 ) -> None:
     run_root = tmp_path / "runs"
-    write_checkpoint(run_root, "b00", 20)
+    committed_step(run_root, "b00", 20)
     write_metrics(run_root, "b00", {**flat(40), 41: math_nan(), 42: 2.0})
     res = resources(run_root, max_rollbacks_in_window=1)
     if budget_in == "cursor":
@@ -310,7 +302,7 @@ def evaluate_failure(instance: DagsterInstance, run_id: str, event: Any, run_roo
 
 def test_failure_sensor_resumes_with_a_budget(tmp_path: Path, instance: DagsterInstance) -> None:
     run_root = tmp_path / "runs"
-    write_checkpoint(run_root, "b01", 30)
+    committed_step(run_root, "b01", 30)
     run_id, event = failed_train_run(instance, {}, branch="b01", lr_scale=0.8, max_steps=100)
     result = evaluate_failure(instance, run_id, event, run_root)
     [request] = result.run_requests
@@ -333,7 +325,7 @@ def test_failure_sensor_resumes_with_a_budget(tmp_path: Path, instance: DagsterI
     result = evaluate_failure(instance, run_id, event, run_root)
     assert result.run_requests == [] and "crashed 4 times" in result.skip_reason.skip_message
     # ... but one that committed a checkpoint first starts a fresh budget
-    write_checkpoint(run_root, "b01", 40)
+    committed_step(run_root, "b01", 40)
     result = evaluate_failure(instance, run_id, event, run_root)
     assert result.run_requests[0].tags["pretrain/auto_resume_attempt"] == "1"
     retried, event = failed_train_run(instance, {"dagster/will_retry": "true"}, branch="b01")

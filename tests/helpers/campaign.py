@@ -10,9 +10,10 @@ run is executed: the history is *reported*, which is what a real run writes, min
   schedule and the UI find every partition current); the global assets once;
 - ``checkpoints`` partitions (``b00-s…``) with their ``eval_reports``, ``experiments``
   partitions with their ``proxy_runs``, and the train runs of a campaign with one rollback;
-- a run history: one run per group of ``ingest`` and ``shard_pipeline``, one run per 25 groups
-  of ``apply_dedup`` and ``make_pools`` (each new ``dedup_clusters`` remakes them all), one
-  ``evaluate`` per checkpoint, one ``run_proxies`` per experiment, and failed earlier attempts
+- a run history: one run per group of ``raw_shards`` and ``filtered_shards``, one run per 25
+  groups of ``deduped_shards`` and ``proxy_pools`` (each new ``dedup_clusters`` remakes them
+  all), one ``eval_reports`` per checkpoint, one ``proxy_runs`` per experiment (each asset's
+  job, ``<asset>_job``), and failed earlier attempts
   of the shard stages until there are ``min_runs`` runs;
 - in the artifact store (a folder or ``s3://``), the files the sensors and the CLI read: each
   group's manifest and identity chain (``raw → filtered → signatures → dedup_clusters → deduped
@@ -44,6 +45,7 @@ from typing import Any
 
 from dagster import AssetKey, AssetMaterialization, DagsterInstance, DagsterRun, DagsterRunStatus
 
+from foundation.stages import job_name
 from pretrain import identity, storage
 from pretrain.data.raw import RawFile, ShardManifest
 from pretrain.experiments.config import DataVariant, ExperimentSpec
@@ -58,7 +60,7 @@ DATA = "dagster/data_version"
 CODE = "dagster/code_version"
 INPUT, POINTER = "dagster/input_data_version/", "dagster/input_event_pointer/"
 SHARD_STAGES = ("raw_shards", "filtered_shards", "deduped_shards", "proxy_pools")
-BATCH = 25  # groups a run of apply_dedup and make_pools remade together
+BATCH = 25  # groups a run of deduped_shards and proxy_pools remade together
 
 
 def group_key(i: int) -> str:
@@ -224,8 +226,9 @@ class Writer:
     def run(
         self, job: str, tags: dict[str, str], status: DagsterRunStatus = DagsterRunStatus.SUCCESS
     ) -> str:  # noqa: E501
-        run_id = str(uuid.uuid4())
-        self.instance.add_run(DagsterRun(job_name=job, run_id=run_id, status=status, tags=tags))
+        run_id = str(uuid.uuid4())  # the job of an asset is named after it (raw_shards_job)
+        name = job if job == "train" else job_name(job)
+        self.instance.add_run(DagsterRun(job_name=name, run_id=run_id, status=status, tags=tags))
         self.campaign.runs += 1
         return run_id
 

@@ -7,15 +7,12 @@ from pathlib import Path
 
 import numpy as np
 
-from pretrain.model.recipes import debug_tiny
-from pretrain.train.config import (
-    CheckpointConfig,
-    DataConfig,
-    MetricsConfig,
-    OptimConfig,
-    RunConfig,
-    TrainConfig,
-)
+from pretrain.distributed import ProcessInfo
+from pretrain.train.config import TrainConfig
+from pretrain.train.events import NullSink
+from pretrain.train.loop import train
+from pretrain.train.metrics import NullMetrics
+from tests.helpers.training import tiny_config
 
 SEQ_LEN, VOCAB = 33, 64
 
@@ -49,12 +46,11 @@ def make_packed(root: Path, tokenizer_sha256: str = "ab" * 32) -> Path:
 
 
 def make_config(packed: Path, run_root: Path, max_steps: int) -> TrainConfig:
-    return TrainConfig(
-        model=debug_tiny(VOCAB, max_seq_len=SEQ_LEN),
-        optim=OptimConfig(lr=3e-3, warmup_steps=3, schedule_steps=30),
-        data=DataConfig(packed_dir=str(packed), micro_batch_size=8, global_batch_sequences=8),
-        checkpoint=CheckpointConfig(run_root=str(run_root), every_steps=max_steps),
-        run=RunConfig(max_steps=max_steps),
-        metrics=MetricsConfig(wandb_mode="disabled"),
-        deterministic=True,
-    )
+    return tiny_config(packed, run_root, max_steps=max_steps, schedule_steps=30, micro_batch_size=8)
+
+
+def train_checkpoint(packed: Path, run_root: Path, max_steps: int) -> Path:
+    """The last checkpoint of :func:`make_config`'s run, trained in process (no events, no
+    metrics written)."""
+    cfg = make_config(packed, run_root, max_steps=max_steps)
+    return train(cfg, ProcessInfo(), events=NullSink(), metrics=NullMetrics()).last_checkpoint

@@ -4,25 +4,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 from tokenizers import Tokenizer, pre_tokenizers, trainers
 
-from pretrain.checkpoint.checkpointer import save_checkpoint
 from pretrain.distributed import ProcessInfo
 from pretrain.model.config import ModelConfig
 from pretrain.tokenizer import DEFAULT_SPECIAL_TOKENS, new_tokenizer
-from pretrain.train.config import (
-    CheckpointConfig,
-    DataConfig,
-    MetricsConfig,
-    OptimConfig,
-    RunConfig,
-    TrainConfig,
-)
-from pretrain.train.optim import build_optimizer
+from pretrain.train.config import TrainConfig
 from pretrain.train.parallel import build_model
+from tests.helpers.training import save_model, tiny_config
 
 TEXT = (
     "The quick brown fox jumps over the lazy dog. A student asked which question helps. "
@@ -56,35 +49,46 @@ def tiny_model_config(vocab_size: int, **overrides: object) -> ModelConfig:
     return ModelConfig(**{**base, **overrides})
 
 
+def checkpoint_config(
+    model_cfg: ModelConfig,
+    run_root: Path | str,
+    *,
+    max_steps: int = 1,
+    schedule_steps: int = 2,
+    packed_dir: str | None = None,
+    **checkpoint: Any,
+) -> TrainConfig:
+    """A config for saving checkpoints of ``model_cfg`` without training (batches of one
+    sequence, a checkpoint every step; ``checkpoint``: more CheckpointConfig fields)."""
+    return tiny_config(
+        packed_dir or Path(run_root) / "unused",
+        run_root,
+        model=model_cfg,
+        max_steps=max_steps,
+        schedule_steps=schedule_steps,
+        lr=1e-3,
+        warmup_steps=1,
+        micro_batch_size=1,
+        global_batch_sequences=1,
+        every_steps=1,
+        deterministic=False,
+        checkpoint=checkpoint,
+    )
+
+
 def save_random_checkpoint(
     run_root: Path, model_cfg: ModelConfig, tokenizer_sha256: str, seed: int = 0
 ) -> Path:
     """A committed single-process checkpoint of a randomly initialized model."""
-    cfg = TrainConfig(
-        model=model_cfg,
-        optim=OptimConfig(lr=1e-3, warmup_steps=1, schedule_steps=2),
-        data=DataConfig(packed_dir=str(run_root / "unused"), micro_batch_size=1,
-                        global_batch_sequences=1),
-        checkpoint=CheckpointConfig(run_root=str(run_root), every_steps=1),
-        run=RunConfig(max_steps=1),
-        metrics=MetricsConfig(wandb_mode="disabled"),
-    )  # fmt: skip
+    cfg = checkpoint_config(model_cfg, run_root)
     proc = ProcessInfo()
     model = build_model(model_cfg, proc, seed=seed)
     with torch.no_grad():  # norm gains of 1 would hide a swapped norm in a conversion
         for name, param in model.named_parameters():
             if name.endswith("norm.weight"):
                 param.add_(torch.randn(param.shape, generator=torch.Generator().manual_seed(7)))
-    return save_checkpoint(
-        cfg=cfg.checkpoint,
-        branch=cfg.run.branch,
-        run_config=cfg.to_dict(),
-        proc=proc,
-        model=model,
-        optimizer=build_optimizer(model, cfg.optim),
-        step=1,
-        meta={"lineage": {"tokenizer_sha256": tokenizer_sha256}, "tokens_seen": 123},
-    )
+    meta = {"lineage": {"tokenizer_sha256": tokenizer_sha256}, "tokens_seen": 123}
+    return save_model(cfg, model, step=1, meta=meta, proc=proc)
 
 
 def pack_val(root: Path, tok: Tokenizer, tokenizer_sha256: str) -> Path:
@@ -109,3 +113,11 @@ def pack_val(root: Path, tok: Tokenizer, tokenizer_sha256: str) -> Path:
     (root / "index.json").write_text(json.dumps(index))
     (root / "_COMMITTED").write_text("{}")
     return root
+
+
+def random_model_and_val(root: Path, tok: Tokenizer, tokenizer_sha256: str) -> tuple[Path, Path]:
+    """(packed dir, checkpoint) under ``root``: :func:`pack_val`'s val split and a random tiny
+    model's checkpoint for ``tok``'s vocabulary."""
+    packed = pack_val(root / "packed", tok, tokenizer_sha256)
+    model_cfg = tiny_model_config(tok.get_vocab_size())
+    return packed, save_random_checkpoint(root / "runs", model_cfg, tokenizer_sha256)

@@ -76,25 +76,36 @@ ASSETS = ["raw_shards", "quality_classifier", "toxicity_classifier", "filtered_s
           "dedup_pairs", "dedup_clusters", "deduped_shards"]  # fmt: skip
 
 
-def materialize_data_stages(defs: Any, instance: DagsterInstance, keys: list[str]) -> None:
-    """raw → classifiers → filter → signatures → pairs → clusters, in process, each run checked."""
+def run_job(defs: Any, instance: DagsterInstance, job: str, partition: str | None = None) -> None:
+    """``<job>_job`` of ``defs`` in process (one partition or none), checked to succeed."""
+    result = defs.resolve_job_def(f"{job}_job").execute_in_process(
+        instance=instance, partition_key=partition
+    )
+    assert result.success, (job, partition)
 
-    def run(job: str, partition: str | None = None) -> None:
-        result = defs.resolve_job_def(f"{job}_job").execute_in_process(
-            instance=instance, partition_key=partition
-        )
-        assert result.success, (job, partition)
 
+def materialize_signatures(defs: Any, instance: DagsterInstance, keys: list[str]) -> None:
+    """raw → classifiers → filter → signatures of the shards ``keys``, in process."""
     for key in keys:
-        run("raw_shards", key)
-    run("quality_classifier")
-    run("toxicity_classifier")
+        run_job(defs, instance, "raw_shards", key)
+    run_job(defs, instance, "quality_classifier")
+    run_job(defs, instance, "toxicity_classifier")
     for job in ("filtered_shards", "minhash_signatures"):
         for key in keys:
-            run(job, key)
+            run_job(defs, instance, job, key)
+
+
+def materialize_dedup(defs: Any, instance: DagsterInstance) -> None:
+    """Every band's pairs, then the clusters, in process."""
     for band_key in band_partitions.get_partition_keys():
-        run("dedup_pairs", band_key)
-    run("dedup_clusters")
+        run_job(defs, instance, "dedup_pairs", band_key)
+    run_job(defs, instance, "dedup_clusters")
+
+
+def materialize_data_stages(defs: Any, instance: DagsterInstance, keys: list[str]) -> None:
+    """raw → classifiers → filter → signatures → pairs → clusters, in process, each run checked."""
+    materialize_signatures(defs, instance, keys)
+    materialize_dedup(defs, instance)
 
 
 def run_data_stages(
@@ -107,10 +118,7 @@ def run_data_stages(
         keys = register_shards(instance, ArtifactStore(root=root), manifests)
         materialize_data_stages(defs, instance, keys)
         for key in keys:
-            result = defs.resolve_job_def("deduped_shards_job").execute_in_process(
-                instance=instance, partition_key=key
-            )
-            assert result.success, ("deduped_shards", key)
+            run_job(defs, instance, "deduped_shards", key)
         lineage = {
             asset: sorted(instance.get_materialized_partitions(AssetKey(asset)))
             or bool(instance.get_latest_materialization_event(AssetKey(asset)))

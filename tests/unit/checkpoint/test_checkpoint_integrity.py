@@ -26,6 +26,7 @@ from pretrain.checkpoint import dcp as ckpt
 from pretrain.checkpoint import integrity
 from pretrain.errors import CheckpointError
 from pretrain.train.events import FanoutSink, JsonlEventSink
+from tests.helpers.checkpoints import flip_4k
 from tests.helpers.training import losses, make_config, make_packed, run
 
 STEP12 = "b00/step-00000012"
@@ -68,14 +69,6 @@ def shard(ckpt_dir: Path) -> Path:
 
 def truncate(path: Path) -> None:
     os.truncate(path, path.stat().st_size // 2)
-
-
-def flip_4k(path: Path) -> None:
-    with path.open("r+b") as f:
-        f.seek(path.stat().st_size // 2)
-        block = f.read(4096)
-        f.seek(path.stat().st_size // 2)
-        f.write(bytes(b ^ 0xFF for b in block))
 
 
 def test_commit_record_lists_every_file_with_size_and_checksum(trained: tuple[Path, Path]) -> None:

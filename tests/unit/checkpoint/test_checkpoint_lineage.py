@@ -7,7 +7,6 @@ use (``pretrain/checkpoint/health.py``, ``pretrain/storage.py``). The same on S3
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -15,14 +14,7 @@ import pytest
 from pretrain import storage
 from pretrain.checkpoint.health import lineage_checkpoints
 from pretrain.errors import CheckpointError
-
-
-def make(root: Path, branch: str, step: int, parent: str | None = None) -> str:
-    path = root / branch / f"step-{step:08d}"
-    path.mkdir(parents=True)
-    (path / "meta.json").write_text(json.dumps({"step": step, "lineage": {"parent": parent}}))
-    storage.commit_marker(str(path))
-    return str(path)
+from tests.helpers.checkpoints import committed_step
 
 
 def keys(root: Path | str, branch: str, resume_path: str | None = None) -> list[str]:
@@ -31,11 +23,11 @@ def keys(root: Path | str, branch: str, resume_path: str | None = None) -> list[
 
 def test_a_fork_brings_the_parents_checkpoints_up_to_the_fork(tmp_path: Path) -> None:
     root = tmp_path / "runs"
-    make(root, "b00", 4)
-    fork = make(root, "b00", 8)
-    make(root, "b00", 12)  # after the fork point
-    make(root, "b01", 10, parent=fork)
-    make(root, "b02", 14, parent=make(root, "b01", 12, parent=fork))
+    committed_step(root, "b00", 4)
+    fork = committed_step(root, "b00", 8)
+    committed_step(root, "b00", 12)  # after the fork point
+    committed_step(root, "b01", 10, parent=fork)
+    committed_step(root, "b02", 14, parent=committed_step(root, "b01", 12, parent=fork))
     assert keys(root, "b02") == [
         "b00-s000000004", "b00-s000000008", "b01-s000000010", "b01-s000000012",
         "b02-s000000014",
@@ -50,8 +42,8 @@ def test_a_fork_brings_the_parents_checkpoints_up_to_the_fork(tmp_path: Path) ->
 
 def test_a_branch_without_checkpoints_forks_at_its_resume_path(tmp_path: Path) -> None:
     root = tmp_path / "runs"
-    make(root, "b00", 4)
-    fork = make(root, "b00", 8)
+    committed_step(root, "b00", 4)
+    fork = committed_step(root, "b00", 8)
     assert keys(root, "b01", resume_path=fork) == ["b00-s000000004", "b00-s000000008"]
     assert keys(root, "b01") == []
 
@@ -61,22 +53,22 @@ def test_the_run_root_is_the_same_however_it_is_written(
 ) -> None:
     """Relative and absolute spellings of one root are the same root."""
     monkeypatch.chdir(tmp_path)
-    fork = make(tmp_path / "runs", "b00", 8)
-    make(Path("runs"), "b01", 10, parent=fork)  # absolute parent, relative root
+    fork = committed_step(tmp_path / "runs", "b00", 8)
+    committed_step(Path("runs"), "b01", 10, parent=fork)  # absolute parent, relative root
     assert keys("runs", "b01") == ["b00-s000000008", "b01-s000000010"]
     assert keys("./runs/", "b01") == ["b00-s000000008", "b01-s000000010"]
 
 
 def test_a_fork_from_another_run_root_is_not_a_rollback_target(tmp_path: Path) -> None:
-    other = make(tmp_path / "other-runs", "b00", 8)
-    make(tmp_path / "runs", "b01", 10, parent=other)
+    other = committed_step(tmp_path / "other-runs", "b00", 8)
+    committed_step(tmp_path / "runs", "b01", 10, parent=other)
     assert keys(tmp_path / "runs", "b01") == ["b01-s000000010"]
 
 
 def test_a_lineage_that_loops_is_an_error(tmp_path: Path) -> None:
     root = tmp_path / "runs"
-    make(root, "b00", 8, parent=str(root / "b01" / "step-00000006"))
-    make(root, "b01", 6, parent=str(root / "b00" / "step-00000008"))
+    committed_step(root, "b00", 8, parent=str(root / "b01" / "step-00000006"))
+    committed_step(root, "b01", 6, parent=str(root / "b00" / "step-00000008"))
     with pytest.raises(CheckpointError, match="loops back to branch 'b01'"):
         lineage_checkpoints(root, "b01")
 

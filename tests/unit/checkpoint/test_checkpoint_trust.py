@@ -43,7 +43,14 @@ from pretrain.checkpoint import dcp as ckpt
 from pretrain.checkpoint import integrity, remote
 from pretrain.checkpoint.safe_dcp import SafeFileSystemReader, load_state
 from pretrain.errors import CheckpointError
-from tests.helpers.training import REPO, TRAINER_ENV, make_config, make_packed, read_jsonl, run
+from tests.helpers.checkpoints import flip_4k
+from tests.helpers.training import (
+    make_config,
+    make_packed,
+    read_jsonl,
+    run,
+    run_torchrun,
+)
 from tests.servers.s3_server import moto_s3
 
 STEP8 = "b00/step-00000008"
@@ -248,14 +255,6 @@ def test_a_commit_record_naming_a_file_outside_the_checkpoint_is_not_downloaded(
     )
 
 
-def flip_4k(path: Path) -> None:
-    with path.open("r+b") as f:
-        f.seek(path.stat().st_size // 2)
-        block = f.read(4096)
-        f.seek(path.stat().st_size // 2)
-        f.write(bytes(b ^ 0xFF for b in block))
-
-
 def test_status_marks_damaged_checkpoints_and_never_calls_one_latest(
     copy: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -330,22 +329,7 @@ def test_a_planted_checkpoint_fails_a_torchrun_resume_on_every_rank(
     plant(copy / STEP8, LR, RunsCommand(marker))
     config = tmp_path / "run.json"
     config.write_text(make_config(trained[0], copy, max_steps=12).to_json())
-    done = subprocess.run(
-        [
-            str(Path(sys.executable).with_name("torchrun")),
-            "--standalone",
-            "--nproc_per_node=2",
-            "-m",
-            "pretrain.train",
-            "--config",
-            str(config),
-        ],
-        cwd=REPO,
-        env={**os.environ, **TRAINER_ENV},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = run_torchrun(config)
     assert done.returncode != 0
     assert "CheckpointError" in done.stderr and f"entry '{LR}' holds more than" in done.stderr
     assert not marker.exists()

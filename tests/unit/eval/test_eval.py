@@ -9,17 +9,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from pretrain.checkpoint.checkpointer import save_checkpoint
 from pretrain.distributed import ProcessInfo
 from pretrain.errors import CheckpointError, DataError
 from pretrain.eval import EvalConfig, evaluate_checkpoint
 from pretrain.eval.evaluate import scored_rows
-from pretrain.train.events import NullSink
-from pretrain.train.loop import train
-from pretrain.train.metrics import NullMetrics
-from pretrain.train.optim import build_optimizer
 from pretrain.train.parallel import build_model
-from tests.helpers.eval_data import VOCAB, make_config, make_packed
+from tests.helpers.eval_data import VOCAB, make_config, make_packed, train_checkpoint
+from tests.helpers.training import save_model
 
 # every test reads a checkpoint trained here (30 steps) and scores it: the slow tier
 pytestmark = pytest.mark.slow
@@ -29,13 +25,7 @@ pytestmark = pytest.mark.slow
 def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("eval")
     packed = make_packed(root / "packed")
-    result = train(
-        make_config(packed, root / "runs", max_steps=30),
-        ProcessInfo(),
-        events=NullSink(),
-        metrics=NullMetrics(),
-    )
-    return packed, result.last_checkpoint
+    return packed, train_checkpoint(packed, root / "runs", max_steps=30)
 
 
 def test_report_is_finite_and_per_source(trained: tuple[Path, Path], tmp_path: Path) -> None:
@@ -81,15 +71,8 @@ def test_non_finite_weights_raise(trained: tuple[Path, Path], tmp_path: Path) ->
     model = build_model(cfg.model, proc, seed=0)
     with torch.no_grad():
         model.norm.weight.fill_(float("nan"))
-    path = save_checkpoint(
-        cfg=cfg.checkpoint,
-        branch=cfg.run.branch,
-        run_config=cfg.to_dict(),
-        proc=proc,
-        model=model,
-        optimizer=build_optimizer(model, cfg.optim),
-        step=1,
-        meta={"lineage": {"tokenizer_sha256": "ab" * 32}},
+    path = save_model(
+        cfg, model, step=1, meta={"lineage": {"tokenizer_sha256": "ab" * 32}}, proc=proc
     )
     with pytest.raises(CheckpointError, match="non-finite"):
         evaluate_checkpoint(str(path), str(packed), str(tmp_path / "out"), EvalConfig(task_dir=""))

@@ -26,8 +26,7 @@ from pretrain.train.parallel import build_model
 from tests.helpers.eval_models import (
     SEQ_LEN,
     TEXT,
-    pack_val,
-    save_random_checkpoint,
+    random_model_and_val,
     tiny_model_config,
     train_tiny_tokenizer,
 )
@@ -110,8 +109,7 @@ def test_report_has_bits_per_byte_tasks_and_generations(
     tokenizer: tuple[Path, Tokenizer, str], tmp_path: Path
 ) -> None:
     folder, tok, sha = tokenizer
-    packed = pack_val(tmp_path / "packed", tok, sha)
-    ckpt = save_random_checkpoint(tmp_path / "runs", tiny_model_config(tok.get_vocab_size()), sha)
+    packed, ckpt = random_model_and_val(tmp_path, tok, sha)
     blimp = tmp_path / "blimp.jsonl"
     pairs = [("The dog runs.", "The dog run."), ("Who should Derek hug?", "Who Derek should hug?")]
     blimp.write_text("".join(json.dumps({"sentence_good": g, "sentence_bad": b}) + "\n"
@@ -160,8 +158,7 @@ def test_without_tokenizer_tasks_are_reported_skipped(
     tokenizer: tuple[Path, Tokenizer, str], tmp_path: Path
 ) -> None:
     _, tok, sha = tokenizer
-    packed = pack_val(tmp_path / "packed", tok, sha)
-    ckpt = save_random_checkpoint(tmp_path / "runs", tiny_model_config(tok.get_vocab_size()), sha)
+    packed, ckpt = random_model_and_val(tmp_path, tok, sha)
     config = EvalConfig(tasks=default_tasks(str(tmp_path)), generation=None)
     stats = evaluate_checkpoint(str(ckpt), str(packed), str(tmp_path / "out"), config)
     assert stats.overall.bits_per_byte is None

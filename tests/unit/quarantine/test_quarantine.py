@@ -13,7 +13,6 @@ import pytest
 
 from app.cli import main
 from pretrain import storage
-from pretrain.distributed import ProcessInfo
 from pretrain.errors import ConfigError
 from pretrain.mixture import MixtureConfig, build_mixture
 from pretrain.packing.ledger import BatchPlan, step_sequences
@@ -30,10 +29,7 @@ from pretrain.quarantine import (
     resolve_confirmed,
 )
 from pretrain.quarantine.scoring import score_window, window_pieces
-from pretrain.train.events import NullSink
-from pretrain.train.loop import train
-from pretrain.train.metrics import NullMetrics
-from tests.helpers.eval_data import SEQ_LEN, VOCAB, make_config
+from tests.helpers.eval_data import SEQ_LEN, VOCAB, train_checkpoint
 from tests.helpers.eval_data import make_packed as make_clean_packed
 
 PLAN = BatchPlan(global_batch=8, micro_batch=8)
@@ -69,13 +65,7 @@ def make_window_packed(root: Path, num_train: int = 64) -> set[str]:
 def healthy_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("quarantine")
     packed = make_clean_packed(root / "clean")
-    result = train(
-        make_config(packed, root / "runs", max_steps=30),
-        ProcessInfo(),
-        events=NullSink(),
-        metrics=NullMetrics(),
-    )
-    return result.last_checkpoint
+    return train_checkpoint(packed, root / "runs", max_steps=30)
 
 
 @pytest.mark.slow

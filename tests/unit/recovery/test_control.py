@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
@@ -12,6 +13,7 @@ from pretrain.recovery.detectors import (
     GRAD_STOP,
     NONFINITE,
     SPIKE,
+    Alarm,
     DetectorConfig,
     classify_recovery,
     detect_grad_creep,
@@ -43,6 +45,13 @@ def series(
     return [
         MetricRow(step=s, loss=v, grad_norm=grad, lr=1e-3, tokens_seen=s * tps) for s, v in items
     ]
+
+
+def spike(alarm: Alarm, kind: str, checkpoints: list[CheckpointInfo], **settings: Any) -> Decision:
+    """``decide_spike`` with this file's run and policy, no past rollback and no token count,
+    unless ``settings`` say otherwise."""
+    defaults = {"run": RUN, "past_rollbacks": (), "tokens_per_step": None, "cfg": POL}
+    return decide_spike(alarm, kind=kind, checkpoints=checkpoints, **{**defaults, **settings})
 
 
 def flat_then(extra: dict[int, float], n: int = 60) -> list[MetricRow]:
@@ -140,15 +149,7 @@ def test_detector_config_errors_say_how_to_fix() -> None:
 
 def test_bad_batch_rolls_back_and_skips() -> None:
     alarm = find_spike(flat_then({61: 3.0}), DET)
-    d = decide_spike(
-        alarm,
-        kind="bad_batch",
-        checkpoints=ckpts(20, 40, 50, 55),
-        run=RUN,
-        past_rollbacks=(),
-        tokens_per_step=100,
-        cfg=POL,
-    )
+    d = spike(alarm, "bad_batch", ckpts(20, 40, 50, 55), tokens_per_step=100)
     assert (d.action, d.kind, d.checkpoint_step, d.new_branch) == (
         "rollback",
         "bad_batch",
@@ -164,52 +165,20 @@ def test_bad_batch_rolls_back_and_skips() -> None:
 def test_slow_recovery_scales_lr_repeated_does_both_and_escalation_stops() -> None:
     alarm = find_spike(flat_then({61: 3.0}), DET)
     run = RunSettings(branch="b03", lr_scale=0.5)
-    slow = decide_spike(
-        alarm,
-        kind="slow",
-        checkpoints=ckpts(40),
-        run=run,
-        past_rollbacks=(),
-        tokens_per_step=None,
-        cfg=POL,
-    )
+    slow = spike(alarm, "slow", ckpts(40), run=run)
     assert (slow.action, slow.lr_scale, slow.skip_window, slow.new_branch) == (
         "rollback",
         0.4,
         None,
         "b04",
     )
-    both = decide_spike(
-        alarm,
-        kind="bad_batch",
-        checkpoints=ckpts(40),
-        run=run,
-        past_rollbacks=(900,),
-        tokens_per_step=None,
-        cfg=POL,
-    )
+    both = spike(alarm, "bad_batch", ckpts(40), run=run, past_rollbacks=(900,))
     assert (both.kind, both.lr_scale, both.skip_window) == ("repeated", 0.4, (61, 62))
-    stop = decide_spike(
-        alarm,
-        kind="bad_batch",
-        checkpoints=ckpts(40),
-        run=run,
-        past_rollbacks=(30, 55),
-        tokens_per_step=None,
-        cfg=POL,
-    )
+    stop = spike(alarm, "bad_batch", ckpts(40), run=run, past_rollbacks=(30, 55))
     assert (stop.action, stop.kind) == ("stop", "escalation") and "[30, 55]" in stop.reason
     one = PolicyConfig(max_rollbacks_in_window=1)
     assert (
-        decide_spike(
-            alarm,
-            kind="bad_batch",
-            checkpoints=ckpts(40),
-            run=run,
-            past_rollbacks=(55,),
-            tokens_per_step=None,
-            cfg=one,
-        ).action
+        spike(alarm, "bad_batch", ckpts(40), run=run, past_rollbacks=(55,), cfg=one).action
         == "stop"
     )
 
@@ -217,25 +186,9 @@ def test_slow_recovery_scales_lr_repeated_does_both_and_escalation_stops() -> No
 def test_rollback_target_needs_healthy_checkpoint_before_onset_minus_margin() -> None:
     alarm = find_spike(flat_then({61: 3.0}), DET)
     mixed = ckpts(20) + ckpts(40, label=SUSPECT) + ckpts(45, label=PENDING) + ckpts(52)
-    d = decide_spike(
-        alarm,
-        kind="slow",
-        checkpoints=mixed,
-        run=RUN,
-        past_rollbacks=(),
-        tokens_per_step=None,
-        cfg=POL,
-    )
+    d = spike(alarm, "slow", mixed)
     assert d.checkpoint_step == 20  # 52 is inside the 10-step margin, 40 suspect, 45 unjudged
-    d = decide_spike(
-        alarm,
-        kind="slow",
-        checkpoints=ckpts(55),
-        run=RUN,
-        past_rollbacks=(),
-        tokens_per_step=None,
-        cfg=POL,
-    )
+    d = spike(alarm, "slow", ckpts(55))
     assert (d.action, d.kind) == ("stop", "no_healthy_checkpoint")
 
 

@@ -20,7 +20,6 @@ import pytest
 import torch
 
 from pretrain.checkpoint import dcp as ckpt
-from pretrain.checkpoint.checkpointer import save_checkpoint
 from pretrain.distributed import ProcessInfo
 from pretrain.errors import CheckpointError, ConfigError, DataError
 from pretrain.packing.format import PackedSplit, read_packed_index
@@ -46,6 +45,7 @@ from tests.helpers.training import (
     make_packed,
     read_jsonl,
     run,
+    save_model,
     torchrun,
 )
 
@@ -169,16 +169,8 @@ def test_checkpoint_reloads_to_identical_weights(packed: Path, tmp_path: Path) -
     optimizer = build_optimizer(model, cfg.optim)
     model(torch.randint(0, VOCAB, (2, 8))).logsumexp(-1).mean().backward()
     optimizer.step()
-    path = save_checkpoint(
-        cfg=cfg.checkpoint,
-        branch=cfg.run.branch,
-        run_config=cfg.to_dict(),
-        proc=proc,
-        model=model,
-        optimizer=optimizer,
-        step=3,
-        meta={"tokens_seen": 0, "data_state": {}},
-    )
+    meta = {"tokens_seen": 0, "data_state": {}}
+    path = save_model(cfg, model, step=3, meta=meta, optimizer=optimizer, proc=proc)
     assert path == tmp_path / "b00" / "step-00000003" and (path / "_COMMITTED").exists()
     assert not list((tmp_path / "b00").glob(".tmp-*"))
     reloaded = ckpt.load_consolidated_model(str(path))
@@ -186,16 +178,7 @@ def test_checkpoint_reloads_to_identical_weights(packed: Path, tmp_path: Path) -
     assert reloaded.state_dict().keys() == original.keys()
     assert all(torch.equal(v, original[k]) for k, v in reloaded.state_dict().items())
     with pytest.raises(CheckpointError, match="already exists"):
-        save_checkpoint(
-            cfg=cfg.checkpoint,
-            branch="b00",
-            run_config=cfg.to_dict(),
-            proc=proc,
-            model=model,
-            optimizer=optimizer,
-            step=3,
-            meta={},
-        )
+        save_model(cfg, model, step=3, meta={}, optimizer=optimizer, proc=proc)
 
 
 # -- the loop -------------------------------------------------------------------------------

@@ -12,9 +12,7 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -23,31 +21,19 @@ import torch
 
 from pretrain.checkpoint import dcp as ckpt
 from pretrain.train.export import export_checkpoint, load_export
-from resources.process_tree import alive, descendants
-from tests.helpers.training import REPO, TRAINER_ENV, make_config, make_packed, read_jsonl
+from resources.process_tree import descendants
+from tests.helpers.training import (
+    REPO,
+    TRAINER_ENV,
+    kill_tree,
+    make_config,
+    make_packed,
+    read_jsonl,
+    torchrun,
+    torchrun_cmd,
+)
 
 FINAL_STEP = 30
-
-
-def torchrun_cmd(config: Path, *extra: str) -> list[str]:
-    torchrun = str(Path(sys.executable).with_name("torchrun"))
-    return [torchrun, "--standalone", "--nproc_per_node=2", "-m", "pretrain.train"] + [
-        "--config",
-        str(config),
-        *extra,
-    ]
-
-
-def run_to_end(config: Path, *extra: str) -> None:
-    done = subprocess.run(
-        torchrun_cmd(config, *extra),
-        cwd=REPO,
-        env={**os.environ, **TRAINER_ENV},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
 
 
 def metric_rows(run_root: Path, branch: str) -> list[dict]:
@@ -70,14 +56,7 @@ def kill_tree_at_step(config: Path, run_root: Path, branch: str, kill_step: int)
         assert proc.poll() is None, "the run ended before it could be killed"
         assert time.monotonic() < deadline, f"step {kill_step} not reached within 120 s"
         time.sleep(0.01)
-    tree = {proc.pid} | descendants(proc.pid)
-    for pid in tree:
-        os.kill(pid, signal.SIGKILL)
-    proc.wait(timeout=30)
-    deadline = time.monotonic() + 30
-    while any(alive(pid) for pid in tree) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not any(alive(pid) for pid in tree)
+    kill_tree(proc, {proc.pid} | descendants(proc.pid))
     return max(r["step"] for r in metric_rows(run_root, branch))
 
 
@@ -90,7 +69,7 @@ def test_kill_9_at_a_random_step_then_resume_latest_is_bitwise_exact(tmp_path: P
     config = tmp_path / "run.json"
     config.write_text(cfg.to_json())
 
-    run_to_end(config, "--branch", "ref", "--max-steps", str(FINAL_STEP))
+    torchrun(config, "--branch", "ref", "--max-steps", str(FINAL_STEP))
     reference = {r["step"]: r["loss"] for r in metric_rows(run_root, "ref")}
     assert sorted(reference) == list(range(1, FINAL_STEP + 1))
 
@@ -102,7 +81,7 @@ def test_kill_9_at_a_random_step_then_resume_latest_is_bitwise_exact(tmp_path: P
     assert 5 <= start <= died_after < FINAL_STEP, (kill_step, died_after, start)
     before = len(metric_rows(run_root, "b00"))
 
-    run_to_end(config, "--branch", "b00", "--resume", "latest", "--max-steps", str(FINAL_STEP))
+    torchrun(config, "--branch", "b00", "--resume", "latest", "--max-steps", str(FINAL_STEP))
     after = metric_rows(run_root, "b00")[before:]
     assert [r["step"] for r in after] == list(range(start + 1, FINAL_STEP + 1))  # none missing
     assert {r["step"]: r["loss"] for r in after} == {

@@ -1,1 +1,0 @@
-"""Executors: the data stages' steps on a Ray cluster's step pool, runs forked from one server."""
