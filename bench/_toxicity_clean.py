@@ -72,7 +72,9 @@ def _warc_pages() -> list[dict]:
         for record in iter_warc(RawFile(uri=str(path), source="web", kind="warc")):
             if record.get("reason") is None and (record.get("text") or "").strip():
                 url = record.get("url") or ""
-                out.append({"id": f"warc:{path.name}:{url}", "kind": "warc", "text": record["text"]})
+                out.append(
+                    {"id": f"warc:{path.name}:{url}", "kind": "warc", "text": record["text"]}
+                )
     return out
 
 

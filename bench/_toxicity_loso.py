@@ -33,6 +33,7 @@ from _toxicity_sets import group_statements, statement_threads, stormfront_threa
 from pretrain.filters.toxicity_evidence import Evidence, Thresholds
 from pretrain.filters.toxicity_selection import (
     BOUNDS,
+    RULES,
     FoldResult,
     calibrate,
     choose,
@@ -80,7 +81,10 @@ def evidence_sets() -> tuple[dict[str, Evidence], dict[str, Evidence]]:
     from pretrain.filters.langid import predict
     from pretrain.filters.toxicity import ToxicityConfig, ToxicityFilter
 
-    reader = ToxicityFilter(ToxicityConfig(shipped_model=None))
+    # every sentence of 2 words or more read (the rules choose how many words a model needs)
+    reader = ToxicityFilter(
+        ToxicityConfig(shipped_model=None, min_model_words=min(RULES["min_model_words"]))
+    )
     out = []
     for sets in (calibration_sets(), held_out_sets()):
         for docs in sets.values():
@@ -138,17 +142,21 @@ class Selection:
             raise SystemExit(f"no shipped threshold keeps the calibration in bounds: {shares}")
         return settings_of(chosen), shares
 
+    def timings(self) -> dict[str, dict[str, float]]:
+        """Per recipe: training seconds per fold and sentences scored per second (medians;
+        printed, not in the card, which a rerun must write byte for byte)."""
+        return {name: {"train_s_per_fold": round(float(np.median(c["train_s"])), 1),
+                       "sentences_per_s": round(float(np.median(c["sentences_per_s"])))}
+                for name, c in self.costs.items()}  # fmt: skip
+
     def report(self, recipe: str, rule: int) -> dict[str, Any]:
-        """The card's account: every recipe's cost and reach (at its own best rule), and the
-        shipped rule's threshold and held-out recall per fold."""
+        """The card's account: every recipe's reach (at its own best rule) and file size, and
+        the shipped rule's threshold and held-out recall per fold."""
         recipes = {}
         for name, folds in self.results.items():
             _, i, worst, mean = choose({name: folds})
-            cost = self.costs[name]
             recipes[name] = {"worst": worst, "mean": mean, "rule": settings_of(self.rules[i]),
-                             "train_s_per_fold": round(float(np.mean(cost["train_s"])), 1),
-                             "bytes": cost["bytes"],
-                             "sentences_per_s": int(np.median(cost["sentences_per_s"]))}  # fmt: skip
+                             "bytes": self.costs[name]["bytes"]}  # fmt: skip
         folds = {}
         for fold, per_rule in self.results[recipe].items():
             r = per_rule[rule]

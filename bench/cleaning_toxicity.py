@@ -92,8 +92,8 @@ def documents() -> tuple[dict[str, list[dict]], dict[str, list[dict]]]:
     """(toxic sets, clean sets) with ``language`` from LID-176."""
     from _toxicity_clean import evaluation_pages
     from _toxicity_loso import held_out_sets
-    from _toxicity_sets import pages, read, reuters, statement_threads
     from _toxicity_sets import _clean as clean_docs
+    from _toxicity_sets import pages, read, reuters, statement_threads
 
     from pretrain.filters.langid import predict
     from tests.helpers.toxicity_splits import POLITICAL, VIOLENT
@@ -108,8 +108,9 @@ def documents() -> tuple[dict[str, list[dict]], dict[str, list[dict]]]:
         "article_pages": pages(news_only=False),
         "gutenberg_books": [d for d in books if d["split"] == "heldout"],
         "all_gutenberg_books": books,
-        "neutral_group_threads": [d for d in statement_threads(hateful=0)
-                                  if d["split"] == "heldout"],  # fmt: skip
+        "neutral_group_threads": [
+            d for d in statement_threads(hateful=0) if d["split"] == "heldout"
+        ],  # fmt: skip
     }
     toxic = held_out_sets()
     for docs in [*toxic.values(), *clean.values()]:
@@ -221,10 +222,13 @@ def targets(report: dict) -> dict[str, bool]:
     met.update({f"no_{n}_flagged": clean[n]["ours"] == 0 for n in NEWS_AND_BOOKS})
     for n, e in toxic.items():  # the floor: the 20-word list's recall on the same documents
         met[f"floor_{n}"] = e["loso"] >= e["20_words_all"] and (
-            e["heldout"]["ours"] >= e["heldout"]["20_words"])
+            e["heldout"]["ours"] >= e["heldout"]["20_words"]
+        )
     met["floor_clean_pages"] = pages["ours"] <= pages["20_words"] + FLOOR_MARGIN
     if "datatrove" in report:
-        met["filter_chain_ge_4x_datatrove"] = report["datatrove"]["ratio_full_vs_datatrove_pii"] >= 4
+        met["filter_chain_ge_4x_datatrove"] = (
+            report["datatrove"]["ratio_full_vs_datatrove_pii"] >= 4
+        )
     return met
 
 

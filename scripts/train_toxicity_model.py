@@ -222,6 +222,7 @@ def main() -> None:
                       "recipe": recipe, "bytes": card["bytes"], "sha256": card["sha256"],
                       "rows": len(rows), "thresholds": card["thresholds"],
                       "worst_held_out": card["selection"]["shipped"]["worst"],
+                      "recipes": card["selection"]["recipes"], "timings": selection.timings(),
                       "wall_s": round(time.perf_counter() - start, 1)}))  # fmt: skip
 
 

@@ -28,7 +28,8 @@ def _scores(words: list[list[str]]) -> list[float]:
 
 def _evidence(texts: list[str]) -> Evidence:
     reader = ToxicityFilter(ToxicityConfig(shipped_model=None, model=None))  # word lists only
-    english = replace(reader.reading, model_languages=frozenset({"en"}))  # ... and the stand-in
+    # ... and the stand-in, which reads every sentence of a word or more
+    english = replace(reader.reading, model_languages=frozenset({"en"}), min_model_words=1)
     evidence = collect([{"text": t, "language": "en"} for t in texts], english)
     evidence.score("shipped", _scores, frozenset({"en"}))
     return evidence
@@ -52,6 +53,10 @@ def test_decide_counts_flagged_sentences_and_their_share() -> None:
     assert dropped.tolist() == [True, True, False, True]
     # no shipped threshold: the model's scores flag nothing
     assert decide(_evidence(docs), RULE)[2].tolist() == [False] * 4
+    # a model reads a sentence from min_model_words words ("Zorblings ruin towns." has 3)
+    short = _evidence(["Zorblings ruin towns."])
+    assert decide(short, replace(RULE, shipped=0.9, min_model_words=3))[2].tolist() == [True]
+    assert decide(short, replace(RULE, shipped=0.9, min_model_words=4))[2].tolist() == [False]
 
 
 def test_calibration_takes_the_lowest_threshold_that_keeps_clean_text_in_bounds() -> None:
@@ -87,9 +92,9 @@ def test_choose_maximises_the_worst_held_out_set_then_the_mean() -> None:
 
 def test_rules_and_card_settings_round_trip() -> None:
     grid = rules()
-    assert len(grid) == 3 * 2 * 3 * 3 and all(r.shipped is None for r in grid)
+    assert len(grid) == 3 * 3 * 3 * 4 * 2 and all(r.shipped is None for r in grid)
     settings = {"shipped_threshold": 0.9, "sentence_threshold": 0.5, "identity_threshold": 0.3,
-                "max_toxic_share": 0.06, "min_toxic_sentences": 3}  # fmt: skip
+                "max_toxic_share": 0.06, "min_toxic_sentences": 3, "min_model_words": 4}  # fmt: skip
     assert settings_of(rule_of(settings)) == settings
     # the filter decides with the same thresholds its config names
     assert ToxicityFilter.thresholds_of(ToxicityConfig(**settings)) == replace(

@@ -91,7 +91,7 @@ class ToxicityConfig:
     # The model shipped in the package (pretrain.filters.toxicity_model): its version, or None.
     # Its version is part of the filter stage's identity: a new one makes filtered_shards stale.
     shipped_model: str | None = SHIPPED_VERSION
-    shipped_threshold: float = 0.9  # its P(toxic) from which a sentence is flagged
+    shipped_threshold: float = 0.8  # its P(toxic) from which a sentence is flagged
     # ... and from which a sentence naming a group of people is (None: as any other sentence;
     # toxicity-v1's 0.15 flagged nearly every thread of neutral statements about groups)
     shipped_identity_threshold: float | None = None
@@ -104,7 +104,7 @@ class ToxicityConfig:
     # model or your classifier only from this probability (None: like any other sentence).
     reported_threshold: float | None = 0.9
     min_model_words: int = 4  # shorter sentences are flagged by the word lists only
-    max_toxic_share: float = 0.06  # drop at flagged / counted sentences ≥ this
+    max_toxic_share: float = 0.12  # drop at flagged / counted sentences ≥ this
     min_toxic_sentences: int = 3  # fewer flagged sentences never drop a longer document
     # Shorter lines (menus, dates, user names, "Reply with quote") count only when flagged,
     # so a scraped forum page's boilerplate does not dilute the share of its posts.
@@ -183,8 +183,7 @@ class ToxicityFilter(Filter):
         everywhere = lists.pop("*", frozenset())
         # language -> word-list lookup (None: the ``*`` list, for any other language)
         looked_up: dict[str | None, Lookup] = {
-            lang: _lookup(words | everywhere, is_unsegmented(lang))
-            for lang, words in lists.items()
+            lang: _lookup(words | everywhere, is_unsegmented(lang)) for lang, words in lists.items()
         }
         looked_up[None] = _lookup(everywhere, False)
         if config.model is not None:
@@ -203,7 +202,10 @@ class ToxicityFilter(Filter):
         # scorer name -> (P(toxic) of sentences' word tokens, the languages it reads)
         self._scorers: dict = {}
         if shipped is not None:
-            self._scorers["shipped"] = (shipped.probabilities_of_words, frozenset(shipped.languages))
+            self._scorers["shipped"] = (
+                shipped.probabilities_of_words,
+                frozenset(shipped.languages),
+            )
         if config.model is not None:
             self._scorers["profanity"] = (profanity_model.probabilities_of_words, own)
         if self.classifier is not None:
@@ -233,6 +235,7 @@ class ToxicityFilter(Filter):
             own_reported=config.reported_threshold,
             max_toxic_share=config.max_toxic_share,
             min_toxic_sentences=config.min_toxic_sentences,
+            min_model_words=config.min_model_words,
         )
 
     def evidence(self, docs: list[Document]) -> Evidence:

@@ -102,6 +102,7 @@ class Thresholds:
     own_reported: float | None = None
     max_toxic_share: float = 0.06
     min_toxic_sentences: int = 3
+    min_model_words: int = 1  # a model flags only sentences of at least this many words
 
 
 @dataclass(kw_only=True)
@@ -111,6 +112,7 @@ class Evidence:
     doc: np.ndarray  # the sentence's document (index into the batch)
     listed: np.ndarray  # holds a word-list term of its document's language
     long: np.ndarray  # counts in the share even when not flagged
+    words: np.ndarray  # its number of words (split at white space)
     named: np.ndarray  # names a group of people
     reported: np.ndarray  # holds a word of reporting
     line: np.ndarray  # index into ``lines`` of what the models read; -1: no model reads it
@@ -138,13 +140,12 @@ class Evidence:
         self.scores[name] = np.where(wanted, p[self.line], np.nan)
 
 
-def decide(
-    evidence: Evidence, t: Thresholds
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def decide(evidence: Evidence, t: Thresholds) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(flagged, counted, dropped) per document: flagged and counted distinct sentences (a short
     line counts only when flagged), and whether the document is dropped."""
     flag = evidence.listed.copy()
     named, reported = evidence.named, evidence.reported
+    long_enough = evidence.words >= t.min_model_words
     rules = (("shipped", t.shipped, t.shipped_identity, None),
              ("profanity", t.profanity, t.profanity_identity, t.profanity_reported),
              ("own", t.own, None, t.own_reported))  # fmt: skip
@@ -157,7 +158,7 @@ def decide(
             limit[named] = min(threshold, identity)
         if report is not None:  # reporting is not endorsing: a report naming a group too
             limit[reported] = max(threshold, report)
-        flag |= np.nan_to_num(scores, nan=-1.0) >= limit
+        flag |= long_enough & (np.nan_to_num(scores, nan=-1.0) >= limit)
     counted = evidence.long | flag
     size = evidence.size
     flagged = np.bincount(evidence.doc, weights=flag, minlength=size).astype(np.int64)
@@ -198,7 +199,9 @@ def _found(text: str, tokens: list[str], lookup: Lookup) -> list[str]:
 
 def collect(docs: list[Document], reading: Reading) -> Evidence:
     """The evidence of a batch (see the module's docstring)."""
-    columns: dict[str, list] = {k: [] for k in ("doc", "listed", "long", "named", "reported")}
+    columns: dict[str, list] = {
+        k: [] for k in ("doc", "listed", "long", "words", "named", "reported")
+    }
     line_of: list[int] = []
     lines: dict[str, int] = {}
     cache: dict[str, list[str]] = {}  # sentence -> its words: a batch's repeats read once
@@ -229,19 +232,29 @@ def collect(docs: list[Document], reading: Reading) -> Evidence:
             and not (language == "en" and looks_foreign(w))
             for flag, n, w in zip(listed, lengths, words or [[]] * len(sentences), strict=True)
         ]  # fmt: skip
+        # a document-wide look first: most documents name no group and report nothing
         groups, reports = reading.groups.get(language), reading.reporting.get(language)
-        named_doc = groups is not None and groups.named_in_tokens(tokens)
-        reported_doc = reports is not None and reports.named_in_tokens(tokens)
+        groups = groups if groups is not None and groups.named_in_tokens(tokens) else None
+        reports = reports if reports is not None and reports.named_in_tokens(tokens) else None
         for k, (flag, n, read) in enumerate(zip(listed, lengths, readable, strict=True)):
             columns["doc"].append(i)
             columns["listed"].append(flag)
             columns["long"].append(n >= minimum)
-            columns["named"].append(read and named_doc and groups.named_in_tokens(words[k]))  # type: ignore[union-attr]
-            columns["reported"].append(read and reported_doc and reports.named_in_tokens(words[k]))  # type: ignore[union-attr]
+            columns["words"].append(n)
+            columns["named"].append(
+                read and groups is not None and groups.named_in_tokens(words[k])
+            )
+            columns["reported"].append(
+                read and reports is not None and reports.named_in_tokens(words[k])
+            )
             line_of.append(lines.setdefault(" ".join(words[k]), len(lines)) if read else -1)
     return Evidence(
         doc=np.asarray(columns["doc"], dtype=np.int64),
-        **{k: np.asarray(columns[k], dtype=bool) for k in ("listed", "long", "named", "reported")},
+        listed=np.asarray(columns["listed"], dtype=bool),
+        long=np.asarray(columns["long"], dtype=bool),
+        words=np.asarray(columns["words"], dtype=np.int64),
+        named=np.asarray(columns["named"], dtype=bool),
+        reported=np.asarray(columns["reported"], dtype=bool),
         line=np.asarray(line_of, dtype=np.int64),
         lines=list(lines),
         languages=languages,

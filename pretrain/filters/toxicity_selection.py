@@ -28,12 +28,13 @@ from pretrain.filters.toxicity_evidence import Evidence, Thresholds, decide
 
 THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98, 0.99, 0.995)  # the shipped model's
 # the rules: the profanity model's threshold and its threshold for a sentence naming a group,
-# the flagged sentences needed and their share
+# the flagged sentences needed and their share, the words a sentence needs for a model to read it
 RULES: dict[str, tuple] = {
     "sentence_threshold": (0.5, 0.7, 0.9),
-    "identity_threshold": (None, 0.3),
+    "identity_threshold": (None, 0.2, 0.3),
     "min_toxic_sentences": (1, 2, 3),
-    "max_toxic_share": (0.03, 0.06, 0.12),
+    "max_toxic_share": (0.03, 0.06, 0.12, 0.2),
+    "min_model_words": (2, 4),
 }
 # calibration set -> the largest share of it the rule may flag
 BOUNDS = {"web": 0.0036, "package_docs": 0.0036, "books": 0.0, "wikipedia": 0.0,
@@ -59,6 +60,7 @@ def rule_of(settings: dict[str, Any]) -> Thresholds:
         profanity_reported=REPORTED_THRESHOLD,
         min_toxic_sentences=settings["min_toxic_sentences"],
         max_toxic_share=settings["max_toxic_share"],
+        min_model_words=settings["min_model_words"],
     )
 
 
@@ -66,7 +68,8 @@ def settings_of(t: Thresholds) -> dict[str, Any]:
     """A rule as ``ToxicityConfig`` names its settings (the card's ``thresholds``)."""
     return {"shipped_threshold": t.shipped, "sentence_threshold": t.profanity,
             "identity_threshold": t.profanity_identity, "max_toxic_share": t.max_toxic_share,
-            "min_toxic_sentences": t.min_toxic_sentences}  # fmt: skip
+            "min_toxic_sentences": t.min_toxic_sentences,
+            "min_model_words": t.min_model_words}  # fmt: skip
 
 
 def flagged_share(evidence: Evidence, thresholds: Thresholds) -> float:
