@@ -113,7 +113,7 @@ class Selection:
         for evidence in [*self.calibration.values(), *held.values()]:
             evidence.score("shipped", candidate.probabilities_of_words, MODEL_LANGUAGES)
         seconds = time.perf_counter() - start
-        sentences = sum(len(e.lines) for e in [*self.calibration.values(), *held.values()])
+        sentences = sum(len(e.tokens) for e in [*self.calibration.values(), *held.values()])
         cost = self.costs.setdefault(recipe, {"train_s": [], "sentences_per_s": []})
         cost["bytes"] = candidate.bytes
         cost["train_s"].append(candidate.train_s)

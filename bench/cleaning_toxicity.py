@@ -1,7 +1,7 @@
 """Toxicity where the model was not tuned: each source held out, 1,600 clean pages, news, books.
 
-    .venv/bin/python bench/cleaning_toxicity.py                      # about 6 minutes, 2 cores
-    .venv/bin/python bench/cleaning_toxicity.py --datatrove-rounds 3  # + the filter chain's ratio
+    .venv/bin/python bench/cleaning_toxicity.py                      # about 8 minutes, 2 cores
+    .venv/bin/python bench/cleaning_toxicity.py --datatrove-rounds 3  # + the chain vs datatrove (15)
 
 Only the toxicity rule decides (the other rule families are off); a document's language is
 LID-176's top language, as the filter stage annotates it. Methods, each the share of

@@ -115,8 +115,8 @@ class Evidence:
     words: np.ndarray  # its number of words (split at white space)
     named: np.ndarray  # names a group of people
     reported: np.ndarray  # holds a word of reporting
-    line: np.ndarray  # index into ``lines`` of what the models read; -1: no model reads it
-    lines: list[str]  # distinct lines of word tokens the models read
+    line: np.ndarray  # index into ``tokens`` of what the models read; -1: no model reads it
+    tokens: list[list[str]]  # the word tokens of the distinct sentences the models read
     languages: list[str | None]  # per document
     found: list[list[str]]  # per document: the listed terms found
     judged_by: list[str]  # per document: "models: en", "word lists: de" or "none: sw"
@@ -132,11 +132,11 @@ class Evidence:
     ) -> None:  # fmt: skip
         """Score, with ``name``'s model, the readable sentences of documents in ``languages``."""
         in_language = np.array([lang in languages for lang in self.languages], dtype=bool)
-        wanted = (self.line >= 0) & in_language[self.doc] if self.size else self.line >= 0
+        wanted = (self.line >= 0) & in_language[self.doc]
         needed = np.unique(self.line[wanted])
-        p = np.zeros(len(self.lines) + 1, dtype=np.float32)  # one more: what -1 reads
+        p = np.zeros(len(self.tokens) + 1, dtype=np.float32)  # one more: what -1 reads
         if len(needed):
-            p[needed] = probabilities([self.lines[k].split() for k in needed])
+            p[needed] = probabilities([self.tokens[k] for k in needed])
         self.scores[name] = np.where(wanted, p[self.line], np.nan)
 
 
@@ -154,9 +154,9 @@ def decide(evidence: Evidence, t: Thresholds) -> tuple[np.ndarray, np.ndarray, n
         if threshold is None or scores is None:
             continue
         limit = np.full(len(flag), threshold, dtype=np.float64)
-        if identity is not None:
-            limit[named] = min(threshold, identity)
-        if report is not None:  # reporting is not endorsing: a report naming a group too
+        if identity is not None:  # a report naming a group gets no lower threshold
+            limit[named & ~reported] = min(threshold, identity)
+        if report is not None:  # reporting is not endorsing
             limit[reported] = max(threshold, report)
         flag |= long_enough & (np.nan_to_num(scores, nan=-1.0) >= limit)
     counted = evidence.long | flag
@@ -197,13 +197,24 @@ def _found(text: str, tokens: list[str], lookup: Lookup) -> list[str]:
     return lookup.findall(text)
 
 
+def _line(lines: dict[str, int], tokens: list[list[str]], words: list[str]) -> int:
+    """The index of a sentence's words among the batch's distinct ones (added when new)."""
+    key = " ".join(words)
+    index = lines.get(key)
+    if index is None:
+        index = lines[key] = len(tokens)
+        tokens.append(words)
+    return index
+
+
 def collect(docs: list[Document], reading: Reading) -> Evidence:
     """The evidence of a batch (see the module's docstring)."""
     columns: dict[str, list] = {
         k: [] for k in ("doc", "listed", "long", "words", "named", "reported")
     }
     line_of: list[int] = []
-    lines: dict[str, int] = {}
+    lines: dict[str, int] = {}  # a sentence's words, space-joined -> its index in ``distinct``
+    distinct: list[list[str]] = []  # the words of the batch's distinct sentences a model reads
     cache: dict[str, list[str]] = {}  # sentence -> its words: a batch's repeats read once
     languages, found_all, judged = [], [], []
     for i, doc in enumerate(docs):
@@ -247,7 +258,7 @@ def collect(docs: list[Document], reading: Reading) -> Evidence:
             columns["reported"].append(
                 read and reports is not None and reports.named_in_tokens(words[k])
             )
-            line_of.append(lines.setdefault(" ".join(words[k]), len(lines)) if read else -1)
+            line_of.append(_line(lines, distinct, words[k]) if read else -1)
     return Evidence(
         doc=np.asarray(columns["doc"], dtype=np.int64),
         listed=np.asarray(columns["listed"], dtype=bool),
@@ -256,7 +267,7 @@ def collect(docs: list[Document], reading: Reading) -> Evidence:
         named=np.asarray(columns["named"], dtype=bool),
         reported=np.asarray(columns["reported"], dtype=bool),
         line=np.asarray(line_of, dtype=np.int64),
-        lines=list(lines),
+        tokens=distinct,
         languages=languages,
         found=found_all,
         judged_by=judged,
