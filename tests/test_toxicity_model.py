@@ -6,6 +6,8 @@ Sentences here are our own. The model file is the real one from ``pretrain/filte
 from __future__ import annotations
 
 import hashlib
+import subprocess
+import sys
 from dataclasses import fields
 from dataclasses import replace as replace_config
 from pathlib import Path
@@ -13,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from pretrain.errors import ConfigError
+from pretrain.filters import toxicity_model
 from pretrain.filters.profanity_model import sentence_probabilities
 from pretrain.filters.toxicity import ToxicityConfig, ToxicityFilter
 from pretrain.filters.toxicity_classifier import ToxicityClassifierConfig, train_toxicity_classifier
@@ -177,3 +180,33 @@ Contributions are welcome: open an issue at https://github.com/example/quietpkg/
 
 def test_a_readme_with_badges_and_links_passes() -> None:
     assert ToxicityFilter().check(_doc(README * 3)) is None  # badges and links are no sign of hate
+
+
+def test_a_model_file_that_differs_from_its_card_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in (f"{VERSION}.ftz", f"{VERSION}.json"):
+        (tmp_path / name).write_bytes((MODELS_DIR / name).read_bytes())
+    monkeypatch.setattr(toxicity_model, "MODELS_DIR", tmp_path)
+    assert load_shipped.__wrapped__(VERSION).version == VERSION  # an exact copy loads
+    changed = bytearray((tmp_path / f"{VERSION}.ftz").read_bytes())
+    changed[-1] ^= 0xFF
+    (tmp_path / f"{VERSION}.ftz").write_bytes(bytes(changed))
+    with pytest.raises(ConfigError, match="differs from its card.*new version"):
+        load_shipped.__wrapped__(VERSION)
+
+
+def test_the_model_is_loaded_lazily() -> None:
+    """Importing the filter or building its config reads no model (Dagster imports the
+    definitions often); the first filter built loads it."""
+    code = (
+        "import sys\n"
+        "from pretrain.filters.toxicity import ToxicityConfig\n"
+        "ToxicityConfig()\n"
+        "assert 'fasttext' not in sys.modules, 'fasttext imported'\n"
+        "from pretrain.filters.toxicity import ToxicityFilter\n"
+        "ToxicityFilter()\n"
+        "assert 'fasttext' in sys.modules\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
