@@ -1,4 +1,4 @@
-"""Clean documents for the toxicity rule: a calibration half and a larger evaluation set.
+"""Clean documents for the toxicity rule: a calibration part and a larger evaluation set.
 
 No clean document here is ever trained on. The **calibration** sets are what
 ``scripts/train_toxicity_model.py`` holds the rule's false positives to while it calibrates
@@ -7,7 +7,7 @@ thresholds; the **evaluation** sets are never read by the script, so the rates
 
 Calibration (``calibration_sets``):
 
-- ``web``: the ``dev`` half of the Common Crawl pages of the dolma and CCNet-head samples
+- ``web``: the ``dev`` four fifths of the Common Crawl pages of the dolma and CCNet-head samples
   (``_toxicity_sets.document_split``: the other fifth is ``heldout`` and belongs to evaluation);
 - ``package_docs``: the ``dev`` part of the installed Python packages' READMEs and licences;
 - ``books``: the ``dev`` Gutenberg books; ``wikipedia``: the ``dev`` Wikipedia articles;
