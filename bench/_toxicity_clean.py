@@ -36,7 +36,7 @@ import json
 import tarfile
 
 from _toxicity_data import DATA, WEB, read, split_of, wikipedia_pages
-from _toxicity_sets import _clean, clean_web, package_docs, statement_threads
+from _toxicity_sets import clean_documents, clean_web, package_docs, statement_threads
 
 HTML_PAGES = WEB / "html" / "trafilatura_tests_cache_eval_1033pages.tar.zst"
 OSCAR = WEB / "oscar2019_hf_dummy_166langs.jsonl.gz"
@@ -99,7 +99,7 @@ def evaluation_pages() -> list[dict]:
 def calibration_sets() -> dict[str, list[dict]]:
     """name -> clean documents the training script calibrates on (never evaluated on)."""
     # books and articles: their own split (the model may train on the ``train`` ones)
-    books = [{**d, "split": split_of(d["id"])} for d in _clean(read(GUTENBERG))]
+    books = [{**d, "split": split_of(d["id"])} for d in clean_documents(read(GUTENBERG))]
     wiki = [{"id": f"wikipedia:{title}", "split": split, "text": "\n\n".join(paragraphs)}
             for title, split, paragraphs in wikipedia_pages() if paragraphs]  # fmt: skip
     sets = {

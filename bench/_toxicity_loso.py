@@ -28,7 +28,12 @@ from typing import Any
 
 import numpy as np
 from _toxicity_data import hatecheck_rows, toxigen_rows
-from _toxicity_sets import group_statements, statement_threads, stormfront_threads, twitter_threads
+from _toxicity_sets import (
+    implicit_statements,
+    statement_threads,
+    stormfront_threads,
+    twitter_threads,
+)
 
 from pretrain.filters.toxicity_evidence import Evidence, Thresholds
 from pretrain.filters.toxicity_selection import (
@@ -56,7 +61,6 @@ MODEL_LANGUAGES = frozenset({"en"})
 
 def held_out_sets() -> dict[str, list[dict]]:
     """name -> toxic documents (every split) of the sets the folds are measured on."""
-    hate, _ = group_statements()
 
     def one_each(rows: list[dict]) -> list[dict]:
         return [{"id": r["id"], "split": r["split"], "text": r["text"]} for r in rows]
@@ -67,7 +71,7 @@ def held_out_sets() -> dict[str, list[dict]]:
         "twitter_threads": twitter_threads(),
         "hatecheck_hateful": one_each([r for r in hatecheck_rows() if r["toxic"]]),
         "toxigen_hateful": one_each([r for r in toxigen_rows() if r["toxic"]]),
-        "implicit_hate_statements": one_each(hate),
+        "implicit_hate_statements": implicit_statements(),
         "implicit_hate_threads": statement_threads(hateful=5),
     }
 

@@ -92,14 +92,13 @@ def documents() -> tuple[dict[str, list[dict]], dict[str, list[dict]]]:
     """(toxic sets, clean sets) with ``language`` from LID-176."""
     from _toxicity_clean import evaluation_pages
     from _toxicity_loso import held_out_sets
-    from _toxicity_sets import _clean as clean_docs
-    from _toxicity_sets import pages, read, reuters, statement_threads
+    from _toxicity_sets import clean_documents, pages, read, reuters, statement_threads
 
     from pretrain.filters.langid import predict
     from tests.helpers.toxicity_splits import POLITICAL, VIOLENT
 
     news = reuters()
-    books = clean_docs(read(DATA / "books" / "nltk_gutenberg_selections_2008.jsonl.gz"))
+    books = clean_documents(read(DATA / "books" / "nltk_gutenberg_selections_2008.jsonl.gz"))
     clean = {
         "clean_pages": evaluation_pages(),
         "violent_news": [d for d in news if len(VIOLENT.findall(d["text"])) >= 2],
