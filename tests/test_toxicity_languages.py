@@ -70,6 +70,10 @@ def test_the_model_reads_only_the_english_sentences_of_an_english_page() -> None
     assert sorted(model.read) == sorted(" ".join(words_of(s)) for s in ENGLISH)
     assert page["_toxicity"][1:3] == (3, 7)  # 3 flagged of 7 counted: the others count, unflagged
     assert rejection[1].endswith("judged by models: en)")
+    # an "English" page whose every sentence looks like another language: the word lists alone
+    foreign = {"text": "\n\n".join(GERMAN + [MIN_NAN]), "language": "en"}
+    assert rule.check(foreign) is None and rule.judged_by(foreign) == "word lists: en"
+    assert len(model.read) == 3  # still only the three English sentences of the first page
 
 
 def test_a_page_in_another_language_is_judged_by_its_word_list_or_by_nothing() -> None:

@@ -175,3 +175,4 @@ def test_a_page_in_another_language_that_lid_calls_english_is_not_read_by_the_mo
     doc = {"text": page["text"]}
     assert not _flagged([doc], ToxicityFilter(ToxicityConfig()))
     assert doc["language"] == "en" and doc["toxicity_score"] == 0.0
+    assert ToxicityFilter().judged_by(doc) == "word lists: en"  # what could have flagged it

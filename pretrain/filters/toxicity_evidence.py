@@ -16,11 +16,12 @@ settings this way, with the very code the filter runs):
    ``min_toxic_sentences`` of its counted sentences are flagged (all of them if it has fewer)
    and they are at least ``max_toxic_share`` of them.
 
-``judged_by`` says what could flag a document: ``"models: en"`` (its language is one a model
-was trained on), ``"word lists: de"`` (only the word lists of its language) or ``"none: sw"``
+``judged_by`` says what could flag a document: ``"models: en"`` (a model read at least one of
+its sentences), ``"word lists: de"`` (only the word lists of its language: a page in another
+language, or an English one whose every sentence is short or looks foreign) or ``"none: sw"``
 (no model and no word list: nothing can flag it)::
 
-    evidence = collect(docs, lookups, config)        # ToxicityFilter does this
+    evidence = collect(docs, reading)        # ToxicityFilter does this
     evidence.score("shipped", model.probabilities_of_words, frozenset({"en"}))
     flagged, counted, dropped = decide(evidence, thresholds)
 """
@@ -228,10 +229,11 @@ def collect(docs: list[Document], reading: Reading) -> Evidence:
             words_of(text) if isinstance(lookup, Terms) else [])  # fmt: skip
         found = _found(text, tokens, lookup)
         found_all.append(found)
-        judged.append(f"models: {language}" if use_models else
-                      f"word lists: {language}" if lookup is not None else f"none: {language}")  # fmt: skip
         if not use_models:
             if not found:
+                judged.append(
+                    f"word lists: {language}" if lookup is not None else f"none: {language}"
+                )
                 continue  # nothing can be flagged: no sentences
             sentences = list(dict.fromkeys(split_sentences(text)))
             words = [words_of(s) for s in sentences] if isinstance(lookup, Terms) else []
@@ -243,6 +245,8 @@ def collect(docs: list[Document], reading: Reading) -> Evidence:
             and not (language == "en" and looks_foreign(w))
             for flag, n, w in zip(listed, lengths, words or [[]] * len(sentences), strict=True)
         ]  # fmt: skip
+        judged.append(f"models: {language}" if any(readable) else
+                      f"word lists: {language}" if lookup is not None else f"none: {language}")  # fmt: skip
         # a document-wide look first: most documents name no group and report nothing
         groups, reports = reading.groups.get(language), reading.reporting.get(language)
         groups = groups if groups is not None and groups.named_in_tokens(tokens) else None
