@@ -15,7 +15,7 @@ Calibration (``calibration_sets``):
 
 Evaluation (``evaluation_pages``, 1,600 pages: ``kind`` says where each comes from):
 the ``heldout`` Common Crawl pages (dolma, CCNet head); the 1,033 HTML pages of trafilatura's
-test cache in many languages (product pages, comments, forums, recipes, sports, news), as the
+test cache in many languages (blogs, news, forums, shops, sports, fiction, a recipe), as the
 project's own extractor (:func:`pretrain.data.extract.extract_main_text`) reads them; the HTML
 responses of the WARC files (Common Crawl, ClueWeb, web archives, Wikipedia); and OSCAR's
 samples in 166 languages (real spam), one per distinct text. News and books are in
