@@ -1,33 +1,31 @@
-"""Labelled document sets for ``bench/cleaning_quality.py`` (toxicity part), built from ../shared/data.
+"""Document sets for the toxicity benchmark and model selection, built from ../shared/data.
 
 Toxic sets are *documents* (threads and pages), not sentences, because the filter judges whole
-documents. Splits come from :mod:`_toxicity_data` (the units the shipped model was trained on
-are ``train``, thresholds were calibrated on ``dev``, numbers are reported on ``heldout``):
+documents; ``bench/_toxicity_loso.py`` (each source held out), ``bench/_toxicity_clean.py``
+(clean calibration and evaluation pages) and ``bench/cleaning_toxicity.py`` build on these.
+Splits come from :mod:`_toxicity_data` (the units the shipped model was trained on are
+``train``; on a source left out of training every document counts):
 
-- ``stormfront_threads``: 10 consecutive posts of one Stormfront subforum (sentences of a post
-  joined, posts separated by blank lines): every thread of the forum, including the many
-  without a sentence its annotators labelled hate; a third of a 30-post split block.
-- ``stormfront_threads_30_posts``: the whole 30-post block (a forum page or more).
-- ``stormfront_forum_pages``: the 10-post threads as a scraped forum page shows them: a user
-  line, a post count, "Quote" and "Reply" around each post, and every third post opening with
-  a quote of the one before ("Quote: Originally Posted by ...").
-- ``stormfront_hate_threads``: up to 10 posts of a block that hold a ``hate`` sentence.
-- ``twitter_threads``: 10 consecutive Davidson et al. tweets (mostly offensive, as sampled).
-- ``implicit_hate_statements``: ToxiGen's hateful seed statements and HateCheck's implicit
+- ``stormfront_threads()``: 10 consecutive posts of one Stormfront subforum (sentences of a
+  post joined, posts separated by blank lines): every thread of the forum, including the many
+  without a sentence its annotators labelled hate; a third of a 30-post split block
+  (``per_thread=30``: the whole block; ``hate_only=True``: only posts with a ``hate`` sentence);
+  ``page=True``: the threads as a scraped forum page shows them (a user line, a post count,
+  "Quote" and "Reply" around each post, every third post quoting the one before).
+- ``twitter_threads()``: 10 consecutive Davidson et al. tweets (mostly offensive, as sampled).
+- ``implicit_statements()``: ToxiGen's hateful seed statements and HateCheck's implicit
   derogation cases (``derog_impl_h``), one statement a document; mostly no slur, no profanity.
-- ``implicit_hate_threads``: 10 posts, 5 of those statements among 5 neutral statements about
-  the same kinds of groups (ToxiGen neutral, HateCheck ``ident_neutral_nh`` / ``ident_pos_nh``),
-  100 per split, drawn with a fixed seed from the split's statements.
+- ``statement_threads(hateful=5)``: 10 posts, 5 of those statements among 5 neutral statements
+  about the same kinds of groups (ToxiGen neutral, HateCheck ``ident_neutral_nh`` /
+  ``ident_pos_nh``), 100 per split, drawn with a fixed seed from the split's statements;
+  ``hateful=0``: threads of neutral statements only (a fairness check).
 
-Clean sets (never trained on; ``heldout`` is a fifth of them by id, the rest is ``dev``):
-``clean_web`` (Common Crawl pages of the dolma and CCNet-head samples, all languages),
-``violent_news`` (Reuters-21578 stories with ≥ 2 violence words), ``political_news`` (≥ 2
-political words), ``news_pages`` (real 2012 news pages of the extraction set, gold main text,
-from news outlets, about violence or politics: a shooting, Syria, Benghazi, elections),
-``article_pages`` (all 415 pages of that set, blogs with profanity included),
-``all_reuters_news`` (10,788 stories), ``gutenberg_books`` (13 novels, plays and poems),
-``neutral_group_threads`` (10 neutral statements about groups), ``package_docs`` (the READMEs and
-licences of the installed Python packages, the demo's ``embedded`` prose).
+Clean documents (never trained on; ``document_split``: ``heldout`` is a fifth of them by id, the
+rest is ``dev``): ``clean_web()`` (Common Crawl pages of the dolma and CCNet-head samples, all
+languages), ``reuters()`` (Reuters-21578, research use only: evaluation), ``pages()`` (the
+extraction set's real 2012 pages with their gold main text, AGPL data: evaluation only;
+``news_only=True``: news outlets' pages about violence or politics), ``package_docs()`` (the
+READMEs and licences of the installed Python packages, the demo's ``embedded`` prose).
 """
 
 from __future__ import annotations
@@ -47,7 +45,7 @@ from _toxicity_data import (
 
 from tests.helpers.toxicity_splits import NEWS_OUTLETS, POLITICAL, VIOLENT
 
-__all__ = ["DATA", "WEB", "toxicity_sets", "training_labels", "split_of", "document_split"]
+__all__ = ["DATA", "WEB", "split_of", "document_split", "clean_documents"]
 _read = read  # the PII part of the benchmark reads Reuters through this name
 THREADS_PER_SPLIT = 100
 
@@ -128,7 +126,8 @@ def statement_threads(*, hateful: int) -> list[dict]:
     return threads
 
 
-def _clean(rows: list[dict], prefix: str = "") -> list[dict]:
+def clean_documents(rows: list[dict], prefix: str = "") -> list[dict]:
+    """Records with text as clean documents, each with its ``split`` (``document_split``)."""
     return [
         {"id": prefix + r["id"], "split": document_split(prefix + r["id"]), "text": r["text"]}
         for r in rows
@@ -141,14 +140,14 @@ def clean_web() -> list[dict]:
         "cc_dolma_CC-MAIN-20190717121559-20190717143559-00140.jsonl.gz",
         "cc_dolma_ccnet_head_and_provided_30docs.jsonl.gz",
     )
-    return _clean(
+    return clean_documents(
         [{"id": f"{name}:{i}", "text": r.get("text")} for name in names
          for i, r in enumerate(read(WEB / name))]
     )  # fmt: skip
 
 
 def reuters() -> list[dict]:
-    return _clean(read(WEB / "news" / "reuters21578_apte_nltk_10788docs.jsonl.gz"))
+    return clean_documents(read(WEB / "news" / "reuters21578_apte_nltk_10788docs.jsonl.gz"))
 
 
 def pages(*, news_only: bool) -> list[dict]:
@@ -159,7 +158,7 @@ def pages(*, news_only: bool) -> list[dict]:
             if NEWS_OUTLETS.match(r["url"] or "")
             and len(VIOLENT.findall(r["text"])) + len(POLITICAL.findall(r["text"])) >= 2
         ]  # fmt: skip
-    return _clean(rows)
+    return clean_documents(rows)
 
 
 def package_docs() -> list[dict]:
@@ -177,38 +176,3 @@ def package_docs() -> list[dict]:
             if text and text.strip():
                 docs.append({"id": f"{f.uri}:{i}", "text": text})
     return [{**d, "split": document_split(d["id"])} for d in docs]
-
-
-def toxicity_sets() -> dict[str, tuple[bool, list[dict]]]:
-    """name -> (is_toxic, documents with ``id``, ``split`` and ``text``)."""
-    news = reuters()
-    return {
-        "stormfront_threads": (True, stormfront_threads()),
-        "stormfront_threads_30_posts": (True, stormfront_threads(per_thread=30)),
-        "stormfront_forum_pages": (True, stormfront_threads(page=True)),
-        "stormfront_hate_threads": (True, stormfront_threads(hate_only=True)),
-        "twitter_threads": (True, twitter_threads()),
-        "implicit_hate_statements": (True, implicit_statements()),
-        "implicit_hate_threads": (True, statement_threads(hateful=5)),
-        "clean_web": (False, clean_web()),
-        "violent_news": (False, [d for d in news if len(VIOLENT.findall(d["text"])) >= 2]),
-        "political_news": (False, [d for d in news if len(POLITICAL.findall(d["text"])) >= 2]),
-        "news_pages": (False, pages(news_only=True)),
-        "article_pages": (False, pages(news_only=False)),
-        "all_reuters_news": (False, news),
-        "gutenberg_books": (False, _clean(read(DATA / "books" / "nltk_gutenberg_selections_2008.jsonl.gz"))),
-        "neutral_group_threads": (False, statement_threads(hateful=0)),
-        "package_docs": (False, package_docs()),
-    }  # fmt: skip
-
-
-def training_labels() -> list[dict]:
-    """A user's own labels for the ``toxicity`` stage's classifier: every Stormfront sentence
-    and Davidson tweet that is not ``heldout`` (the shipped model's ``train`` and ``dev``)."""
-    from _toxicity_data import labelled
-
-    return [
-        {"text": r["text"], "toxic": r["toxic"]}
-        for r in labelled()
-        if r["source"] in ("stormfront", "davidson") and r["split"] != "heldout"
-    ]

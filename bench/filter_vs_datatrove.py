@@ -113,8 +113,7 @@ def run_ours(
                 decisions[row["id"]] = None if rejection is None else rejection[0]
             if toxicity is None:
                 continue
-            # one model call per batch, rejects scored too (as filter_shard: the document
-            # model reads the documents the rules kept)
+            # one model call per batch, rejects scored too (as filter_shard)
             toxicity.score_batch(
                 docs, [decisions[r["id"]] is None for r in rows[start : start + 1024]]
             )

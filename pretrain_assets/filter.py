@@ -17,7 +17,8 @@ from pretrain.filters.toxicity_model import VERSION as TOXICITY_MODEL_VERSION
 
 def filter_code_version(toxicity_model: str = TOXICITY_MODEL_VERSION) -> str:
     """The filter stage's code version: its rules' version and the shipped toxicity model's."""
-    return f"filter-v4+{toxicity_model}"  # v4: the shipped toxicity model, unscored languages
+    # v5: the toxicity rule reads a model only on sentences of its languages, no document model
+    return f"filter-v5+{toxicity_model}"
 
 
 @stage_asset(

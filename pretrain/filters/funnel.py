@@ -48,6 +48,9 @@ class FilterStats:
     # documents the toxicity rule passed without a sentence model for their language (word
     # lists only), per language: unscored, not clean
     toxicity_unscored: dict[str, int] = field(default_factory=dict)
+    # every document the toxicity rule judged (kept or dropped), by what could flag it:
+    # "models: en", "word lists: de", "none: sw" (pretrain.filters.toxicity_evidence)
+    toxicity_judged_by: dict[str, int] = field(default_factory=dict)
     reason_order: tuple[str, ...] = ()  # reasons in pipeline order, for the funnel chart
 
     def __post_init__(self) -> None:
@@ -91,6 +94,8 @@ class FilterStats:
         out["top_languages"] = ", ".join(f"{lang}:{n}" for lang, n in top)
         unscored = sorted(self.toxicity_unscored.items(), key=lambda kv: (-kv[1], kv[0]))[:10]
         out["toxicity_unscored_languages"] = ", ".join(f"{lang}:{n}" for lang, n in unscored)
+        judged = sorted(self.toxicity_judged_by.items(), key=lambda kv: (-kv[1], kv[0]))[:10]
+        out["toxicity_judged_by"] = "; ".join(f"{by} {n}" for by, n in judged)
         out["funnel_md"] = funnel_markdown(self)
         return out
 
@@ -121,6 +126,7 @@ def aggregate(stats: list[FilterStats]) -> FilterStats:
         pii_masked_columns=total("pii_masked_columns"),
         mojibake_repaired=sum(s.mojibake_repaired for s in stats),
         toxicity_unscored=total("toxicity_unscored"),
+        toxicity_judged_by=total("toxicity_judged_by"),
         reason_order=order,
     )
 

@@ -17,7 +17,9 @@ the reason):
 7. code (``code_sources``): the code rules of :mod:`.heuristics` only; prose: Gopher
    repetition → Gopher quality → C4 (removes bad paragraphs) → FineWeb → toxicity (sentence
    models + word lists, :mod:`.toxicity`; ``toxicity_score`` on every row with text, rejects too,
-   null where no model covers the language: ``toxicity_unscored`` counts those it passed);
+   null where no model covers the language: ``toxicity_unscored`` counts those it passed, and
+   ``toxicity_judged_by`` every document it judged by what could flag it: "models: en",
+   "word lists: de" or "none: sw"; a reject's detail says it too);
    a document whose line rules removed more than ``max_removed_fraction`` of its characters →
    ``excessive_line_removal`` (never kept shrunk); ``chars_removed`` per document and per rule
 8. ``quality_score`` (quality classifier, or the heuristic score without one) on every
@@ -139,6 +141,7 @@ class _Rules:
                 )
         self._by_source: dict[str, _SourceRules] = {}
         self.toxicity_unscored: Counter[str] = Counter()  # language -> documents passed unscored
+        self.toxicity_judged_by: Counter[str] = Counter()  # "word lists: de" -> documents judged
 
     def of(self, doc: dict) -> _SourceRules:
         source = doc.get("source") or ""
@@ -243,6 +246,7 @@ def filter_shard(input_uri: str, output_dir_uri: str, config: FilterConfig) -> F
             pii_masked_columns=dict(sorted(pii_columns.items())),
             mojibake_repaired=totals["mojibake_repaired"],
             toxicity_unscored=dict(sorted(rules.toxicity_unscored.items())),
+            toxicity_judged_by=dict(sorted(rules.toxicity_judged_by.items())),
             reason_order=tuple(r for r in order if r in dropped),
         )
     storage.write_json(
@@ -318,6 +322,7 @@ def _toxicity(docs: list[dict], decisions: list[Rejection | None], rules: _Rules
         if decisions[i] is None and source_rules.toxicity is not None:
             if not is_code(doc, source_rules.config.code_sources):
                 decisions[i] = source_rules.toxicity.check(doc)
+                rules.toxicity_judged_by[source_rules.toxicity.judged_by(doc)] += 1
                 if decisions[i] is None and source_rules.toxicity.unscored(doc):
                     rules.toxicity_unscored[str(doc.get("language"))] += 1
 

@@ -56,21 +56,20 @@ def probabilities_of_words(words: list[list[str]]) -> list[float]:
 
     vectorizer, classifier = load()
     vocabulary = vectorizer.vocabulary_
-    indptr, indices, counts = [0], [], []
-    for tokens in words:
-        row: dict[int, int] = {}
-        for token in tokens:
-            column = vocabulary.get(token)
-            if column is not None and len(token) > 1:
-                row[column] = row.get(column, 0) + 1
-        for column in sorted(row):
-            indices.append(column)
-            counts.append(row[column])
-        indptr.append(len(indices))
+    # one look-up per token of the batch (its vocabulary holds no one-letter token, as the
+    # vectorizer's \w\w+ pattern), then the counts per (row, column) as a canonical CSR matrix
+    lengths = np.fromiter((len(tokens) for tokens in words), dtype=np.int64, count=len(words))
+    rows = np.repeat(np.arange(len(words), dtype=np.int64), lengths)
+    columns = np.fromiter(
+        (vocabulary.get(t, -1) for tokens in words for t in tokens), dtype=np.int64,
+        count=int(lengths.sum()),
+    )  # fmt: skip
+    known = columns >= 0
     matrix = sparse.csr_matrix(
-        (np.asarray(counts, dtype=np.float64), np.asarray(indices, dtype=np.int32), indptr),
+        (np.ones(int(known.sum())), (rows[known], columns[known])),
         shape=(len(words), len(vocabulary)),
     )
+    matrix.sum_duplicates()  # sorted columns, counts summed (exact: sums of ones)
     matrix.data *= vectorizer.idf_[matrix.indices]  # as TfidfTransformer.transform does
     matrix = normalize(matrix, norm="l2", copy=False)
     return classifier.predict_proba(matrix)[:, 1].tolist()

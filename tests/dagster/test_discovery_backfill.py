@@ -113,13 +113,14 @@ def test_a_new_shipped_toxicity_model_makes_filtered_shards_stale(tmp_path: Path
     graph = defs.get_repository_def().asset_graph
     current = graph.get(AssetKey("filtered_shards")).code_version
     assert current == filter_code_version(VERSION) and VERSION in current
-    assert filter_code_version("toxicity-v4") != current
+    assert filter_code_version("toxicity-v5") != current
 
     def tags(code: str) -> dict[str, str]:
         return {"dagster/code_version": code, "dagster/data_version": code}
 
     versions = {"raw_shards": "raw-v1", "filtered_shards": current, "minhash_signatures": "m-v2"}
-    for older, stale in ((current, False), (filter_code_version("toxicity-v2"), True)):
+    for older, stale in ((current, False), (filter_code_version("toxicity-v2"), True),
+                         ("filter-v4+toxicity-v3", True)):  # fmt: skip
         materialized = {
             "raw_shards": {"s0": tags("raw-v1")},
             "filtered_shards": {"s0": tags(older)},

@@ -74,6 +74,10 @@ def test_documents_no_model_covers_are_counted_unscored(tmp_path: Path) -> None:
     )
     assert stats.kept == 2 and stats.dropped == {"toxic_content": 1}
     assert stats.toxicity_unscored == {"fr": 1}  # passed, but no sentence model read it
+    # what judged each: the models for English, the French word list for the French page
+    assert stats.toxicity_judged_by == {"models: en": 2, "word lists: fr": 1}
+    reject = pq.read_table(tmp_path / "out" / "rejects.parquet").to_pylist()[0]
+    assert reject["detail"].endswith("judged by models: en)")
     kept = {
         r["language"]: r for r in pq.read_table(tmp_path / "out" / "documents.parquet").to_pylist()
     }
@@ -81,3 +85,4 @@ def test_documents_no_model_covers_are_counted_unscored(tmp_path: Path) -> None:
     metadata = stats.as_metadata()
     assert metadata["toxicity_unscored"] == 1 and metadata["toxicity_unscored_languages"] == "fr:1"
     assert "unscored** (no model for: fr 1)" in metadata["funnel_md"]
+    assert metadata["toxicity_judged_by"] == "models: en 2; word lists: fr 1"

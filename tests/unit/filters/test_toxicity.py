@@ -60,9 +60,8 @@ def test_model_separates_insults_from_calm_text() -> None:
     assert calm < 0.2 and insult > 0.9
 
 
-# the tests below put two toxic sentences in a text and look at the sentence rule (the document
-# model, which reads a whole page, is tested in test_toxicity_model.py)
-TWO = ToxicityConfig(min_toxic_sentences=2, document_threshold=None)
+# the tests below put two toxic sentences in a text and look at the share of flagged sentences
+TWO = ToxicityConfig(min_toxic_sentences=2, max_toxic_share=0.06)
 
 
 def test_score_is_share_of_flagged_sentences_on_every_doc() -> None:
@@ -108,9 +107,8 @@ def test_model_only_for_its_languages_and_word_lists_per_language(tmp_path: Path
     assert custom.check(_doc(german, language="de")) is None  # the file replaces the built-ins
     assert custom.check(_doc("So ein Mist. Alles Mist. Gut.", language="de"))[0] == "toxic_content"
     assert custom.check(_doc("A badword here. Another badword.", language="sv")) is not None
-    # the profanity model and the document model off (the shipped sentence model alone does not
-    # reach 0.8 on these insults): no listed word, nothing flags them
-    words_only = ToxicityFilter(ToxicityConfig(model=None, document_threshold=None))
+    # the models off: no listed word, nothing flags them
+    words_only = ToxicityFilter(ToxicityConfig(model=None, shipped_model=None))
     assert words_only.check(_doc(INSULTS * 2)) is None
 
 
@@ -118,9 +116,9 @@ def test_a_sentence_naming_a_group_is_flagged_from_the_identity_threshold() -> N
     attack = "The Jews control the media and the banks. They are destroying our race. "
     low = sentence_probabilities(attack.split(". ")[:2])
     assert all(0.08 <= p < 0.5 for p in low)  # no insult: the profanity model alone misses it
-    profanity_only = ToxicityConfig(shipped_model=None)
+    profanity_only = ToxicityConfig(shipped_model=None, identity_threshold=None)
     assert ToxicityFilter(profanity_only).check(_doc(CALM + attack)) is None
-    # the profanity model's identity rule (off by default since the shipped model): opt in
+    # the profanity model's identity rule (0.3 by default since toxicity-v4; 0.08 before v1)
     rule = ToxicityFilter(replace(profanity_only, identity_threshold=0.08, min_toxic_sentences=2))
     doc = _doc(CALM + attack)
     assert rule.check(doc)[0] == "toxic_content"  # 2 of 12 sentences name a group, hostile

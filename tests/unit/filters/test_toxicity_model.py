@@ -6,7 +6,8 @@ Sentences here are our own. The model file is the real one from ``pretrain/filte
 from __future__ import annotations
 
 import hashlib
-import random
+import subprocess
+import sys
 from dataclasses import fields
 from dataclasses import replace as replace_config
 from pathlib import Path
@@ -14,16 +15,14 @@ from pathlib import Path
 import pytest
 
 from pretrain.errors import ConfigError
-from pretrain.fasttext_models import train_supervised
+from pretrain.filters import toxicity_model
 from pretrain.filters.profanity_model import sentence_probabilities
 from pretrain.filters.toxicity import ToxicityConfig, ToxicityFilter
 from pretrain.filters.toxicity_classifier import ToxicityClassifierConfig, train_toxicity_classifier
 from pretrain.filters.toxicity_model import (
     MODELS_DIR,
     VERSION,
-    ShippedModel,
     available_versions,
-    document_line,
     load_shipped,
     model_card,
 )
@@ -53,19 +52,26 @@ def test_the_shipped_model_and_its_card() -> None:
     assert card["version"] == VERSION and card["languages"] == ["en"]
     assert card["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
     assert path.stat().st_size == card["bytes"] < 2_000_000  # a quantized model, not 400 MB
-    document = MODELS_DIR / card["document"]["file"]  # the model of whole threads and pages
-    assert card["document"]["sha256"] == hashlib.sha256(document.read_bytes()).hexdigest()
-    assert document.stat().st_size == card["document"]["bytes"] < 4_000_000
-    assert load_shipped().has_document_model
+    # no file the package ships is over 2 MB (toxicity-v3's document model was 3.0 MB)
+    assert all(p.stat().st_size < 2_000_000 for p in MODELS_DIR.iterdir())
     assert "CC BY-SA 3.0" in card["licence"]
     notice = (ROOT / "NOTICE").read_text(encoding="utf-8")
     for data in card["training_data"]:  # every training set is attributed in NOTICE
         assert data["licence"] and data["file"].split("_")[0].lower() in notice.lower()
-    # the filter's defaults are the thresholds calibrated on the dev split
+    # the filter's defaults are the thresholds the leave-one-source-out selection chose
     defaults = {f.name: f.default for f in fields(ToxicityConfig)}
     assert defaults["shipped_model"] == VERSION
     for name, value in card["thresholds"].items():
         assert defaults[name] == value, name
+    # the card says how it was chosen: every fold's held-out recall, every family tried
+    shipped = card["selection"]["shipped"]
+    assert shipped["recipe"] == card["recipe"]["name"] in card["selection"]["recipes"]
+    assert set(shipped["folds"]) == {"stormfront", "davidson", "hatecheck", "toxigen", "implicit"}
+    recalls = [v for fold in shipped["folds"].values() for v in fold["recall"].values()]
+    assert shipped["worst"] == min(recalls)
+    assert len(card["selection"]["recipes"]) >= 2  # fastText and another family
+    assert all(share <= card["selection"]["bounds"][name]
+               for name, share in card["calibration"].items())  # fmt: skip
 
 
 def test_the_shipped_model_scores_implicit_hate_above_calm_prose() -> None:
@@ -156,72 +162,6 @@ def test_config_names_what_to_fix() -> None:
         ToxicityConfig(min_model_words=0)
 
 
-def _tiny_shipped(tmp_path: Path) -> ShippedModel:
-    """A shipped-model pair trained here on invented words (real fastText models): the
-    sentence model knows "zorblings" as hostile, the document model "quux" threads as toxic."""
-    rng = random.Random(0)
-    hostile = ["zorblings ruin every town", "zorblings are parasites", "zorblings poison wells"]
-    calm = ["the library opened a room", "volunteers read on tuesday", "greetings comrades quux"]
-    sentences = [f"__label__toxic {rng.choice(hostile)} w{i % 9}" for i in range(60)]
-    sentences += [f"__label__clean {rng.choice(calm)} w{i % 9}" for i in range(60)]
-    threads = [
-        f"__label__toxic greetings comrades quux forum thread quux w{i % 7}" for i in range(60)
-    ]
-    threads += [
-        f"__label__clean the council voted to repair the bridge w{i % 7}" for i in range(60)
-    ]
-    settings = {"epoch": 20, "lr": 0.5, "dim": 8, "word_ngrams": 1, "seed": 0}
-    sentence = train_supervised(sentences, str(tmp_path / "s.bin"), **settings)
-    document = train_supervised(threads, str(tmp_path / "d.bin"), **settings)
-    return ShippedModel(sentence, {"version": "tiny", "languages": ["en"]}, document)
-
-
-def test_the_document_model_drops_a_thread_with_evidence_in_its_sentences(tmp_path: Path) -> None:
-    shipped = _tiny_shipped(tmp_path)
-    forum = "\n\n".join(["Greetings comrades, this quux forum thread goes on."] * 4
-                        + ["Greetings comrades, quux thread number two here."] * 4)  # fmt: skip
-    hostile = forum + "\n\nThe zorblings ruin every town they enter."
-    # the sentence rule alone never drops these (one hostile sentence of nine, three needed)
-    config = ToxicityConfig(model=None, document_threshold=0.8, document_evidence_threshold=0.6)
-    rule = ToxicityFilter(config, shipped=shipped)
-    rejected = rule.check(_doc(hostile))
-    assert rejected is not None and rejected[1].startswith("document model "), rejected
-    assert float(rejected[1].split()[2]) >= 0.8 and "with 1 sentences of evidence" in rejected[1]
-    # no sentence is evidence: the document model alone (its style of text) drops nothing
-    assert rule.check(_doc(forum)) is None
-    assert rule.check(_doc("The council voted to repair the old bridge over the river.")) is None
-    # off, or a language it was not trained for: not used
-    off = ToxicityFilter(replace_config(config, document_threshold=None), shipped=shipped)
-    assert off.check(_doc(hostile)) is None
-    french = _doc(hostile, "fr")
-    assert rule.check(french) is None and rule.unscored(french)
-    # the evidence bar: a sentence under the sentence threshold but over the evidence bar counts
-    strict = replace_config(config, shipped_threshold=0.999, document_evidence_threshold=0.5)
-    assert ToxicityFilter(strict, shipped=shipped).check(_doc(hostile)) is not None
-    assert (
-        ToxicityFilter(
-            replace_config(strict, document_evidence_threshold=0.999), shipped=shipped
-        ).check(_doc(hostile))
-        is None
-    )
-
-
-def test_a_document_scored_as_not_decidable_is_read_when_checked(tmp_path: Path) -> None:
-    """The filter stage scores its rejects without deciding them: the document model skips
-    them then; a later ``check`` of such a document reads it and decides as usual."""
-    shipped = _tiny_shipped(tmp_path)
-    hostile = "\n\n".join(["Greetings comrades, this quux forum thread goes on."] * 8
-                          + ["The zorblings ruin every town they enter."])  # fmt: skip
-    config = ToxicityConfig(model=None, document_threshold=0.8, document_evidence_threshold=0.6)
-    rule = ToxicityFilter(config, shipped=shipped)
-    read, skipped = _doc(hostile), _doc(hostile)
-    # distinct sentences: the repeated post once, the hostile one flagged
-    assert rule.score_batch([read, skipped], decidable=[True, False]) == [0.5, 0.5]
-    assert isinstance(read["_toxicity"][6], float)  # the document model's probability
-    assert not isinstance(skipped["_toxicity"][6], float | None)  # not read yet
-    assert rule.check(skipped) == rule.check(read) and rule.check(read) is not None
-
-
 README = """# quietpkg
 
 [![PyPI version](https://img.shields.io/pypi/v/quietpkg.svg)](https://pypi.org/project/quietpkg/)
@@ -238,7 +178,35 @@ Contributions are welcome: open an issue at https://github.com/example/quietpkg/
 """
 
 
-def test_document_line_drops_links_and_markup_and_a_readme_passes() -> None:
-    line = document_line('See <a href="https://x.org/a">the docs</a> or www.x.org, ann@x.org.')
-    assert line == "see the docs or"
+def test_a_readme_with_badges_and_links_passes() -> None:
     assert ToxicityFilter().check(_doc(README * 3)) is None  # badges and links are no sign of hate
+
+
+def test_a_model_file_that_differs_from_its_card_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in (f"{VERSION}.ftz", f"{VERSION}.json"):
+        (tmp_path / name).write_bytes((MODELS_DIR / name).read_bytes())
+    monkeypatch.setattr(toxicity_model, "MODELS_DIR", tmp_path)
+    assert load_shipped.__wrapped__(VERSION).version == VERSION  # an exact copy loads
+    changed = bytearray((tmp_path / f"{VERSION}.ftz").read_bytes())
+    changed[-1] ^= 0xFF
+    (tmp_path / f"{VERSION}.ftz").write_bytes(bytes(changed))
+    with pytest.raises(ConfigError, match="differs from its card.*new version"):
+        load_shipped.__wrapped__(VERSION)
+
+
+def test_the_model_is_loaded_lazily() -> None:
+    """Importing the filter or building its config reads no model (Dagster imports the
+    definitions often); the first filter built loads it."""
+    code = (
+        "import sys\n"
+        "from pretrain.filters.toxicity import ToxicityConfig\n"
+        "ToxicityConfig()\n"
+        "assert 'fasttext' not in sys.modules, 'fasttext imported'\n"
+        "from pretrain.filters.toxicity import ToxicityFilter\n"
+        "ToxicityFilter()\n"
+        "assert 'fasttext' in sys.modules\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
