@@ -1,4 +1,5 @@
-"""A set of 64-bit keys at about 8 bytes per key, for "seen before?" checks over a whole shard.
+"""Hashing helpers: a set of 64-bit keys at about 8 bytes per key, for "seen before?" checks over a
+whole shard, and a seeded hash rank (``hash_score``) for reproducible samples and splits.
 
     from pretrain.hashset import HashSet64, key64
     seen = HashSet64()
@@ -15,7 +16,17 @@ record it with a reason, so such a collision is visible, never silent.
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
+
+HASH_BUCKETS = 10**6
+
+
+def hash_score(seed: int, key: str) -> int:
+    """Deterministic bucket in [0, 10**6) for ``key`` under ``seed``: the mixture's validation
+    split, the tokenizer's training sample and the experiment basis rank documents by it."""
+    return int(hashlib.sha1(f"{seed}:{key}".encode()).hexdigest(), 16) % HASH_BUCKETS
 
 
 def key64(digest: bytes) -> int:

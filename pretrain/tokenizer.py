@@ -42,7 +42,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from pretrain import storage
 from pretrain.errors import ConfigError, DataError
-from pretrain.mixture import hash_score
+from pretrain.hashset import hash_score
 from pretrain.settings import check_types
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")

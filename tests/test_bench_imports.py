@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-OURS = ("pretrain", "resources", "foundation", "pretrain_assets", "jobs", "sensors", "executors",
+OURS = ("pretrain", "resources", "foundation", "pretrain_assets", "jobs", "sensors",
         "app", "tests")  # fmt: skip
 SCRIPTS = sorted([*ROOT.glob("bench/*.py"), *ROOT.glob("scripts/*.py")])
 

@@ -53,7 +53,7 @@ from pretrain.experiments.yardsticks import (
     target_key,
     yardstick_warnings,
 )
-from pretrain.mixture.config import hash_score
+from pretrain.hashset import hash_score
 from pretrain.packing import PackingConfig, pack_tokens
 from pretrain.settings import check_types
 from pretrain.tokenizer import TokenizerConfig, train_tokenizer

@@ -152,19 +152,104 @@ class _Rules:
         return rules
 
 
+class _Tally:
+    """What one shard's filtering counted: documents in = kept + rejected (by reason), and the
+    characters removed inside kept documents."""
+
+    def __init__(self) -> None:
+        self.dropped: Counter[str] = Counter()
+        self.dropped_chars: Counter[str] = Counter()
+        self.order: dict[str, None] = dict.fromkeys(_PRE_REASONS)
+        self.kept_sources: Counter[str] = Counter()
+        self.kept_languages: Counter[str] = Counter()
+        self.pii: Counter[str] = Counter()
+        self.pii_columns: Counter[str] = Counter()  # "kept.url.email", "rejected.text.phone", ...
+        self.chars_removed: Counter[str] = Counter()
+        self.totals: Counter[str] = Counter()
+
+    def keep(self, doc: dict, chunks: list[dict], removed: dict[str, int], raw_chars: int) -> None:
+        self.totals["chunks_added"] += len(chunks) - 1
+        self.kept_sources[doc["source"]] += len(chunks)
+        self.kept_languages[doc["language"]] += len(chunks)
+        self.pii.update(doc.pop("_pii", {}))
+        self.chars_removed.update(removed)
+        self.totals["chars_kept"] += raw_chars
+        self.totals["chars_out"] += sum(c["num_chars"] for c in chunks)
+
+    def reject(self, reason: str, raw_chars: int) -> None:
+        self.order.setdefault(reason)
+        self.dropped[reason] += 1
+        self.dropped_chars[reason] += raw_chars
+
+    def stats(self, documents_in: int, kept: int, rules: _Rules) -> FilterStats:
+        def ordered(counts: Counter[str]) -> dict[str, int]:
+            return dict(sorted(counts.items()))
+
+        totals = self.totals
+        return FilterStats(
+            documents_in=documents_in,
+            kept=kept,
+            dropped=ordered(self.dropped),
+            chars_in=totals["chars_in"],
+            chars_kept=totals["chars_kept"],
+            dropped_chars=ordered(self.dropped_chars),
+            chars_out=totals["chars_out"],
+            chars_removed=ordered(self.chars_removed),
+            chunks_added=totals["chunks_added"],
+            kept_by_source=ordered(self.kept_sources),
+            kept_by_language=ordered(self.kept_languages),
+            pii_masked=ordered(self.pii),
+            pii_masked_columns=ordered(self.pii_columns),
+            mojibake_repaired=totals["mojibake_repaired"],
+            toxicity_unscored=ordered(rules.toxicity_unscored),
+            toxicity_judged_by=ordered(rules.toxicity_judged_by),
+            reason_order=tuple(r for r in self.order if r in self.dropped),
+        )
+
+
+def _reject_row(
+    doc: dict, decision: Rejection, rules: _Rules, tally: _Tally, masker: ColumnMasker
+) -> dict:
+    """The rejects row of ``doc``: its reason and detail, its text and (through ``masker``) its
+    other columns PII-masked like a kept document's."""
+    doc.pop("_pii", None)
+    reject = {**doc, "stage": STAGE, "reason": decision[0], "detail": decision[1]}
+    pii_config = rules.of(doc).config.pii
+    if pii_config is not None:  # rejects are masked too, every column
+        language = doc.get("language")
+        if reject["text"] is not None:
+            reject["text"], found = mask_pii(reject["text"], pii_config, language=language)
+            tally.pii_columns.update({f"rejected.text.{k}": n for k, n in found.items()})
+        masker.add_row(reject, pii_config, language=language, prefix="rejected.")
+    return reject
+
+
+def _sorted_out(
+    docs: list[dict], decisions: list[Rejection | None], rules: _Rules, tally: _Tally
+) -> tuple[list[dict], list[dict]]:
+    """One batch's documents split into kept rows (long ones in chunks) and rejects rows."""
+    kept, rejects = [], []
+    masker = ColumnMasker()  # the rejects' other columns, masked together
+    for doc, decision in zip(docs, decisions, strict=True):
+        raw_chars = doc.pop("_raw_chars")
+        removed = doc.pop("_chars_removed", None) or {}
+        doc["chars_removed"] = sum(removed.values())
+        for key in ("_words", "_chars_before", "_text_before", "_toxicity"):
+            doc.pop(key, None)
+        if decision is None:
+            chunks = _split_long(doc, rules.of(doc).config)
+            kept.extend(chunks)
+            tally.keep(doc, chunks, removed, raw_chars)
+        else:
+            rejects.append(_reject_row(doc, decision, rules, tally, masker))
+            tally.reject(decision[0], raw_chars)
+    tally.pii_columns.update(masker.mask())
+    return kept, rejects
+
+
 def filter_shard(input_uri: str, output_dir_uri: str, config: FilterConfig) -> FilterStats:
     """Filter one documents.parquet into ``output_dir_uri`` (documents, rejects, stats.json)."""
-    rules = _Rules(config)
-    dropped: Counter[str] = Counter()
-    dropped_chars: Counter[str] = Counter()
-    order: dict[str, None] = dict.fromkeys(_PRE_REASONS)
-    kept_sources: Counter[str] = Counter()
-    kept_languages: Counter[str] = Counter()
-    pii: Counter[str] = Counter()
-    pii_columns: Counter[str] = Counter()  # "kept.url.email", "rejected.text.phone", ...
-    chars_removed: Counter[str] = Counter()
-    totals: Counter[str] = Counter()
-    offset = 0
+    rules, tally, offset = _Rules(config), _Tally(), 0
     docs_uri = storage.join(output_dir_uri, "documents.parquet")
     rejects_uri = storage.join(output_dir_uri, "rejects.parquet")
     with (
@@ -181,74 +266,20 @@ def filter_shard(input_uri: str, output_dir_uri: str, config: FilterConfig) -> F
             del batch  # the rows live on as Python objects: hand Arrow's pages back now
             pa.default_memory_pool().release_unused()  # else mimalloc keeps freed pages
             try:
-                decisions = _filter_batch(docs, rules, totals, pii_columns)
+                decisions = _filter_batch(docs, rules, tally.totals, tally.pii_columns)
             except Exception as exc:
                 raise DataError(
                     f"filtering {input_uri} failed in the batch at row offset {offset} "
                     f"({len(docs)} rows): {type(exc).__name__}: {exc}"
                 ) from exc
-            kept, rejects = [], []
-            reject_columns = ColumnMasker()  # the rejects' other columns, masked together
-            for doc, decision in zip(docs, decisions, strict=True):
-                raw_chars = doc.pop("_raw_chars")
-                removed = doc.pop("_chars_removed", None) or {}
-                doc["chars_removed"] = sum(removed.values())
-                for key in ("_words", "_chars_before", "_text_before", "_toxicity"):
-                    doc.pop(key, None)
-                if decision is None:
-                    chunks = _split_long(doc, rules.of(doc).config)
-                    kept.extend(chunks)
-                    totals["chunks_added"] += len(chunks) - 1
-                    kept_sources[doc["source"]] += len(chunks)
-                    kept_languages[doc["language"]] += len(chunks)
-                    pii.update(doc.pop("_pii", {}))
-                    chars_removed.update(removed)
-                    totals["chars_kept"] += raw_chars
-                    totals["chars_out"] += sum(c["num_chars"] for c in chunks)
-                else:
-                    doc.pop("_pii", None)
-                    reject = {**doc, "stage": STAGE, "reason": decision[0], "detail": decision[1]}
-                    pii_config = rules.of(doc).config.pii
-                    if pii_config is not None:  # rejects are masked too, every column
-                        language = doc.get("language")
-                        if reject["text"] is not None:
-                            reject["text"], found = mask_pii(
-                                reject["text"], pii_config, language=language
-                            )
-                            pii_columns.update({f"rejected.text.{k}": n for k, n in found.items()})
-                        reject_columns.add_row(
-                            reject, pii_config, language=language, prefix="rejected."
-                        )
-                    order.setdefault(decision[0])
-                    dropped[decision[0]] += 1
-                    dropped_chars[decision[0]] += raw_chars
-                    rejects.append(reject)
-            pii_columns.update(reject_columns.mask())
+            kept, rejects = _sorted_out(docs, decisions, rules, tally)
             kept_out.write_rows(kept)
             rejects_out.write_rows(rejects)
             kept_out.flush()  # row groups of at most one batch: nothing outlives its batch
             rejects_out.flush()
             pa.default_memory_pool().release_unused()
             offset += len(docs)
-        stats = FilterStats(
-            documents_in=offset,
-            kept=kept_out.rows,
-            dropped=dict(sorted(dropped.items())),
-            chars_in=totals["chars_in"],
-            chars_kept=totals["chars_kept"],
-            dropped_chars=dict(sorted(dropped_chars.items())),
-            chars_out=totals["chars_out"],
-            chars_removed=dict(sorted(chars_removed.items())),
-            chunks_added=totals["chunks_added"],
-            kept_by_source=dict(sorted(kept_sources.items())),
-            kept_by_language=dict(sorted(kept_languages.items())),
-            pii_masked=dict(sorted(pii.items())),
-            pii_masked_columns=dict(sorted(pii_columns.items())),
-            mojibake_repaired=totals["mojibake_repaired"],
-            toxicity_unscored=dict(sorted(rules.toxicity_unscored.items())),
-            toxicity_judged_by=dict(sorted(rules.toxicity_judged_by.items())),
-            reason_order=tuple(r for r in order if r in dropped),
-        )
+        stats = tally.stats(offset, kept_out.rows, rules)
     storage.write_json(
         {
             **asdict(stats),

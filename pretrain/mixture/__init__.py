@@ -46,7 +46,6 @@ from pretrain.mixture.config import (
     LLAMA2_LIKE_WEIGHTS,
     CurriculumStage,
     MixtureConfig,
-    hash_score,
     is_val,
     llama2_like_mixture,
 )
@@ -62,7 +61,6 @@ __all__ = [
     "StageMix",
     "build_mixture",
     "documents_per_source",
-    "hash_score",
     "is_val",
     "llama2_like_mixture",
     "write_documents",

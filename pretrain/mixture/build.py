@@ -23,7 +23,8 @@ from pretrain import storage
 from pretrain.data.schema import DOCUMENT_SCHEMA, conform
 from pretrain.decontam import EvalNgrams
 from pretrain.errors import DataError
-from pretrain.mixture.config import MixtureConfig, hash_score
+from pretrain.hashset import hash_score
+from pretrain.mixture.config import MixtureConfig
 from pretrain.mixture.report import MixtureStats, SourceMix, StageMix
 from pretrain.mixture.sampling import split_source, walk_stream
 

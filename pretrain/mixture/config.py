@@ -20,15 +20,14 @@ budget is every available training character (natural shares: one epoch of every
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
 from pretrain.decontam import DecontamConfig
 from pretrain.errors import ConfigError
+from pretrain.hashset import HASH_BUCKETS, hash_score
 from pretrain.settings import check_types
 
-HASH_BUCKETS = 10**6
 DEFAULT_MAX_EPOCHS = 4.0
 WEIGHT_ORIGINS = ("config", "searched")
 LLAMA2_LIKE_WEIGHTS = {
@@ -39,11 +38,6 @@ LLAMA2_LIKE_WEIGHTS = {
     "papers": 0.045,
     "qa": 0.035,
 }
-
-
-def hash_score(seed: int, key: str) -> int:
-    """Deterministic bucket in [0, 10**6) for ``key`` under ``seed``."""
-    return int(hashlib.sha1(f"{seed}:{key}".encode()).hexdigest(), 16) % HASH_BUCKETS
 
 
 def is_val(doc_id: str, seed: int, val_fraction: float) -> bool:

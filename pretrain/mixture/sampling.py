@@ -22,7 +22,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from pretrain.mixture.config import HASH_BUCKETS, MixtureConfig, hash_score
+from pretrain.hashset import HASH_BUCKETS, hash_score
+from pretrain.mixture.config import MixtureConfig
 
 _U_SCALE = 2.0**-53
 
