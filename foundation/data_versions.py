@@ -38,6 +38,25 @@ def partitions_data_version(versions: list[str]) -> str:
     return hashlib.sha256("".join(versions).encode()).hexdigest()
 
 
+# Tags of materialization records already read, by (event storage, asset, storage id): a record
+# never changes, so a process that evaluates a sensor or the backfill schedule tick after tick
+# (the code server) deserializes each record once. Bounded: cleared when it grows past this.
+_RECORD_TAGS: dict[tuple[str, str, int], Tags] = {}
+RECORD_CACHE_MAX = 500_000
+
+
+def _storage_name(instance: DagsterInstance) -> str | None:
+    """What names the instance's event storage (its class and config), or None for an
+    ephemeral instance, whose records are not cached."""
+    try:
+        data = instance.get_ref().event_storage_data
+    except Exception:  # an ephemeral instance has no ref
+        return None
+    if data is None:
+        return None
+    return f"{data.module_name}.{data.class_name}:{data.config_yaml}"
+
+
 def latest_tags(
     instance: DagsterInstance,
     asset: str,
@@ -46,8 +65,9 @@ def latest_tags(
 ) -> dict[str, Tags]:
     """Partition → tags of its newest materialization; only the ``partitions`` named, when
     given (a sensor reads what it is deciding about). One query finds each partition's newest
-    record (the instance's index), then only those records are read, ``page`` at a time: the
-    cost follows the number of partitions, not the length of the asset's history."""
+    record (the instance's index), then only the records not read before in this process are
+    read, ``page`` at a time: the first call's cost follows the number of partitions, a later
+    one's the number of partitions materialized since."""
     found: dict[str, Tags] = {}
     if partitions is not None and not partitions:
         return found
@@ -56,18 +76,29 @@ def latest_tags(
         key, DagsterEventType.ASSET_MATERIALIZATION,
         partitions=set(partitions) if partitions is not None else None,
     )  # fmt: skip
-    ids = sorted(newest.values())
-    for start in range(0, len(ids), page):
-        chunk = ids[start : start + page]
+    storage = _storage_name(instance)
+    missing = []
+    for partition, storage_id in newest.items():
+        cached = _RECORD_TAGS.get((storage, asset, storage_id)) if storage else None
+        if cached is None:
+            missing.append(storage_id)
+        else:
+            found[partition] = dict(cached)  # a caller may change its copy
+    if len(_RECORD_TAGS) + len(missing) > RECORD_CACHE_MAX:
+        _RECORD_TAGS.clear()
+    missing.sort()
+    for start in range(0, len(missing), page):
+        chunk = missing[start : start + page]
         records = instance.fetch_materializations(
             AssetRecordsFilter(asset_key=key, storage_ids=chunk), limit=len(chunk)
         ).records
         for record in records:
             event = record.event_log_entry.dagster_event
             if event is not None and event.partition is not None:
-                found[event.partition] = dict(
-                    event.step_materialization_data.materialization.tags or {}
-                )
+                tags = dict(event.step_materialization_data.materialization.tags or {})
+                found[event.partition] = tags
+                if storage:
+                    _RECORD_TAGS[(storage, asset, record.storage_id)] = dict(tags)
     return found
 
 
