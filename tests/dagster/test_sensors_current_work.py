@@ -157,7 +157,7 @@ def test_backfill_schedule_after_the_shard_chain_requests_nothing(
     steps = (("raw_shards", key), ("quality_classifier", None), ("toxicity_classifier", None),
              ("filtered_shards", key), ("minhash_signatures", key))  # fmt: skip
     for job_name, partition in steps:
-        result = defs.resolve_job_def(job_name).execute_in_process(
+        result = defs.resolve_job_def(f"{job_name}_job").execute_in_process(
             instance=instance, partition_key=partition
         )
         assert result.success, job_name
