@@ -482,7 +482,7 @@ def test_readme_make_ui_on_an_s3_root(tmp_path: Path) -> None:
             wait_for("the UI", lambda: _answers(port, ui, tmp_path / "ui.log"), timeout_s=120)
             client = DagsterGraphQLClient("127.0.0.1", port_number=port)
             run_id = wait_for(
-                "the code location", lambda: _submit(client, "scaling_plan"), timeout_s=60
+                "the code location", lambda: _submit(client, "scaling_plan_job"), timeout_s=60
             )
             s3 = boto3.client("s3")
 

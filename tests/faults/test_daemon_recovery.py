@@ -119,7 +119,7 @@ def test_rollback_survives_a_sensor_cursor_reset_under_the_daemon(tmp_path: Path
                 poll_s=0.1,
             )
             queued = client.submit_job_execution(
-                "eval_reports", tags={"dagster/partition": first_checkpoint}
+                "eval_reports_job", tags={"dagster/partition": first_checkpoint}
             )
             assert "pretrain/decision" not in instance.get_run_by_id(first_id).tags
 
