@@ -19,6 +19,7 @@ from dagster import AssetKey, DagsterInstance, build_schedule_context
 from app.definitions import build_definitions
 from foundation.shards import plan_source, register_shards
 from pretrain import identity
+from pretrain_assets.filter import filter_code_version
 from resources.storage import ArtifactStore
 from sensors.backfill_schedule import shard_backfill_schedule
 
@@ -62,7 +63,7 @@ def test_a_batch_records_every_group_as_a_run_of_its_own_would(tmp_path: Path) -
         for key in keys:
             made = identity.read(store.uri("filtered_shards", key))
             assert made is not None and filtered[key]["dagster/data_version"] == made.version
-            assert filtered[key]["dagster/code_version"] == "filter-v4+toxicity-v3"
+            assert filtered[key]["dagster/code_version"] == filter_code_version()
         assert len({t["dagster/data_version"] for t in filtered.values()}) == 3  # its own each
         # the same group again, alone: the tags a one-group run records are the batch's
         alone = defs.resolve_job_def("filtered_shards_job").execute_in_process(
