@@ -32,7 +32,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -47,6 +46,7 @@ from dagster_graphql import DagsterGraphQLClient
 
 from tests.helpers.readme import ReadmeCommand, parse_commands, readme_command, readme_commands
 from tests.helpers.shared_data import SHARED_DATA, SHARED_EVAL
+from tests.servers.dagster_server import stop_group
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent  # the venv's bin: the README's .venv/bin/
@@ -501,12 +501,7 @@ def _started(shell: str, env: dict[str, str], log: io.BufferedWriter) -> Iterato
     try:
         yield proc
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_group(proc)
 
 
 def _answers(port: int, proc: subprocess.Popen, log: Path) -> bool:

@@ -72,12 +72,18 @@ def dagster_dev(
                     time.sleep(0.5)
             yield port
         finally:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            stop_group(proc)
+
+
+def stop_group(proc: subprocess.Popen) -> None:
+    """Stop a process started in a session of its own, and everything it started: SIGTERM to
+    the group, 30 s, then SIGKILL."""
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def run_log(tmp_path: Path, run_id: str, last: int = 60) -> str:
