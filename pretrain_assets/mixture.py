@@ -26,7 +26,7 @@ from pretrain.quarantine import exclusion_reasons, read_confirmed
         "mixture_search",
         AssetDep("data_admission", partition_mapping=AllPartitionMapping()),
     ],  # fmt: skip
-    code_version="mixture-v4",  # v4: provenance columns kept; the confirmed quarantine left out
+    code_version="mixture-v5",  # v5: a source of 2+ documents keeps one to train on
     group="corpus",
     checks={
         "train_non_empty": ERROR,

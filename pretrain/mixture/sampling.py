@@ -33,12 +33,16 @@ def split_source(ids: list[str], config: MixtureConfig) -> tuple[set[str], list[
 
     A document is validation iff its hash bucket is below ``val_fraction``; a source with at
     least two documents but fewer than ``min_val_docs`` validation ones promotes its
-    lowest-hash train documents."""
+    lowest-hash train documents. A source with at least two documents always keeps one to
+    train on: when every one hashes under the cut (a few large documents, such as whole
+    books), its highest-hash document trains."""
     ordered = sorted(ids, key=lambda i: (hash_score(config.seed, i), i))
     cut = round(config.val_fraction * HASH_BUCKETS)
     val = [i for i in ordered if hash_score(config.seed, i) < cut]
     if len(ids) >= 2 and len(val) < config.min_val_docs:
         val = ordered[: min(config.min_val_docs, len(ids) - 1)]
+    if len(ids) >= 2 and len(val) == len(ids):
+        val = ordered[:-1]
     val_set = set(val)
     return val_set, [i for i in ordered if i not in val_set]
 

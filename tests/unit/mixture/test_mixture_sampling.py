@@ -131,3 +131,20 @@ def test_bad_config_says_how_to_fix(kwargs):
         MixtureConfig(**kwargs)
     with pytest.raises(ConfigError, match="fraction"):
         CurriculumStage(name="x", fraction=0.0)
+
+
+def test_a_source_whose_every_document_hashes_into_validation_keeps_one_to_train() -> None:
+    """Two whole books whose ids both fall under the validation cut (found, not planted: the
+    first such pair of ids) once left their source with nothing to train on."""
+    from pretrain.hashset import HASH_BUCKETS, hash_score
+    from pretrain.mixture.sampling import split_source
+
+    config = MixtureConfig()
+    cut = round(config.val_fraction * HASH_BUCKETS)
+    under = [i for i in (f"book-{n}" for n in range(2000)) if hash_score(config.seed, i) < cut]
+    books = under[:2]
+    val, train = split_source(books, config)
+    assert len(train) == 1 and len(val) == 1 and set(train) | val == set(books)
+    val, train = split_source(under[:5], config)  # five, all under the cut: one trains
+    assert len(train) == 1 and len(val) == 4
+    assert split_source(books[:1], config) == ({books[0]}, [])  # one document: validation only
