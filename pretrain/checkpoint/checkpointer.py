@@ -9,9 +9,11 @@
 
 Protocol (see :mod:`pretrain.checkpoint.dcp` for the layout): every rank writes its shards
 and RNG state under ``<branch>/.tmp-step-<N>``; after every rank has finished, rank 0 writes
-``meta.json``, renames the folder to ``step-<N>``, writes ``_COMMITTED`` (with every file's size and
-checksum, each rank hashing its own files: :mod:`pretrain.checkpoint.integrity`), labels it healthy when
-the trainer asked for it, and prunes; then ``on_commit`` callbacks run on every rank.
+``meta.json`` and ``_COMMITTED`` (with every file's size and checksum, each rank hashing its own
+files: :mod:`pretrain.checkpoint.integrity`), renames the folder to ``step-<N>`` (the commit: a
+visible step folder always holds its marker; on S3 the marker is the last object instead), labels
+it healthy when the trainer asked for it, and prunes; then ``on_commit`` callbacks run on every
+rank.
 
 With ``async_save`` (``checkpoint.async_save``), ``torch.distributed.checkpoint.async_save``
 stages the state dict to CPU memory (a copy, so training may update the weights at once) and
@@ -201,9 +203,11 @@ class Checkpointer:
             if isinstance(flight.final, str):  # the commit record is the last object
                 remote.upload_files(flight.tmp, [META, identity.IDENTITY_FILE], flight.final)
                 remote.commit(flight.final, record)
-            else:
+            else:  # the marker goes in first: the rename is the commit, so a crash at any
+                # point leaves either a hidden .tmp- folder or a committed step-<N>, never a
+                # visible step folder without its marker
+                storage.commit_marker(str(flight.tmp), record)
                 os.rename(flight.tmp, flight.final)
-                storage.commit_marker(str(flight.final), record)
             if flight.healthy_reason:
                 mark_healthy(flight.final, flight.healthy_reason)
             prune_checkpoints(

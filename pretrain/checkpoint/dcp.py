@@ -7,11 +7,12 @@ Layout (one directory per step, per branch)::
         rng-rank00000.pt ...           per-rank RNG states (python, numpy, torch, cuda)
         meta.json                      step, data-reader state, resolved config, lineage,
                                        loss window, skipped steps, tokens seen, fingerprint
-        _COMMITTED                     written last
+        _COMMITTED                     written last, before the folder is renamed into place
         HEALTHY                        optional label, added after the commit
 
 Protocol: all ranks write into ``<branch>/.tmp-step-<N:08d>``; after a barrier rank 0 writes
-``meta.json``, renames the folder to ``step-<N:08d>`` and writes ``_COMMITTED``. Readers
+``meta.json`` and ``_COMMITTED``, then renames the folder to ``step-<N:08d>`` (on S3, where
+there is no rename, ``_COMMITTED`` is the last object). Readers
 (:func:`latest_checkpoint`, :func:`list_checkpoints`) only see committed ``step-*`` folders, so a
 crash at any point leaves nothing half-visible. Older committed checkpoints beyond
 ``keep_last`` are renamed away, then deleted — except ``protected_steps`` and checkpoints
