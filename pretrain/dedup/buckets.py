@@ -77,8 +77,9 @@ def candidate_pairs(
     for band in [*key_bands, *range(bands)]:
         for part in range(parts):
             pairs, rows = partition_pairs(
-                shards, band, part, parts, config, eligible=eligible, is_fresh=is_fresh
-            )
+                shards, band, hash_range_filter(part, parts), config,
+                eligible=eligible, is_fresh=is_fresh,
+            )  # fmt: skip
             peak = max(peak, rows)
             (exact if band < 0 else lsh).append(pairs)
     exact_pairs = unique_pairs(exact)
@@ -94,18 +95,18 @@ def candidate_pairs(
 def partition_pairs(
     shards: list[ShardInput],
     band: int,
-    part: int,
-    parts: int,
+    hash_slice: pc.Expression,
     config: DedupConfig,
     *,
     eligible: NodeMask | None = None,
     is_fresh: NodeMask | None = None,
 ) -> tuple[np.ndarray, int]:
-    """Pairs of one band partition (hash slice ``part`` of ``parts``) and its bucket rows.
+    """Pairs of one band partition (its rows of ``band`` in ``hash_slice``, a
+    :func:`~pretrain.dedup.lines.hash_range_filter`) and its bucket rows.
 
     A bucket never spans two slices, so the union over any slicing is the same set of pairs.
     """
-    members = _partition_members(shards, band, part, parts, eligible)
+    members = _partition_members(shards, band, hash_slice, eligible)
     pairs = _star_pairs(members) if band < 0 else bucket_pairs(members, config.max_bucket_pairs)
     if is_fresh is not None and len(pairs):
         pairs = pairs[is_fresh(pairs[:, 0]) | is_fresh(pairs[:, 1])]
@@ -113,12 +114,12 @@ def partition_pairs(
 
 
 def _partition_members(
-    shards: list[ShardInput], band: int, part: int, parts: int, eligible: NodeMask | None
+    shards: list[ShardInput], band: int, hash_slice: pc.Expression, eligible: NodeMask | None
 ) -> pl.DataFrame:
     frames = []
     for shard in shards:
         fs, path = storage.filesystem(shard.sibling("buckets.parquet"))
-        filters = (pc.field("band") == pa.scalar(band, pa.int16())) & hash_range_filter(part, parts)
+        filters = (pc.field("band") == pa.scalar(band, pa.int16())) & hash_slice
         table = pq.read_table(path, filesystem=fs, columns=["h", "row"], filters=filters)
         frame = pl.from_arrow(table)
         assert isinstance(frame, pl.DataFrame)

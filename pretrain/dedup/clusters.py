@@ -2,10 +2,9 @@
 
 1. Candidates per band partition (:mod:`pretrain.dedup.buckets`): same normalized text, same
    URL, or a shared LSH band bucket — never one in-memory table of the whole corpus.
-2. With ``verify="jaccard"`` an LSH pair counts only when the true shingle Jaccard of the two
-   texts is ``>= threshold``; ``"signature"`` uses the share of equal MinHash values instead.
-   Pairs are checked in slices of at most ``max_partition_rows`` documents, whose texts are
-   read from the row groups that hold them only: memory follows the partition size.
+2. Verification (:mod:`pretrain.dedup.jaccard`): with ``verify="jaccard"`` an LSH pair counts
+   only when the true shingle Jaccard of the two texts is ``>= threshold``, in slices of
+   bounded memory.
 3. Union-find over the nodes that have an edge (memory grows with duplicates, not corpus).
    The survivor of each cluster is the highest ``quality_score`` (null lowest), then the
    smallest ``id``; in incremental mode a document kept earlier always wins
@@ -26,9 +25,11 @@ with the other — a chapter re-posted from a book; listed, never removed),
 
 from __future__ import annotations
 
+import hashlib
+import json
+import math
 import resource
 import time
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -48,13 +49,12 @@ from pretrain.dedup.incremental import (
     plan_incremental,
     survivor_changes,
 )
-from pretrain.dedup.shingles import ShingleBatch, batch_shingles, intersections
+from pretrain.dedup.jaccard import documents_uri, per_shard, read_rows, verify_pairs
 from pretrain.dedup.stats import ClusterStats, source_rates
 from pretrain.errors import DataError
 from pretrain.identity import stale_inputs
 
 INFO_COLUMNS = ["id", "source", "quality_score", "exact_hash", "url_hash"]
-VERIFY_BATCH_ROWS = 1024  # texts shingled at once during Jaccard verification
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,30 @@ class ClusterInputs:
     def masks(self) -> Plan | None:
         """The plan whose node masks restrict candidates (None on a first or full run)."""
         return self.plan if self.prior else None
+
+    def sub_slices(self, config: DedupConfig) -> int:
+        """Reads per hash slice so that one holds about ``max_partition_rows`` bucket rows."""
+        documents = sum(s.num_rows for s in self.shards)
+        return max(1, math.ceil(documents / (config.hash_slices * config.max_partition_rows)))
+
+    def plan_token(self, config: DedupConfig) -> str:
+        """Identity of what a band partition's pairs depend on (inputs, prior state, params):
+        :mod:`pretrain.dedup.pairs` refuses pairs computed against other inputs."""
+        prior = None
+        if self.prior is not None:
+            prior = [
+                hashlib.sha256(storage.read_bytes(storage.join(self.prior_dir, name))).hexdigest()
+                for name in ("state.json", "clusters.parquet")
+            ]
+        payload = {
+            "shards": [
+                [s.uri, s.offset, s.num_rows, self.fingerprints[s.uri]] for s in self.shards
+            ],
+            "prior": prior,
+            "params": config.decision_params(),
+            "slices": [config.hash_slices, self.sub_slices(config)],
+        }
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
 def cluster_duplicates(
@@ -188,7 +212,7 @@ def repeated_copies(info: pl.DataFrame, shards: list[ShardInput]) -> pa.Table:
     copies = info.filter(pl.col("id").is_duplicated()).sort("id", "shard", "row")
     if copies.is_empty():
         return REPEATED_SCHEMA.empty_table()
-    documents = {uri: _documents_uri(ShardInput(uri=uri, offset=0, num_rows=0))
+    documents = {uri: documents_uri(ShardInput(uri=uri, offset=0, num_rows=0))
                  for uri in copies["shard"].unique().to_list()}  # fmt: skip
     copies = copies.with_columns(
         documents=pl.col("shard").replace_strict(documents),
@@ -281,19 +305,9 @@ def peak_rss_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
-def _per_shard(
-    shards: list[ShardInput], nodes: np.ndarray
-) -> Iterator[tuple[ShardInput, np.ndarray, np.ndarray]]:
-    """Yield ``(shard, positions in nodes, rows in shard)`` for sorted ``nodes``."""
-    for shard in shards:
-        lo, hi = np.searchsorted(nodes, [shard.offset, shard.offset + shard.num_rows])
-        if hi > lo:
-            yield shard, np.arange(lo, hi), nodes[lo:hi] - shard.offset
-
-
 def _node_info(shards: list[ShardInput], nodes: np.ndarray) -> pl.DataFrame:
     frames = []
-    for shard, _, rows in _per_shard(shards, nodes):
+    for shard, _, rows in per_shard(shards, nodes):
         for wanted, table in read_rows(shard.uri, rows, INFO_COLUMNS):
             frame = pl.from_arrow(table)
             assert isinstance(frame, pl.DataFrame)
@@ -304,106 +318,6 @@ def _node_info(shards: list[ShardInput], nodes: np.ndarray) -> pl.DataFrame:
     if not frames:
         return pl.DataFrame(schema=schema).with_columns(node=pl.Series([], dtype=pl.Int64))
     return pl.concat(frames).cast(schema).with_columns(node=pl.Series(nodes))
-
-
-def verify_pairs(
-    pairs: np.ndarray, shards: list[ShardInput], config: DedupConfig
-) -> tuple[np.ndarray, np.ndarray]:
-    """LSH pairs that pass the check, in their order, and the containment rows (see
-    :func:`find_pairs`); nodes are read in bounded chunks."""
-    no_containment = np.empty((0, 3), np.float64)
-    if config.verify == "none" or len(pairs) == 0:
-        return pairs, no_containment
-    documents = {s.uri: _documents_uri(s) for s in shards} if config.verify == "jaccard" else {}
-    kept, contained = [], [no_containment]
-    for chunk in pair_chunks(pairs, config.max_partition_rows):
-        jaccard, sizes, inter = _chunk_scores(chunk, shards, config, documents)
-        near = jaccard >= config.threshold
-        kept.append(chunk[near])
-        if config.containment_threshold > 0 and inter is not None:
-            smaller = sizes.argmin(axis=1)  # 0: left is the smaller document
-            share = inter / np.maximum(sizes.min(axis=1), 1)
-            hit = ~near & (share >= config.containment_threshold)
-            inner = chunk[hit, smaller[hit]]
-            outer = chunk[hit, 1 - smaller[hit]]
-            contained.append(np.column_stack([inner, outer, share[hit]]).astype(np.float64))
-    return np.concatenate(kept), np.concatenate(contained)
-
-
-def pair_chunks(pairs: np.ndarray, max_nodes: int) -> Iterator[np.ndarray]:
-    """Consecutive slices of ``pairs`` with at most ``max_nodes`` distinct nodes each.
-
-    Verification holds one slice's texts (or signatures) at a time, so its memory follows
-    ``max_partition_rows`` like the band partitions do, not the number of candidates.
-    """
-    max_nodes = max(2, max_nodes)
-    start = 0
-    while start < len(pairs):
-        window = pairs[start : start + 4 * max_nodes]
-        _, first = np.unique(window.reshape(-1), return_index=True)
-        introduced = np.sort(first // 2)  # pair at which each distinct node first shows up
-        end = int(introduced[max_nodes]) if len(introduced) > max_nodes else len(window)
-        end = start + max(1, end)
-        yield pairs[start:end]
-        start = end
-
-
-def _chunk_scores(
-    pairs: np.ndarray, shards: list[ShardInput], config: DedupConfig, documents: dict[str, str]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """Jaccard (true, or estimated from signatures) of each pair of one chunk; with true
-    Jaccard also the shingle counts ``(k, 2)`` and the shared shingles of each pair."""
-    nodes = np.unique(pairs)
-    left, right = np.searchsorted(nodes, pairs[:, 0]), np.searchsorted(nodes, pairs[:, 1])
-    if config.verify == "signature":
-        parts = [
-            np.stack(table.column("minhash").to_numpy(zero_copy_only=False))
-            for shard, _, rows in _per_shard(shards, nodes)
-            for _, table in read_rows(shard.uri, rows, ["minhash"])
-        ]
-        signature = np.concatenate(parts)
-        return (signature[left] == signature[right]).mean(axis=1), np.empty((0, 2)), None
-    batches = [
-        batch_shingles(pl.Series("text", table.column("text")).cast(pl.String), config)
-        for shard, _, rows in _per_shard(shards, nodes)
-        for _, table in read_rows(documents[shard.uri], rows, ["text"], VERIFY_BATCH_ROWS)
-    ]
-    batch = ShingleBatch.concat(batches)
-    inter = intersections(batch, left, right)
-    sizes = np.column_stack([batch.counts[left], batch.counts[right]])
-    union = sizes.sum(axis=1) - inter
-    return np.where(union > 0, inter / np.maximum(union, 1), 1.0), sizes, inter
-
-
-def _documents_uri(shard: ShardInput) -> str:
-    """The documents file a signature file was computed from (its footer metadata)."""
-    fs, path = storage.filesystem(shard.uri)
-    with fs.open_input_file(path) as f:
-        meta = pq.ParquetFile(f).schema_arrow.metadata or {}
-    return meta[b"dedup.documents_uri"].decode()
-
-
-def read_rows(
-    uri: str, rows: np.ndarray, columns: list[str], batch_rows: int | None = None
-) -> Iterator[tuple[np.ndarray, pa.Table]]:
-    """``(rows, table)`` for the sorted ``rows`` of a Parquet file, in order, reading only
-    the row groups that hold them, one at a time (at most ``batch_rows`` rows per table)."""
-    fs, path = storage.filesystem(uri)
-    with fs.open_input_file(path) as f:
-        parquet = pq.ParquetFile(f)
-        start = 0
-        for group in range(parquet.num_row_groups):
-            end = start + parquet.metadata.row_group(group).num_rows
-            lo, hi = np.searchsorted(rows, [start, end])
-            if hi > lo:
-                table = parquet.read_row_group(group, columns=columns, use_threads=False)
-                step = batch_rows or hi - lo
-                for at in range(lo, hi, step):
-                    wanted = rows[at : min(at + step, hi)]
-                    yield wanted, table.take(pa.array(wanted - start))
-                del table
-                pa.default_memory_pool().release_unused()  # else mimalloc keeps each group
-            start = end
 
 
 def _containment_rows(shards: list[ShardInput], contained: np.ndarray) -> pl.DataFrame:

@@ -26,9 +26,7 @@ against other inputs, so a stale partition is re-materialized, never silently mi
 
 from __future__ import annotations
 
-import hashlib
 import json
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -40,8 +38,10 @@ import pyarrow.parquet as pq
 from pretrain import storage
 from pretrain.checks import CheckOutcome
 from pretrain.dedup.buckets import partition_pairs, rows_in, unique_pairs
-from pretrain.dedup.clusters import ClusterInputs, peak_rss_mb, verify_pairs, write_clusters
+from pretrain.dedup.clusters import ClusterInputs, peak_rss_mb, write_clusters
 from pretrain.dedup.config import DedupConfig
+from pretrain.dedup.jaccard import verify_pairs
+from pretrain.dedup.lines import hash_range_filter
 from pretrain.dedup.minhash import EXACT_BAND, URL_BAND
 from pretrain.dedup.stats import ClusterStats
 from pretrain.errors import ConfigError, DataError
@@ -126,15 +126,16 @@ def band_pairs(
     """Candidate pairs of one band partition, verified; written to ``output_uri``."""
     started = time.monotonic()
     band, hash_slice = parse_key(key, config)
-    inputs = ClusterInputs.open(signature_uris, clusters_dir_uri, config)
-    masks = inputs.masks
-    subs = sub_slices(inputs, config)
-    found, peak, rows = [], 0, 0
     off = band == URL_BAND and not config.url_dedup  # the url partition finds no pairs then
+    inputs = ClusterInputs.open(signature_uris, clusters_dir_uri, config)
+    subs, token = inputs.sub_slices(config), inputs.plan_token(config)
+    masks = inputs.masks
+    found, peak, rows = [], 0, 0
     for sub in range(0 if off else subs):
+        part = hash_range_filter(hash_slice * subs + sub, config.hash_slices * subs)
         pairs, held = partition_pairs(
-            inputs.shards, band, hash_slice * subs + sub, config.hash_slices * subs, config,
-            eligible=masks.eligible if masks else None, is_fresh=masks.is_fresh if masks else None,
+            inputs.shards, band, part, config, eligible=masks.eligible if masks else None,
+            is_fresh=masks.is_fresh if masks else None,
         )  # fmt: skip
         found.append(pairs)
         peak, rows = max(peak, held), rows + held
@@ -159,7 +160,7 @@ def band_pairs(
     )  # fmt: skip
     # timings and RSS stay out of the file: a rerun of the same partition is byte-identical
     counts = {k: v for k, v in asdict(stats).items() if k not in ("seconds", "peak_rss_mb")}
-    meta = {"dedup.plan": plan_token(inputs, config), "dedup.stats": json.dumps(counts)}
+    meta = {"dedup.plan": token, "dedup.stats": json.dumps(counts)}
     storage.write_table(table.replace_schema_metadata(meta), output_uri, row_group_size=1 << 20)
     return stats
 
@@ -170,7 +171,7 @@ def cluster_band_pairs(
     """Union of every band partition's pairs → ``clusters.parquet`` and the rest (see above)."""
     started = time.monotonic()
     inputs = ClusterInputs.open(signature_uris, output_dir_uri, config)
-    token = plan_token(inputs, config)
+    token = inputs.plan_token(config)
     exact: list[np.ndarray] = []
     near: list[np.ndarray] = []
     contained: list[np.ndarray] = []
@@ -210,32 +211,6 @@ def cluster_band_pairs(
         partitions=partitions, peak_partition_rows=peak, started=started,
         contained=np.concatenate(contained) if contained else None,
     )  # fmt: skip
-
-
-def sub_slices(inputs: ClusterInputs, config: DedupConfig) -> int:
-    """Reads per hash slice so that one holds about ``max_partition_rows`` bucket rows."""
-    documents = sum(s.num_rows for s in inputs.shards)
-    return max(1, math.ceil(documents / (config.hash_slices * config.max_partition_rows)))
-
-
-def plan_token(inputs: ClusterInputs, config: DedupConfig) -> str:
-    """Identity of what a band partition's pairs depend on (inputs, prior state, params)."""
-    prior = None
-    if inputs.prior is not None:
-        clusters_dir = inputs.prior_dir
-        prior = [
-            hashlib.sha256(storage.read_bytes(storage.join(clusters_dir, name))).hexdigest()
-            for name in ("state.json", "clusters.parquet")
-        ]
-    payload = {
-        "shards": [
-            [s.uri, s.offset, s.num_rows, inputs.fingerprints[s.uri]] for s in inputs.shards
-        ],
-        "prior": prior,
-        "params": config.decision_params(),
-        "slices": [config.hash_slices, sub_slices(inputs, config)],
-    }
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
 def check_pairs(uri: str, num_documents: int) -> CheckOutcome:

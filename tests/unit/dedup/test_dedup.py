@@ -17,9 +17,10 @@ from datasketch import MinHash
 
 from pretrain import storage
 from pretrain.data.schema import doc_id, documents_table
-from pretrain.dedup import clusters
+from pretrain.dedup import jaccard
 from pretrain.dedup.apply import apply_dedup
-from pretrain.dedup.clusters import cluster_duplicates, pair_chunks, read_rows
+from pretrain.dedup.clusters import cluster_duplicates
+from pretrain.dedup.jaccard import pair_chunks, read_rows
 from pretrain.dedup.config import DedupConfig
 from pretrain.dedup.minhash import compute_signatures, signatures
 from pretrain.dedup.shingles import batch_shingles, jaccard_pairs
@@ -163,7 +164,7 @@ def test_bounded_verification_gives_the_same_clusters(
         cluster_duplicates(sig_uris, str(out), DedupConfig(verify=verify))
         expected = (out / "clusters.parquet").read_bytes()
         with monkeypatch.context() as patch:
-            patch.setattr(clusters, "pair_chunks", lambda pairs, _: pair_chunks(pairs, 2))
+            patch.setattr(jaccard, "pair_chunks", lambda pairs, _: pair_chunks(pairs, 2))
             config = DedupConfig(verify=verify, max_partition_rows=16)
             stats = cluster_duplicates(sig_uris, str(out / "small"), config)
         assert stats.verified_pairs == 2 and stats.candidate_pairs >= 2  # >= 2 chunks
