@@ -20,8 +20,8 @@ from pretrain.data.schema import doc_id, documents_table
 from pretrain.dedup import jaccard
 from pretrain.dedup.apply import apply_dedup
 from pretrain.dedup.clusters import cluster_duplicates
-from pretrain.dedup.jaccard import pair_chunks, read_rows
 from pretrain.dedup.config import DedupConfig
+from pretrain.dedup.jaccard import pair_chunks, read_rows
 from pretrain.dedup.minhash import compute_signatures, signatures
 from pretrain.dedup.shingles import batch_shingles, jaccard_pairs
 from pretrain.errors import ConfigError, DataError
