@@ -82,8 +82,13 @@ def same_location(a: str, b: str) -> bool:
 
 
 def _s3_filesystem() -> pafs.S3FileSystem:
+    # delayed open: a write smaller than one part is a single PutObject at close, not a
+    # multipart upload of three requests (an error still surfaces in the write's block)
     endpoint = os.environ.get("AWS_ENDPOINT_URL")
-    kwargs: dict[str, Any] = {"region": os.environ.get("AWS_DEFAULT_REGION", "us-east-1")}
+    kwargs: dict[str, Any] = {
+        "region": os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
+        "allow_delayed_open": True,
+    }
     if endpoint:
         scheme, _, host = endpoint.partition("://")
         kwargs.update(endpoint_override=host or scheme, scheme=scheme if host else "https")

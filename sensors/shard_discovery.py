@@ -1,8 +1,10 @@
 """``shard_discovery_sensor``: new raw files → new ``shards`` partitions → ``ingest`` runs.
 
-Lists the ``ShardSource`` folder or ``s3://`` prefix. When the listing is the one the cursor
-names (a digest of its file names), nothing has arrived: the tick ends there, without reading
-the artifact store. Otherwise it plans shard groups for the files no manifest holds yet (pure:
+A local source whose folders have the modification times the cursor holds has no new file:
+the tick ends after one ``stat`` per folder (:class:`pretrain.data.discovery.FolderStamp`),
+without listing the files. Otherwise it lists the ``ShardSource`` folder or ``s3://`` prefix;
+when the listing is the one the cursor names (a digest of its file names), nothing has arrived:
+the tick ends there, without reading the artifact store. Otherwise it plans shard groups for the files no manifest holds yet (pure:
 :func:`pretrain.data.discovery.plan_new_shards`), against the index of registered files kept
 next to the manifests (:class:`pretrain.data.discovery.RegisteredFiles`: one read, plus the
 manifests another path wrote since, not every manifest of the campaign), writes the new
@@ -23,7 +25,15 @@ from dagster import (
 from foundation.partitions import shard_partitions
 from foundation.stages import job_name
 from pretrain import storage
-from pretrain.data.discovery import RegisteredFiles, listing_digest, plan_new_shards
+from pretrain.data.discovery import (
+    FolderStamp,
+    RegisteredFiles,
+    cursor_digest,
+    discovery_cursor,
+    listing_digest,
+    plan_new_shards,
+    unchanged_since,
+)
 from pretrain.data.raw import list_source_files
 from resources.sources import ShardSource
 from resources.storage import ArtifactStore
@@ -39,10 +49,19 @@ def shard_discovery_sensor(
 ):
     if not shard_source.uri:
         return SkipReason("no ShardSource.uri configured: set it to a folder or s3:// prefix")
+    if unchanged_since(context.cursor, shard_source.uri):
+        return SkipReason(f"no new files under {shard_source.uri} (its folders are unchanged)")
+    stamp = FolderStamp.take(shard_source.uri)  # before the listing: a file during it moves it
     files = list_source_files(shard_source.uri, shard_source.source_name)
     digest = listing_digest(files)
-    if digest == context.cursor:
-        return SkipReason(f"no new files under {shard_source.uri}")
+    if digest == cursor_digest(context.cursor):  # the same files: keep the newer stamp
+        cursor = discovery_cursor(digest, stamp, shard_source.uri)
+        skip = f"no new files under {shard_source.uri}"
+        return (
+            SkipReason(skip)
+            if cursor == context.cursor
+            else SensorResult(skip_reason=skip, cursor=cursor)
+        )
     registered = RegisteredFiles.load(store.uri("manifests"))
     manifests = plan_new_shards(
         files,
@@ -53,7 +72,7 @@ def shard_discovery_sensor(
         max_new_shards=shard_source.max_new_shards_per_tick,
     )
     capped = len(manifests) >= shard_source.max_new_shards_per_tick  # more to come next tick
-    cursor = context.cursor if capped else digest
+    cursor = context.cursor if capped else discovery_cursor(digest, stamp, shard_source.uri)
     if not manifests:
         return SensorResult(skip_reason=f"no new files under {shard_source.uri}", cursor=cursor)
     for manifest in manifests:

@@ -1,6 +1,9 @@
 """New-shard discovery and the backfill schedule, against a real Dagster instance."""
 
+import os
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from dagster import (
@@ -8,6 +11,7 @@ from dagster import (
     DagsterInstance,
     SkipReason,
     build_schedule_context,
+    build_sensor_context,
 )
 
 from app.definitions import build_definitions
@@ -15,6 +19,8 @@ from pretrain.data.discovery import plan_new_shards
 from pretrain.errors import ConfigError
 from pretrain.filters.toxicity_model import VERSION
 from pretrain_assets.filter import filter_code_version
+from resources.sources import ShardSource
+from resources.storage import ArtifactStore
 from sensors.backfill_schedule import (
     CHAIN,
     batches,
@@ -22,7 +28,8 @@ from sensors.backfill_schedule import (
     shard_backfill_schedule,
     stale_chain,
 )
-from tests.helpers.pipelines import raw, run_discovery
+from sensors.shard_discovery import shard_discovery_sensor
+from tests.helpers.pipelines import raw, run_discovery, write_jsonl
 
 
 def test_plan_new_shards_skips_registered_files_and_continues_numbering() -> None:
@@ -161,3 +168,36 @@ def test_stale_shards_share_runs_with_their_neighbours_of_the_same_chain() -> No
         (CHAIN[1:], ["s7"]),
     ]  # fmt: skip
     assert [keys for _, keys in batches(plan, order, 1)] == [[k] for k in sorted(plan)]
+
+
+def test_an_idle_discovery_tick_on_a_local_source_does_not_list_it(tmp_path: Path) -> None:
+    """With the folders as the cursor stamped them, the tick ends without a listing: a file
+    slipped in with the folder's time put back is not seen (no listing happened); once the
+    folder's time moves, the next tick lists and registers it."""
+    incoming = tmp_path / "incoming"
+    for name in ("a", "b"):
+        write_jsonl(incoming, name)
+    past = time.time() - 60
+    os.utime(incoming, (past, past))
+    resources = {
+        "store": ArtifactStore(root=str(tmp_path / "artifacts")),
+        "shard_source": ShardSource(uri=str(incoming), source_name="web", files_per_shard=2),
+    }
+    with DagsterInstance.ephemeral() as instance:
+
+        def tick(cursor: str | None) -> Any:
+            with build_sensor_context(instance=instance, resources=resources,
+                                      cursor=cursor) as context:  # fmt: skip
+                return shard_discovery_sensor(context)
+
+        first = tick(None)
+        assert [r.partition_key for r in first.run_requests] == ["web-0000"]
+        idle = tick(first.cursor)
+        assert isinstance(idle, SkipReason) and "folders are unchanged" in idle.skip_message
+        write_jsonl(incoming, "c")
+        write_jsonl(incoming, "d")
+        os.utime(incoming, (past, past))  # the folder's time as stamped: the tick cannot know
+        assert isinstance(tick(first.cursor), SkipReason)
+        os.utime(incoming, None)  # the time moves (as any new file moves it)
+        later = tick(first.cursor)
+        assert [r.partition_key for r in later.run_requests] == ["web-0001"]

@@ -11,16 +11,16 @@ from pathlib import Path
 
 
 @contextlib.contextmanager
-def moto_s3(bucket: str = "campaign") -> Iterator[str]:
-    """Start moto_server, create ``bucket``, point the AWS variables at it; yields the URL."""
+def moto_s3(bucket: str = "campaign", access_log: Path | None = None) -> Iterator[str]:
+    """Start moto_server, create ``bucket``, point the AWS variables at it; yields the URL.
+    ``access_log``: where moto writes its access lines (one per request it answered)."""
     moto = Path(sys.executable).with_name("moto_server")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    out = open(access_log, "wb") if access_log else subprocess.DEVNULL  # noqa: SIM115
     proc = subprocess.Popen(
-        [str(moto), "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        [str(moto), "-H", "127.0.0.1", "-p", str(port)], stdout=out, stderr=subprocess.STDOUT
     )
     endpoint = f"http://127.0.0.1:{port}"
     env = {
@@ -53,3 +53,5 @@ def moto_s3(bucket: str = "campaign") -> Iterator[str]:
                 os.environ[key] = value
         proc.terminate()
         proc.wait(timeout=10)
+        if access_log:
+            out.close()

@@ -2,6 +2,7 @@
 
 import gzip
 import json
+import time
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -74,3 +75,24 @@ def test_raw_and_filter_stages_read_and_write_s3(s3_endpoint: str) -> None:
     kept = count_rows(storage.join(out, "documents.parquet"))
     rejected = count_rows(storage.join(out, "rejects.parquet"))
     assert filtered.documents_in == 6 == kept + rejected and kept == 6
+
+
+def test_a_small_write_is_one_request_and_a_refused_one_names_its_uri(tmp_path) -> None:
+    """A marker, an identity or a manifest is one PUT on S3, not a multipart upload of three
+    requests (the store holds thousands of them at campaign scale); the delayed open that
+    makes it so still fails loudly, at the write, naming the bucket."""
+    log = tmp_path / "moto.log"
+    with moto_s3(access_log=log):
+        before = _requests(log)
+        storage.write_json({"x": 1}, "s3://campaign/one/identity.json")
+        made = _requests(log)[len(before) :]
+        assert [line.split('"')[1].split()[0] for line in made] == ["PUT"], made
+        assert storage.read_json("s3://campaign/one/identity.json") == {"x": 1}
+        with pytest.raises(OSError, match="bucket 'no-such-bucket'.*does not exist"):
+            storage.write_json({"x": 1}, "s3://no-such-bucket/x.json")
+
+
+def _requests(log) -> list[str]:
+    time.sleep(0.3)  # moto writes its access line after the response
+    return [line for line in log.read_text(errors="replace").splitlines() if '" 200 ' in line
+            or '" 404 ' in line or '" 403 ' in line]  # fmt: skip
