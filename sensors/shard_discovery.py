@@ -55,12 +55,12 @@ def shard_discovery_sensor(
     files = list_source_files(shard_source.uri, shard_source.source_name)
     digest = listing_digest(files)
     if digest == cursor_digest(context.cursor):  # the same files: keep the newer stamp
-        cursor = discovery_cursor(digest, stamp, shard_source.uri)
+        looked = discovery_cursor(digest, stamp, shard_source.uri)
         skip = f"no new files under {shard_source.uri}"
         return (
             SkipReason(skip)
-            if cursor == context.cursor
-            else SensorResult(skip_reason=skip, cursor=cursor)
+            if looked == context.cursor
+            else SensorResult(skip_reason=skip, cursor=looked)
         )
     registered = RegisteredFiles.load(store.uri("manifests"))
     manifests = plan_new_shards(
