@@ -105,9 +105,10 @@ def boilerplate_hashes(
 
     Hash partitions keep memory at ``max_partition_rows`` rows, whatever the corpus size.
     """
+    params = _params(config)  # what every lines file must have been cut with
     empty = pa.table({"h": pa.array([], pa.uint64()), "docs": pa.array([], pa.uint32())})
     if not config.enabled:
-        return empty.replace_schema_metadata(_params(config))
+        return empty.replace_schema_metadata(params)
     total = 0
     for uri in line_uris:
         fs, path = storage.filesystem(uri)
@@ -117,7 +118,7 @@ def boilerplate_hashes(
                 k.decode(): v.decode() for k, v in (found.schema_arrow.metadata or {}).items()
             }
             total += found.metadata.num_rows
-        if metadata != _params(config):
+        if metadata != params:
             raise DataError(
                 f"{uri} was cut with other line settings {metadata}: recompute the signatures "
                 "of that shard with this LineDedupConfig"
@@ -136,7 +137,7 @@ def boilerplate_hashes(
         counts = pl.concat(frames).group_by("h").len("docs")
         found_parts.append(counts.filter(pl.col("docs") >= config.min_documents))
     result = pl.concat(found_parts).sort("h").cast({"h": pl.UInt64, "docs": pl.UInt32})
-    return result.to_arrow().replace_schema_metadata(_params(config))
+    return result.to_arrow().replace_schema_metadata(params)
 
 
 def hash_range_filter(part: int, parts: int) -> pc.Expression:

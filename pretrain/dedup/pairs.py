@@ -170,6 +170,7 @@ def cluster_band_pairs(
 ) -> ClusterStats:
     """Union of every band partition's pairs → ``clusters.parquet`` and the rest (see above)."""
     started = time.monotonic()
+    uris = {key: pairs_uri(pairs_dir_uri, key) for key in band_partition_keys(config)}
     inputs = ClusterInputs.open(signature_uris, output_dir_uri, config)
     token = inputs.plan_token(config)
     exact: list[np.ndarray] = []
@@ -178,8 +179,7 @@ def cluster_band_pairs(
     missing: list[str] = []
     stale: list[str] = []
     candidates = partitions = peak = 0
-    for key in band_partition_keys(config):
-        uri = pairs_uri(pairs_dir_uri, key)
+    for key, uri in uris.items():
         if not storage.exists(uri):
             missing.append(key)
             continue
