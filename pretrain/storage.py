@@ -27,10 +27,11 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -38,6 +39,9 @@ import pyarrow.parquet as pq
 
 from pretrain.errors import ConfigError, DataError, refusals_named
 from pretrain.tmpfiles import honour_umask, sweep_before_write
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 COMMITTED = "_COMMITTED"
 
@@ -168,14 +172,36 @@ def _list_local(root: Path, suffixes: tuple[str, ...]) -> list[str]:
 
 
 def read_bytes(uri: str) -> bytes:
+    found = read_bytes_if_any(uri)
+    if found is None:
+        raise DataError(f"{uri} does not exist")
+    return found
+
+
+def read_bytes_if_any(uri: str) -> bytes | None:
+    """The bytes of ``uri``, or None when there is no such file: on S3 one request where an
+    ``exists`` and a read are two."""
     fs, path = filesystem(uri)
     try:
         # a random-access file knows its size and reads it in one request; an input stream
         # on S3 reads in small chunks, one request each (minutes for a 100 MB model file)
         with refusals_named(uri, "read"), fs.open_input_file(path) as f:
             return f.read()
-    except FileNotFoundError as exc:
-        raise DataError(f"{uri} does not exist") from exc
+    except FileNotFoundError:
+        return None
+
+
+IO_THREADS = 16  # small files read at once: on S3 each read is a round trip
+
+
+def map_io(fn: Callable[[T], R], items: Sequence[T], threads: int = IO_THREADS) -> list[R]:
+    """``[fn(item) for item in items]``, ``threads`` at a time: for reading many small files
+    (a first look at 10,000 shard groups reads 20,000 identities; on S3 they overlap). An
+    exception of ``fn`` is raised as the loop would raise it."""
+    if len(items) < 2 or threads < 2:
+        return [fn(item) for item in items]
+    with ThreadPoolExecutor(min(threads, len(items))) as pool:
+        return list(pool.map(fn, items))
 
 
 def write_bytes(data: bytes, uri: str) -> None:
@@ -211,7 +237,16 @@ def _write_local(data: bytes, target: Path) -> None:
 def read_json(uri: str) -> Any:
     """The JSON value in ``uri``; a file that is not JSON (cut short, edited by hand) is a
     ``DataError`` naming it."""
-    blob = read_bytes(uri)
+    return _json_of(read_bytes(uri), uri)
+
+
+def read_json_if_any(uri: str) -> Any | None:
+    """Like :func:`read_json`, None when there is no such file (one request on S3)."""
+    blob = read_bytes_if_any(uri)
+    return None if blob is None else _json_of(blob, uri)
+
+
+def _json_of(blob: bytes, uri: str) -> Any:
     try:
         return json.loads(blob)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:

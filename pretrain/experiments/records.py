@@ -46,14 +46,22 @@ def read_records(
     """``(uri, record)`` of every file of ``uris`` that reads as ``what``. A bad file raises
     its ``DataError`` when ``warn`` is None; otherwise it is reported through ``warn`` and
     skipped, and the others are still read."""
-    found: list[tuple[str, T]] = []
-    for uri in uris:
+
+    def attempt(uri: str) -> T | DataError:
         try:
-            found.append((uri, read_record(uri, parse, what)))
+            return read_record(uri, parse, what)
         except DataError as exc:
-            if warn is None:
-                raise
-            warn(f"{exc} (skipped)")
+            return exc
+
+    listed = list(uris)
+    found: list[tuple[str, T]] = []
+    for uri, record in zip(listed, storage.map_io(attempt, listed), strict=True):  # at once
+        if not isinstance(record, DataError):
+            found.append((uri, record))
+        elif warn is None:
+            raise record
+        else:
+            warn(f"{record} (skipped)")
     return found
 
 

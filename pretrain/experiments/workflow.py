@@ -251,6 +251,7 @@ def gather(
     touched = set() if whole else _touched(root, remade)
     recheck = [g for g in root.groups if whole or g in touched]
     decisions = _decisions(root, [g for g in recheck if g in decided], warn)
+    look.prefetch(root.uri(a, g) for g in recheck for a in ("deduped_shards", "proxy_pools"))
     kept = {} if whole or since is None else since.stale_pools
     stale = {g: v for g, v in kept.items() if g in root.groups and g not in recheck}
     for group in recheck:

@@ -21,7 +21,13 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-READS = ("exists", "read_bytes", "read_json", "read_table", "list_files", "iter_table_batches")
+READS = (
+    "exists",
+    "read_bytes_if_any",
+    "read_table",
+    "list_files",
+    "iter_table_batches",
+)  # one each a file
 
 
 class Counting:

@@ -133,7 +133,7 @@ def test_an_idle_tick_reads_nothing_from_the_store(
     engine watches answers from the cursor alone: no artifact-store read at all."""
     (tmp_path / "home").mkdir()
     reads: list[str] = []
-    for name in ("read_bytes", "exists", "list_files"):
+    for name in ("read_bytes_if_any", "exists", "list_files"):  # every file read
         real = getattr(storage, name)
 
         def counted(*args, _real=real, _name=name, **kwargs):  # the real functions, counted

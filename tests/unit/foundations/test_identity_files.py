@@ -56,3 +56,37 @@ def test_dedup_refuses_signatures_of_rematerialized_documents(tmp_path: Path) ->
     compute_signatures(str(tmp_path / "filtered" / "s1" / "documents.parquet"), sigs[1], config)
     stats = cluster_duplicates(sigs, str(tmp_path / "clusters2"), config)
     assert stats.documents == 20
+
+
+def test_a_look_prefetches_identities_and_leaves_a_bad_one_to_raise_where_asked(
+    tmp_path: Path,
+) -> None:
+    """A first look reads thousands of identities at once (``Look.prefetch``); what it found
+    is what one read at a time finds, a missing identity is None, and a file that is not an
+    identity raises its DataError only when that output is asked for."""
+    from pretrain.identity import IDENTITY_FILE, Identity, Look, compute, read, write
+
+    dirs = [str(tmp_path / f"out-{i}") for i in range(40)]
+    for i, d in enumerate(dirs[:30]):
+        write(d, compute(f"stage-{i}", "v1", {"x": i}, []))
+    (tmp_path / "out-30").mkdir()
+    (tmp_path / "out-30" / IDENTITY_FILE).write_text("[1, 2]")  # not an identity
+    look = Look()
+    look.prefetch([*dirs, dirs[0]])
+    assert look.reads == 39  # each once; the bad one not taken
+    assert all(look.read(d) == read(d) for i, d in enumerate(dirs) if i != 30)
+    assert isinstance(look.read(dirs[0]), Identity) and look.read(dirs[35]) is None
+    with pytest.raises(DataError, match=r"out-30/_identity.json is not an identity record"):
+        look.read(dirs[30])
+
+
+def test_map_io_keeps_order_and_raises_as_a_loop_would() -> None:
+    assert storage.map_io(lambda i: i * i, list(range(50))) == [i * i for i in range(50)]
+
+    def fail_on_7(i: int) -> int:
+        if i == 7:
+            raise ValueError("seven")
+        return i
+
+    with pytest.raises(ValueError, match="seven"):
+        storage.map_io(fail_on_7, list(range(20)))

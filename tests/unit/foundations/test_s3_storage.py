@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pytest
 
-from pretrain import storage
+from pretrain import identity, storage
 from pretrain.checks import count_rows
 from pretrain.data.raw import build_raw_shard, list_source_files, plan_shards
 from pretrain.filters.config import FilterConfig
@@ -79,8 +79,9 @@ def test_raw_and_filter_stages_read_and_write_s3(s3_endpoint: str) -> None:
 
 def test_a_small_write_is_one_request_and_a_refused_one_names_its_uri(tmp_path) -> None:
     """A marker, an identity or a manifest is one PUT on S3, not a multipart upload of three
-    requests (the store holds thousands of them at campaign scale); the delayed open that
-    makes it so still fails loudly, at the write, naming the bucket."""
+    requests (the store holds thousands of them at campaign scale), and reading an identity
+    is one request, not an exists and a read; the delayed open that makes a write one request
+    still fails loudly, at the write, naming the bucket."""
     log = tmp_path / "moto.log"
     with moto_s3(access_log=log):
         before = _requests(log)
@@ -88,6 +89,11 @@ def test_a_small_write_is_one_request_and_a_refused_one_names_its_uri(tmp_path) 
         made = _requests(log)[len(before) :]
         assert [line.split('"')[1].split()[0] for line in made] == ["PUT"], made
         assert storage.read_json("s3://campaign/one/identity.json") == {"x": 1}
+        before = _requests(log)
+        assert identity.read("s3://campaign/one") is None  # no identity: one request
+        identity.write("s3://campaign/one", identity.compute("s", "v1", {}, []))
+        assert identity.read("s3://campaign/one") is not None  # one request, not exists + read
+        assert len(_requests(log)) - len(before) == 3, _requests(log)[len(before) :]
         with pytest.raises(OSError, match="bucket 'no-such-bucket'.*does not exist"):
             storage.write_json({"x": 1}, "s3://no-such-bucket/x.json")
 
