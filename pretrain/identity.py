@@ -89,7 +89,7 @@ def read(dir_uri: str) -> Identity | None:
     """The identity of the output in ``dir_uri``; None when it has none (never made, or a run
     was interrupted before it completed)."""
     uri = storage.join(dir_uri, IDENTITY_FILE)
-    data = storage.read_json_if_any(uri)  # one request on S3, not an exists and a read
+    data = storage.read_json_if_any(uri)  # no exists first: one S3 request fewer
     if data is None:
         return None
     try:

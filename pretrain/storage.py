@@ -179,8 +179,8 @@ def read_bytes(uri: str) -> bytes:
 
 
 def read_bytes_if_any(uri: str) -> bytes | None:
-    """The bytes of ``uri``, or None when there is no such file: on S3 one request where an
-    ``exists`` and a read are two."""
+    """The bytes of ``uri``, or None when there is no such file: on S3 a missing file is one
+    request and a found one two (an ``exists`` before a read would add one to each)."""
     fs, path = filesystem(uri)
     try:
         # a random-access file knows its size and reads it in one request; an input stream
@@ -241,7 +241,7 @@ def read_json(uri: str) -> Any:
 
 
 def read_json_if_any(uri: str) -> Any | None:
-    """Like :func:`read_json`, None when there is no such file (one request on S3)."""
+    """Like :func:`read_json`, None when there is no such file (no ``exists`` first)."""
     blob = read_bytes_if_any(uri)
     return None if blob is None else _json_of(blob, uri)
 
