@@ -45,7 +45,15 @@ from foundation.stages import job_name, run_configs
 from jobs.asset_jobs import JOBS
 from pretrain.experiments.admission import AdmissionConfig
 from pretrain.experiments.corpus import ABLATIONS, ExperimentRoot
-from pretrain.experiments.workflow import Since, Step, admission_settings, gather, next_steps
+from pretrain.experiments.workflow import (
+    FIRST_LOOK_GROUPS,
+    Since,
+    Step,
+    admission_settings,
+    first_look_part,
+    gather,
+    next_steps,
+)
 from resources.storage import ArtifactStore
 
 # the assets whose new materializations can change what the workflow asks for
@@ -113,10 +121,13 @@ def request_of(step: Step) -> RunRequest:
     )  # fmt: skip
 
 
-def experiment_sensor_for(config: AdmissionConfig) -> SensorDefinition:
+def experiment_sensor_for(
+    config: AdmissionConfig, first_look_groups: int = FIRST_LOOK_GROUPS
+) -> SensorDefinition:
     """The sensor, trying new groups with ``config`` (a sensor has no run config: the code
     location chooses it, ``build_definitions(admission=...)``; the default is
-    ``AdmissionConfig()``). Its ``data_admission`` runs get the same settings."""
+    ``AdmissionConfig()``). Its ``data_admission`` runs get the same settings. A first look
+    at more than ``first_look_groups`` groups reads them in parts, one a tick."""
     settings = repr(config)  # another admission config (a new code location): a full look
 
     @sensor(
@@ -153,11 +164,19 @@ def experiment_sensor_for(config: AdmissionConfig) -> SensorDefinition:
                 skip_reason="experiment_basis is not materialized: there is no corpus to compare to",
                 cursor=cursor,
             )
+        decided = frozenset(instance.get_materialized_partitions(AssetKey("data_admission")))
+        # a first look larger than one tick goes in parts; what changed meanwhile is remade
+        # after the newest materializations seen when it began
+        first = seen.get("first_look") if seen.get("settings") == settings and not same else None
+        part, last = (None, None)
+        if not same and len(root.groups) > first_look_groups:
+            part, last = first_look_part(root.groups, first and first["after"], first_look_groups)
         since = Since(
-            decided=frozenset(instance.get_materialized_partitions(AssetKey("data_admission"))),
+            decided=decided, only=part,
             remade=remade_since(instance, root, seen.get("newest", {}), newest) if same else frozenset(),
-            full=not same, stale_pools=seen.get("stale_pools", {}), done=seen.get("done", {}),
-            reviews=seen.get("review_files", {}),
+            full=not same and part is None, done=seen.get("done", {}) if same else {},
+            stale_pools=(first or {}).get("stale_pools", {}) if part is not None else seen.get("stale_pools", {}),
+            reviews=seen.get("review_files", {}) if same else {},
         )  # fmt: skip
         warn = context.log.warning  # a file that cannot be read: skipped, named in the tick's log
         state = gather(
@@ -165,7 +184,16 @@ def experiment_sensor_for(config: AdmissionConfig) -> SensorDefinition:
             verify=lambda search, record: verification_of(instance, store, search, record),
             since=since,
         )  # fmt: skip
-        cursor = json.dumps({"newest": newest, "settings": settings, "looked_at": time.time(),
+        began = first["newest"] if first else newest
+        if part is not None and last is not None:  # more parts to read: nothing to ask for yet
+            looked = {"after": last, "newest": began, "stale_pools": state.stale_pools}
+            return SensorResult(
+                skip_reason=f"first look: groups up to {last} of {len(root.groups):,} read",
+                cursor=json.dumps(
+                    {"settings": settings, "looked_at": time.time(), "first_look": looked}
+                ),  # fmt: skip
+            )
+        cursor = json.dumps({"newest": began, "settings": settings, "looked_at": time.time(),
                              "stale_pools": state.stale_pools, "done": state.versions,
                              "review_files": state.review_files})  # fmt: skip
         steps = next_steps(state, config)

@@ -214,6 +214,9 @@ class Since:
     decided: frozenset[str]
     remade: frozenset[str] = frozenset()
     full: bool = False  # look at every group again (a reset cursor, other settings)
+    # a first look in parts (:func:`first_look_part`): these groups now, as a full look reads
+    # them; ``stale_pools`` holds what the parts before found
+    only: frozenset[str] | None = None
     stale_pools: dict[str, str] = field(default_factory=dict)
     done: dict[str, str] = field(default_factory=dict)  # experiment -> its result version
     reviews: dict[str, str] = field(default_factory=dict)  # group -> newest review file seen
@@ -239,7 +242,8 @@ def gather(
     was made from are (one level: a stale upstream makes it stale once that is remade)."""
     basis_groups = tuple(root.basis()["shard_groups"])
     remade = since.remade if since is not None else frozenset()
-    trust = since is not None and not since.full  # inputs not remade since: as they were
+    part = since.only if since is not None else None
+    trust = since is not None and not since.full and part is None  # not remade: as they were
     look = identity.Look(unchanged=(lambda uri: uri not in remade) if trust else None)
     if since is None:
         decided = frozenset(
@@ -248,8 +252,8 @@ def gather(
     else:
         decided = since.decided & frozenset(root.groups)
     whole = since is None or since.full or root.uri("experiment_basis") in remade
-    touched = set() if whole else _touched(root, remade)
-    recheck = [g for g in root.groups if whole or g in touched]
+    touched = part if part is not None else set() if whole else _touched(root, remade)
+    recheck = [g for g in root.groups if (whole and part is None) or g in touched]
     decisions = _decisions(root, [g for g in recheck if g in decided], warn)
     look.prefetch(root.uri(a, g) for g in recheck for a in ("deduped_shards", "proxy_pools"))
     kept = {} if whole or since is None else since.stale_pools
@@ -297,6 +301,22 @@ def gather(
         base, starts=tuple(starts), arms=arms, blocked=blocked, done=frozenset(versions),
         versions=versions, searches=tuple(found), ablations=ablations,
     )  # fmt: skip
+
+
+FIRST_LOOK_GROUPS = 2000  # groups a first look reads per tick (S3: about 6,000 files, 20 s)
+
+
+def first_look_part(
+    groups: Sequence[str], after: str | None, size: int = FIRST_LOOK_GROUPS
+) -> tuple[frozenset[str], str | None]:
+    """The next part of a first look too large for one sensor tick (Dagster cancels a tick
+    after 60 s; at 10,000 groups on S3 a whole look takes two minutes): the ``size`` groups
+    named after ``after`` (None: from the start), and the last of them, or None when this
+    part ends the look. Parts follow names, not positions, so a group removed meanwhile
+    does not make the next part skip one."""
+    ordered = sorted(g for g in groups if after is None or g > after)
+    part = ordered[:size]
+    return frozenset(part), (part[-1] if len(ordered) > size else None)
 
 
 def _feeds_results(root: ExperimentRoot, uri: str) -> bool:
