@@ -47,18 +47,19 @@ from pretrain.experiments.admission import AdmissionConfig
 from pretrain.experiments.corpus import ABLATIONS, ExperimentRoot
 from pretrain.experiments.workflow import (
     FIRST_LOOK_GROUPS,
-    Since,
     Step,
     admission_settings,
-    first_look_part,
     gather,
     next_steps,
+    plan_look,
 )
 from resources.storage import ArtifactStore
 
 # the assets whose new materializations can change what the workflow asks for
 WATCHED = ("deduped_shards", "experiment_basis", "proxy_pools", "ablation_pools", "proxy_runs",
            "data_admission", "mixture_search")  # fmt: skip
+# the jobs it asks for (one per asset a step materializes)
+ASKED = ("proxy_pools", "ablation_pools", "proxy_runs", "data_admission", "mixture_search")
 FULL_EVERY_S = 600.0  # a look at least this often (a launch record, a review written by hand)
 
 
@@ -132,13 +133,7 @@ def experiment_sensor_for(
 
     @sensor(
         name="experiment_sensor",
-        jobs=[
-            JOBS["proxy_pools"],
-            JOBS["ablation_pools"],
-            JOBS["proxy_runs"],
-            JOBS["data_admission"],
-            JOBS["mixture_search"],
-        ],  # fmt: skip
+        jobs=[JOBS[asset] for asset in ASKED],
         minimum_interval_seconds=30,
         default_status=DefaultSensorStatus.STOPPED,
     )
@@ -164,19 +159,12 @@ def experiment_sensor_for(
                 skip_reason="experiment_basis is not materialized: there is no corpus to compare to",
                 cursor=cursor,
             )
-        decided = frozenset(instance.get_materialized_partitions(AssetKey("data_admission")))
-        # a first look larger than one tick goes in parts; what changed meanwhile is remade
-        # after the newest materializations seen when it began
-        first = seen.get("first_look") if seen.get("settings") == settings and not same else None
-        part, last = (None, None)
-        if not same and len(root.groups) > first_look_groups:
-            part, last = first_look_part(root.groups, first and first["after"], first_look_groups)
-        since = Since(
-            decided=decided, only=part,
+        first = seen.get("settings") == settings and not same  # a first look in parts, going on
+        since, began, last = plan_look(
+            seen if first else {}, same=same, groups=root.groups, newest=newest,
+            decided=frozenset(instance.get_materialized_partitions(AssetKey("data_admission"))),
             remade=remade_since(instance, root, seen.get("newest", {}), newest) if same else frozenset(),
-            full=not same and part is None, done=seen.get("done", {}) if same else {},
-            stale_pools=(first or {}).get("stale_pools", {}) if part is not None else seen.get("stale_pools", {}),
-            reviews=seen.get("review_files", {}) if same else {},
+            part_size=first_look_groups,
         )  # fmt: skip
         warn = context.log.warning  # a file that cannot be read: skipped, named in the tick's log
         state = gather(
@@ -184,14 +172,11 @@ def experiment_sensor_for(
             verify=lambda search, record: verification_of(instance, store, search, record),
             since=since,
         )  # fmt: skip
-        began = first["newest"] if first else newest
-        if part is not None and last is not None:  # more parts to read: nothing to ask for yet
+        if last is not None:  # more parts of a first look to read: nothing to ask for yet
             looked = {"after": last, "newest": began, "stale_pools": state.stale_pools}
             return SensorResult(
                 skip_reason=f"first look: groups up to {last} of {len(root.groups):,} read",
-                cursor=json.dumps(
-                    {"settings": settings, "looked_at": time.time(), "first_look": looked}
-                ),  # fmt: skip
+                cursor=json.dumps({"settings": settings, "first_look": looked}),
             )
         cursor = json.dumps({"newest": began, "settings": settings, "looked_at": time.time(),
                              "stale_pools": state.stale_pools, "done": state.versions,

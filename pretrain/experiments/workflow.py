@@ -319,6 +319,32 @@ def first_look_part(
     return frozenset(part), (part[-1] if len(ordered) > size else None)
 
 
+def plan_look(
+    seen: dict[str, Any],
+    *,
+    same: bool,
+    groups: Sequence[str],
+    decided: frozenset[str],
+    remade: frozenset[str],
+    newest: dict[str, int],
+    part_size: int = FIRST_LOOK_GROUPS,
+) -> tuple[Since, dict[str, int], str | None]:
+    """What a sensor's look reads, from its cursor ``seen`` (``same``: it was written with
+    these settings after a complete look; ``remade``: the outputs materialized since): the
+    :class:`Since` for :func:`gather`, the newest materializations to remember (those of when
+    a first look in parts began), and the last group of this part when more parts follow."""
+    if same:
+        since = Since(decided=decided, remade=remade, stale_pools=seen.get("stale_pools", {}),
+                      done=seen.get("done", {}), reviews=seen.get("review_files", {}))  # fmt: skip
+        return since, newest, None
+    if len(groups) <= part_size:
+        return Since(decided=decided, full=True), newest, None
+    first = seen.get("first_look") or {}  # the parts read so far (with these settings)
+    part, last = first_look_part(groups, first.get("after"), part_size)
+    since = Since(decided=decided, only=part, stale_pools=first.get("stale_pools", {}))
+    return since, first.get("newest", newest), last
+
+
 def _feeds_results(root: ExperimentRoot, uri: str) -> bool:
     """Whether a remade output can change which experiment results count."""
     return any(uri.startswith(root.uri(stage)) for stage in (

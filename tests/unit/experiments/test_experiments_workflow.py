@@ -21,7 +21,13 @@ from pretrain import storage
 from pretrain.experiments.admission import AdmissionConfig
 from pretrain.experiments.config import DataVariant
 from pretrain.experiments.corpus import AblationArm
-from pretrain.experiments.workflow import ExperimentState, SearchState, next_steps
+from pretrain.experiments.workflow import (
+    ExperimentState,
+    SearchState,
+    first_look_part,
+    next_steps,
+    plan_look,
+)
 from resources.storage import ArtifactStore
 from sensors.experiments import experiment_sensor
 
@@ -159,3 +165,40 @@ def test_an_idle_tick_reads_nothing_from_the_store(
         stale = json.loads(first.cursor)
         stale["settings"] = "another admission config"
         assert not isinstance(tick(json.dumps(stale)), SkipReason)  # a new config: a full look
+
+
+def test_a_first_look_larger_than_a_part_is_planned_part_by_part() -> None:
+    """Pure: what each tick of a first look reads, from the cursor the last one left."""
+    groups = [f"web-{i:04d}" for i in range(25)]
+    decided, newest = frozenset(groups[:3]), {"deduped_shards": 7}
+    whole, began, last = plan_look({}, same=False, groups=groups[:10], decided=decided,
+                                   remade=frozenset(), newest=newest, part_size=10)  # fmt: skip
+    assert whole.full and whole.only is None and last is None and began == newest
+    first, began, last = plan_look({}, same=False, groups=groups, decided=decided,
+                                   remade=frozenset(), newest=newest, part_size=10)  # fmt: skip
+    assert first.only == frozenset(groups[:10]) and not first.full and last == "web-0009"
+    going = {"after": last, "newest": began, "stale_pools": {"web-0003": "v1"}}
+    later = {"deduped_shards": 9}  # materialized since the look began: looked at after it
+    second, began, last = plan_look({"first_look": going}, same=False, groups=groups,
+                                    decided=decided, remade=frozenset(), newest=later,
+                                    part_size=10)  # fmt: skip
+    assert second.only == frozenset(groups[10:20]) and second.stale_pools == {"web-0003": "v1"}
+    assert began == newest and last == "web-0019"
+    third, _, last = plan_look({"first_look": {**going, "after": last}}, same=False,
+                               groups=groups, decided=decided, remade=frozenset(),
+                               newest=later, part_size=10)  # fmt: skip
+    assert third.only == frozenset(groups[20:]) and last is None  # the last part
+    seen = {"stale_pools": {"web-0001": "v"}, "done": {"x": "1"}, "review_files": {}}
+    changed, began, last = plan_look(seen, same=True, groups=groups, decided=decided,
+                                     remade=frozenset({"r"}), newest=later)  # fmt: skip
+    assert changed.remade == {"r"} and changed.done == {"x": "1"} and began == later
+    assert last is None and not changed.full and changed.only is None
+
+
+def test_parts_follow_names_so_a_removed_group_skips_nothing() -> None:
+    groups = [f"web-{i:04d}" for i in range(6)]
+    part, last = first_look_part(groups, None, 3)
+    assert part == frozenset(groups[:3]) and last == "web-0002"
+    del groups[0]  # removed while the first part was read
+    part, last = first_look_part(groups, "web-0002", 3)
+    assert part == frozenset(groups[2:]) and last is None
