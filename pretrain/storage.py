@@ -117,6 +117,25 @@ def makedirs(uri: str) -> None:
         fs.create_dir(path, recursive=True)
 
 
+def has_key_after(prefix: str, after: str) -> bool:
+    """Whether the ``s3://`` ``prefix`` holds an object whose URI sorts after ``after``: one
+    LIST request (``StartAfter``), however many objects sort before it (a crawl of 90,000
+    files whose new names sort last is looked at in one request, not 90)."""
+    import boto3  # (with dagster-aws) a listing from a start key: pyarrow's selector has none
+
+    bucket, _, key = prefix[len("s3://") :].partition("/")
+    key = key.rstrip("/") + "/" if key.rstrip("/") else ""
+    client = boto3.client(
+        "s3",
+        endpoint_url=os.environ.get("AWS_ENDPOINT_URL"),
+        region_name=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
+    )
+    start = after[len("s3://") + len(bucket) + 1 :]
+    with refusals_named(prefix, "read"):
+        found = client.list_objects_v2(Bucket=bucket, Prefix=key, StartAfter=start, MaxKeys=1)
+    return int(found.get("KeyCount", 0)) > 0
+
+
 def list_files(prefix: str, suffixes: tuple[str, ...] = ()) -> list[str]:
     """All files under ``prefix`` (recursive), sorted, optionally filtered by suffix.
 

@@ -12,7 +12,9 @@ nothing newer reads nothing from the artifact store; a tick after new materializ
 instance which partitions they were (one query per asset) and reads only those groups' and
 results' files again. Which groups exist and which are decided come from the instance's asset
 index, not from thousands of files. A reset cursor, or other admission settings, means one full
-look. One bad file never stops it: a file that cannot be read is skipped with a warning in the
+look; at more than ``first_look_groups`` groups it goes in parts, one a tick
+(:func:`pretrain.experiments.workflow.plan_look`: at 10,000 groups on S3 a whole look takes two
+minutes, and Dagster cancels a tick after 60 s). One bad file never stops it: a file that cannot be read is skipped with a warning in the
 tick's log, and what depends on it waits.
 
 Nothing happens until ``experiment_basis`` is materialized: the groups present then are the

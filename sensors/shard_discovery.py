@@ -2,9 +2,12 @@
 
 A local source whose folders have the modification times the cursor holds has no new file:
 the tick ends after one ``stat`` per folder (:class:`pretrain.data.discovery.FolderStamp`),
-without listing the files. Otherwise it lists the ``ShardSource`` folder or ``s3://`` prefix;
-when the listing is the one the cursor names (a digest of its file names), nothing has arrived:
-the tick ends there, without reading the artifact store. Otherwise it plans shard groups for the files no manifest holds yet (pure:
+without listing the files. An ``s3://`` source with no object after the last one listed (one
+request) ends there too; it is listed whole at least hourly, for a file whose name sorts
+before the last (:func:`pretrain.data.discovery.unchanged_since`). Otherwise it lists the
+``ShardSource`` folder or ``s3://`` prefix; when the listing is the one the cursor names (a
+digest of its file names), nothing has arrived: the tick ends there, without reading the
+artifact store. Otherwise it plans shard groups for the files no manifest holds yet (pure:
 :func:`pretrain.data.discovery.plan_new_shards`), against the index of registered files kept
 next to the manifests (:class:`pretrain.data.discovery.RegisteredFiles`: one read, plus the
 manifests another path wrote since, not every manifest of the campaign), writes the new
@@ -50,12 +53,12 @@ def shard_discovery_sensor(
     if not shard_source.uri:
         return SkipReason("no ShardSource.uri configured: set it to a folder or s3:// prefix")
     if unchanged_since(context.cursor, shard_source.uri):
-        return SkipReason(f"no new files under {shard_source.uri} (its folders are unchanged)")
+        return SkipReason(f"no new files under {shard_source.uri} (unchanged since the last look)")
     stamp = FolderStamp.take(shard_source.uri)  # before the listing: a file during it moves it
     files = list_source_files(shard_source.uri, shard_source.source_name)
     digest = listing_digest(files)
     if digest == cursor_digest(context.cursor):  # the same files: keep the newer stamp
-        looked = discovery_cursor(digest, stamp, shard_source.uri)
+        looked = discovery_cursor(digest, stamp, shard_source.uri, files)
         skip = f"no new files under {shard_source.uri}"
         return (
             SkipReason(skip)
@@ -72,7 +75,7 @@ def shard_discovery_sensor(
         max_new_shards=shard_source.max_new_shards_per_tick,
     )
     capped = len(manifests) >= shard_source.max_new_shards_per_tick  # more to come next tick
-    cursor = context.cursor if capped else discovery_cursor(digest, stamp, shard_source.uri)
+    cursor = context.cursor if capped else discovery_cursor(digest, stamp, shard_source.uri, files)
     if not manifests:
         return SensorResult(skip_reason=f"no new files under {shard_source.uri}", cursor=cursor)
     for manifest in manifests:

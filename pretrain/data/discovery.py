@@ -19,6 +19,7 @@ import time
 from collections.abc import Container
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -185,21 +186,39 @@ class FolderStamp:
         return dict(self.folders)
 
 
-def unchanged_since(cursor: str | None, uri: str) -> bool:
-    """Whether a discovery cursor (:func:`discovery_cursor`) names the local source ``uri``
-    with its folders as they were: then nothing has arrived, and nothing needs listing."""
+S3_FULL_LISTING_S = 3600.0  # an s3:// source is listed whole at least this often
+
+
+def unchanged_since(cursor: str | None, uri: str, now: float | None = None) -> bool:
+    """Whether a discovery cursor (:func:`discovery_cursor`) says that nothing has arrived at
+    ``uri``, so nothing needs listing: a local source's folders are as they were; an ``s3://``
+    source holds no object after the last one listed (one request), and was listed whole
+    less than ``S3_FULL_LISTING_S`` ago (a new file whose name sorts before the last one is
+    found by that whole listing)."""
     if not cursor or not cursor.startswith("{"):
         return False  # none yet, or a digest alone (an older cursor)
     seen = json.loads(cursor)
-    folders = seen.get("folders")
-    return seen.get("uri") == uri and bool(folders) and FolderStamp(folders).same()
+    if seen.get("uri") != uri:
+        return False
+    if seen.get("folders"):
+        return FolderStamp(seen["folders"]).same()
+    last, listed_at = seen.get("last"), seen.get("listed_at")
+    if not (storage.is_s3(uri) and last and listed_at is not None):
+        return False
+    if (now if now is not None else time.time()) - listed_at >= S3_FULL_LISTING_S:
+        return False
+    return not storage.has_key_after(uri, last)
 
 
-def discovery_cursor(digest: str, stamp: FolderStamp | None, uri: str) -> str:
+def discovery_cursor(digest: str, stamp: FolderStamp | None, uri: str, files: list[RawFile]) -> str:
     """The cursor of a look at ``uri``: the listing's digest and, for a local source, its
-    folders' stamp taken before the listing (a file that arrived during it moves the stamp)."""
-    folders = stamp.to_json() if stamp else None
-    return json.dumps({"uri": uri, "digest": digest, "folders": folders})
+    folders' stamp taken before the listing (a file that arrived during it moves the stamp);
+    for an ``s3://`` source the last file listed and when."""
+    found: dict[str, Any] = {"uri": uri, "digest": digest}
+    found["folders"] = stamp.to_json() if stamp else None
+    if storage.is_s3(uri) and files:
+        found.update(last=max(f.uri for f in files), listed_at=time.time())
+    return json.dumps(found)
 
 
 def cursor_digest(cursor: str | None) -> str | None:

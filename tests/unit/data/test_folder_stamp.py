@@ -70,11 +70,11 @@ def test_cursors_old_and_new(tmp_path: Path) -> None:
     _aged(tmp_path)
     stamp = FolderStamp.take(str(tmp_path))
     src = str(tmp_path)
-    cursor = discovery_cursor("d1", stamp, src)
+    cursor = discovery_cursor("d1", stamp, src, [])
     assert cursor_digest(cursor) == "d1" and unchanged_since(cursor, src)
     assert not unchanged_since(cursor, "/data/another-source")  # ShardSource.uri changed
     assert cursor_digest("d0") == "d0" and not unchanged_since("d0", src)  # a digest: list
     assert not unchanged_since(None, src)
-    assert not unchanged_since(discovery_cursor("d1", None, src), src)
+    assert not unchanged_since(discovery_cursor("d1", None, src, []), src)
     (tmp_path / "new.jsonl").write_text("{}\n")
     assert not unchanged_since(cursor, src)
