@@ -186,9 +186,7 @@ def test_an_idle_discovery_tick_on_a_local_source_does_not_list_it(tmp_path: Pat
     with DagsterInstance.ephemeral() as instance:
 
         def tick(cursor: str | None) -> Any:
-            with build_sensor_context(instance=instance, resources=resources,
-                                      cursor=cursor) as context:  # fmt: skip
-                return shard_discovery_sensor(context)
+            return _discovery_tick(instance, resources, cursor)
 
         first = tick(None)
         assert [r.partition_key for r in first.run_requests] == ["web-0000"]
@@ -237,9 +235,7 @@ def test_an_idle_discovery_tick_on_s3_is_one_request(tmp_path: Path) -> None:
         }
 
         def tick(cursor: str | None) -> Any:
-            with build_sensor_context(instance=instance, resources=resources,
-                                      cursor=cursor) as context:  # fmt: skip
-                return shard_discovery_sensor(context)
+            return _discovery_tick(instance, resources, cursor)
 
         first = tick(None)
         assert [r.partition_key for r in first.run_requests] == ["web-0000"]
@@ -257,3 +253,11 @@ def test_an_idle_discovery_tick_on_s3_is_one_request(tmp_path: Path) -> None:
         put("c-000.jsonl.gz")  # sorts after the last file: the next look finds it at once
         put("c-001.jsonl.gz")
         assert [r.partition_key for r in tick(later.cursor).run_requests] == ["web-0002"]
+
+
+def _discovery_tick(
+    instance: DagsterInstance, resources: dict[str, Any], cursor: str | None
+) -> Any:
+    """One tick of the discovery sensor from ``cursor`` (a SkipReason or a SensorResult)."""
+    with build_sensor_context(instance=instance, resources=resources, cursor=cursor) as context:
+        return shard_discovery_sensor(context)
