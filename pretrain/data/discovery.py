@@ -141,7 +141,8 @@ class FolderStamp:
     """The modification times of a local source's folders: a folder's time moves when an entry
     is added to it, removed or renamed, so the same stamp means the same file names, and an
     idle look costs one ``stat`` per folder instead of a listing of every file (a crawl of
-    90,000 files in a few folders). ``s3://`` has no folder times: there a look lists.
+    90,000 files in a few folders). ``s3://`` has no folder times: there an idle look asks
+    for an object after the last one listed (:func:`unchanged_since`).
 
         stamp = FolderStamp.take("/data/crawl")   # None on s3://
         ...list, plan, register...
@@ -189,7 +190,7 @@ class FolderStamp:
 S3_FULL_LISTING_S = 3600.0  # an s3:// source is listed whole at least this often
 
 
-def unchanged_since(cursor: str | None, uri: str, now: float | None = None) -> bool:
+def unchanged_since(cursor: str | None, uri: str) -> bool:
     """Whether a discovery cursor (:func:`discovery_cursor`) says that nothing has arrived at
     ``uri``, so nothing needs listing: a local source's folders are as they were; an ``s3://``
     source holds no object after the last one listed (one request), and was listed whole
@@ -205,7 +206,7 @@ def unchanged_since(cursor: str | None, uri: str, now: float | None = None) -> b
     last, listed_at = seen.get("last"), seen.get("listed_at")
     if not (storage.is_s3(uri) and last and listed_at is not None):
         return False
-    if (now if now is not None else time.time()) - listed_at >= S3_FULL_LISTING_S:
+    if time.time() - listed_at >= S3_FULL_LISTING_S:
         return False
     return not storage.has_key_after(uri, last)
 
@@ -214,8 +215,7 @@ def discovery_cursor(digest: str, stamp: FolderStamp | None, uri: str, files: li
     """The cursor of a look at ``uri``: the listing's digest and, for a local source, its
     folders' stamp taken before the listing (a file that arrived during it moves the stamp);
     for an ``s3://`` source the last file listed and when."""
-    found: dict[str, Any] = {"uri": uri, "digest": digest}
-    found["folders"] = stamp.to_json() if stamp else None
+    found: dict[str, Any] = {"uri": uri, "digest": digest, "folders": stamp and stamp.to_json()}
     if storage.is_s3(uri) and files:
         found.update(last=max(f.uri for f in files), listed_at=time.time())
     return json.dumps(found)
