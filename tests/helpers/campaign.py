@@ -10,11 +10,12 @@ run is executed: the history is *reported*, which is what a real run writes, min
   schedule and the UI find every partition current); the global assets once;
 - ``checkpoints`` partitions (``b00-s…``) with their ``eval_reports``, ``experiments``
   partitions with their ``proxy_runs``, and the train runs of a campaign with one rollback;
-- a run history: one run per group of ``raw_shards`` and ``filtered_shards``, one run per 25
-  groups of ``deduped_shards`` and ``proxy_pools`` (each new ``dedup_clusters`` remakes them
-  all), one ``eval_reports`` per checkpoint, one ``proxy_runs`` per experiment (each asset's
-  job, ``<asset>_job``), and failed earlier attempts
-  of the shard stages until there are ``min_runs`` runs;
+- a run history: one run per ``PARTITIONS_PER_RUN`` groups of each shard stage, as the
+  product's batched backfills make them (each new ``dedup_clusters`` remakes every deduped shard
+  and pool), one ``data_admission`` run per group decided after the basis, one
+  ``eval_reports`` per checkpoint, one ``proxy_runs`` per experiment (each asset's job,
+  ``<asset>_job``), and failed earlier attempts of the shard stages until there are
+  ``min_runs`` runs;
 - in the artifact store (a folder or ``s3://``), the files the sensors and the CLI read: each
   group's manifest and identity chain (``raw → filtered → signatures → dedup_clusters → deduped
   → pools``, the chain :func:`pretrain.identity.is_current` walks), the experiment basis,
@@ -27,6 +28,12 @@ the sensors, the backfill schedule and the UI's asset pages read; the runs are r
 (``add_run``) for the runs page and every run query. Events attached to runs would need Dagster's
 private event classes, and on SQLite one database file per run (40,000 files: hours to make).
 
+The build writes the same rows faster than one call per row (:func:`fast_writes`): each asset's
+materializations go in batches through Dagster's own batch writing (``DAGSTER_EVENT_BATCH_SIZE``:
+one ``INSERT`` of many events on Postgres), Postgres is written through a held connection (what
+``dagster-webserver`` does, ``optimize_for_webserver``), SQLite through one engine per database
+file, and the artifact store's files are written in the background while the instance is.
+
     build(instance, store_root, groups=1000)            # grows an instance to 1,000 groups
     build(instance, store_root, groups=10000)           # and then to 10,000
 """
@@ -38,13 +45,14 @@ import hashlib
 import json
 import time
 import uuid
-from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from dagster import AssetKey, AssetMaterialization, DagsterInstance, DagsterRun, DagsterRunStatus
 
+from foundation.per_shard import PARTITIONS_PER_RUN
 from foundation.stages import job_name
 from pretrain import identity, storage
 from pretrain.data.raw import RawFile, ShardManifest
@@ -60,7 +68,7 @@ DATA = "dagster/data_version"
 CODE = "dagster/code_version"
 INPUT, POINTER = "dagster/input_data_version/", "dagster/input_event_pointer/"
 SHARD_STAGES = ("raw_shards", "filtered_shards", "deduped_shards", "proxy_pools")
-BATCH = 25  # groups a run of deduped_shards and proxy_pools remade together
+EVENT_BATCH = 500  # materializations of one asset written together
 
 
 def group_key(i: int) -> str:
@@ -89,9 +97,33 @@ class Campaign:
     basis_groups: int = 0
     versions: dict[int, dict[str, str]] = field(default_factory=dict)  # group -> stage -> version
     pointer: dict[str, int] = field(default_factory=dict)  # asset -> a storage id it has
+    globals: dict[str, str] = field(default_factory=dict)  # unpartitioned asset -> version
+    writes: ThreadPoolExecutor | None = None  # while building: the store's files written here
+    pending: list[Future] = field(default_factory=list)
 
     def uri(self, *parts: str) -> str:
         return storage.join(self.store_root, *parts)
+
+    def put(self, fn: Any, *args: Any) -> None:
+        """Write a file of the store: now, or in the background while the instance is built."""
+        if self.writes is None:
+            fn(*args)
+        else:
+            self.pending.append(self.writes.submit(fn, *args))
+
+    @contextlib.contextmanager
+    def background_writes(self) -> Iterator[None]:
+        """Every :meth:`put` inside goes to a pool of writers; waits for them (and raises what
+        failed) on the way out."""
+        threads = 16 if storage.is_s3(self.store_root) else 2
+        with ThreadPoolExecutor(threads) as self.writes:
+            try:
+                yield
+            finally:
+                self.writes = None
+                done, self.pending = self.pending, []
+                for future in done:
+                    future.result()
 
 
 # -- the artifact store ---------------------------------------------------------------------------
@@ -101,7 +133,7 @@ def _write_identity(campaign: Campaign, stage: str, parts: tuple[str, ...],
                     inputs: dict[str, str]) -> str:  # fmt: skip
     ident = Identity(stage=stage, code_version=campaign.code_versions.get(stage, "none"),
                      config_hash="bench", inputs=inputs, version=version(stage, parts, inputs))  # fmt: skip
-    identity.write(campaign.uri(stage, *parts), ident)
+    campaign.put(identity.write, campaign.uri(stage, *parts), ident)
     return ident.version
 
 
@@ -110,8 +142,8 @@ def _group_files(campaign: Campaign, i: int, source_root: str) -> dict[str, str]
     g = group_key(i)
     files = tuple(RawFile(uri=storage.join(source_root, f"{g}-{j}.jsonl"), source=SOURCE,
                           kind="jsonl") for j in range(FILES_PER_GROUP))  # fmt: skip
-    storage.write_bytes(ShardManifest(key=g, files=files).to_json().encode(),
-                        campaign.uri("manifests", f"{g}.json"))  # fmt: skip
+    campaign.put(storage.write_bytes, ShardManifest(key=g, files=files).to_json().encode(),
+                 campaign.uri("manifests", f"{g}.json"))  # fmt: skip
     v = {"raw_shards": _write_identity(campaign, "raw_shards", (g,), {})}
     v["filtered_shards"] = _write_identity(campaign, "filtered_shards", (g,), {
         campaign.uri("raw_shards", g): v["raw_shards"],
@@ -123,28 +155,22 @@ def _group_files(campaign: Campaign, i: int, source_root: str) -> dict[str, str]
     return v
 
 
-def _write_source(source_root: str, i: int) -> None:
+def _write_source(campaign: Campaign, source_root: str, i: int) -> None:
     for j in range(FILES_PER_GROUP):
-        storage.write_bytes(
-            b'{"text": "a"}\n', storage.join(source_root, f"{group_key(i)}-{j}.jsonl")
-        )
-
-
-def _parallel(fn, items: Iterable[Any], threads: int) -> list[Any]:
-    with ThreadPoolExecutor(threads) as pool:
-        return list(pool.map(fn, items))
+        campaign.put(storage.write_bytes, b'{"text": "a"}\n',
+                     storage.join(source_root, f"{group_key(i)}-{j}.jsonl"))  # fmt: skip
 
 
 def write_store(campaign: Campaign, start: int, stop: int, source_root: str) -> dict[int, dict]:
     """The files of groups ``start..stop-1``, the global ones the first time, and a new
     ``dedup_clusters`` over every group, which makes every deduped shard and pool anew (as a
     rerun of dedup does). Returns each group's versions by stage."""
-    threads = 16 if storage.is_s3(campaign.store_root) else 1
     if start == 0:
         for stage in ("quality_classifier", "toxicity_classifier"):
             _write_identity(campaign, stage, (), {})
-    _parallel(lambda i: _write_source(source_root, i), range(start, stop), threads)
-    made = _parallel(lambda i: _group_files(campaign, i, source_root), range(start, stop), threads)
+    for i in range(start, stop):
+        _write_source(campaign, source_root, i)
+    made = [_group_files(campaign, i, source_root) for i in range(start, stop)]
     campaign.versions.update(zip(range(start, stop), made, strict=True))
     signatures = {campaign.uri("minhash_signatures", group_key(i)): campaign.versions[i][
         "minhash_signatures"] for i in range(stop)}  # fmt: skip
@@ -154,8 +180,9 @@ def write_store(campaign: Campaign, start: int, stop: int, source_root: str) -> 
         campaign.basis_groups = int(stop * BASIS_SHARE)
         basis = {"shard_groups": [group_key(i) for i in range(campaign.basis_groups)],
                  "seq_len": 256, "reserve": {}, "yardsticks": {}}  # fmt: skip
-        storage.write_json(basis, campaign.uri("experiment_basis", "basis.json"))
+        campaign.put(storage.write_json, basis, campaign.uri("experiment_basis", "basis.json"))
     basis_version = version("experiment_basis", (), {})
+    campaign.globals.update(dedup_clusters=clusters, experiment_basis=basis_version)
 
     def downstream(i: int) -> None:
         g, v = group_key(i), campaign.versions[i]
@@ -168,18 +195,19 @@ def write_store(campaign: Campaign, start: int, stop: int, source_root: str) -> 
             campaign.uri("deduped_shards", g): v["deduped_shards"],
             campaign.uri("experiment_basis"): basis_version,
         })  # fmt: skip
-        storage.write_json([{"group": g, "source": SOURCE, "documents": 100,
+        campaign.put(storage.write_json, [{"group": g, "source": SOURCE, "documents": 100,
                              "excluded_documents": 0, "sequences": 40, "tokens": 10240,
                              "seq_len": 256, "tokenizer_sha256": "bench",
                              "path": campaign.uri("proxy_pools", g, SOURCE)}],
-                           campaign.uri("proxy_pools", g, "pool.json"))  # fmt: skip
+                     campaign.uri("proxy_pools", g, "pool.json"))  # fmt: skip
         if i >= campaign.basis_groups and "data_admission" not in v:  # decided after the basis
             decision = "reject" if i % 50 == 0 else "admit"
-            storage.write_json({"group": g, "decision": decision, "reason": "bench"},
-                               campaign.uri("data_admission", g, "decision.json"))  # fmt: skip
+            campaign.put(storage.write_json, {"group": g, "decision": decision,
+                         "reason": "bench"}, campaign.uri("data_admission", g, "decision.json"))  # fmt: skip
             v["data_admission"] = version("data_admission", g, decision)
 
-    _parallel(downstream, range(stop), threads)
+    for i in range(stop):
+        downstream(i)
     return campaign.versions
 
 
@@ -189,9 +217,8 @@ def write_experiments(campaign: Campaign, count: int) -> list[str]:
         name = f"mix-bench{i:04d}-s0"
         spec = ExperimentSpec(name=name, variant=DataVariant(weights={SOURCE: 1.0}),
                               recipe="proxy_cpu", seed=0, kind="manual", group="bench")  # fmt: skip
-        storage.write_bytes(
-            spec.to_json().encode(), campaign.uri("experiment_specs", f"{name}.json")
-        )
+        campaign.put(storage.write_bytes, spec.to_json().encode(),
+                     campaign.uri("experiment_specs", f"{name}.json"))  # fmt: skip
         names.append(name)
     return names
 
@@ -218,10 +245,12 @@ def write_checkpoints(campaign: Campaign, steps: list[int]) -> None:
 
 
 class Writer:
-    """Run records and reported materializations into ``instance``."""
+    """Run records and reported materializations into ``instance``; materializations are kept
+    until :meth:`flush` or another asset's, then written as one batch (see :func:`fast_writes`)."""
 
     def __init__(self, instance: DagsterInstance, campaign: Campaign) -> None:
         self.instance, self.campaign = instance, campaign
+        self.batch: list[AssetMaterialization] = []
 
     def run(
         self, job: str, tags: dict[str, str], status: DagsterRunStatus = DagsterRunStatus.SUCCESS
@@ -240,15 +269,51 @@ class Writer:
             tags[INPUT + upstream] = partitions_version(v) if partitioned else v
             tags[POINTER + upstream] = self._pointer(upstream)
         metadata = {"bench": True, "made_by_run": run_id, "job": job}
-        self.instance.report_runless_asset_event(
-            AssetMaterialization(asset_key=asset, partition=partition, tags=tags, metadata=metadata)
-        )
+        event = AssetMaterialization(asset_key=asset, partition=partition, tags=tags,
+                                     metadata=metadata)  # fmt: skip
+        if self.batch and (self.batch[-1].asset_key != event.asset_key
+                           or len(self.batch) >= EVENT_BATCH):  # fmt: skip
+            self.flush()
+        self.batch.append(event)
         self.campaign.events += 1
+
+    def flush(self) -> None:
+        """Report the kept materializations (all of one asset) as one batch: what
+        ``report_runless_asset_event`` writes, through the instance's batch writing."""
+        from dagster import DagsterEvent
+        from dagster._core.events import (
+            DagsterEventBatchMetadata,
+            DagsterEventType,
+            StepMaterializationData,
+        )
+        from dagster._core.instance.utils import RUNLESS_JOB_NAME, RUNLESS_RUN_ID
+
+        events, self.batch = self.batch, []
+        batch_id = str(uuid.uuid4())
+        for n, event in enumerate(events):
+            self.instance.report_dagster_event(
+                DagsterEvent(event_type_value=DagsterEventType.ASSET_MATERIALIZATION.value,
+                             event_specific_data=StepMaterializationData(event),
+                             job_name=RUNLESS_JOB_NAME),
+                run_id=RUNLESS_RUN_ID,
+                batch_metadata=DagsterEventBatchMetadata(batch_id, n == len(events) - 1),
+            )  # fmt: skip
+
+    def batched_runs(self, asset: str, first: int, stop: int) -> Iterator[tuple[int, str]]:
+        """Groups ``first..stop-1`` with the run that made each: one run per
+        ``PARTITIONS_PER_RUN`` groups, tagged with its partition range as a backfill's is."""
+        for i in range(first, stop):
+            if (i - first) % PARTITIONS_PER_RUN == 0:
+                last = group_key(min(i + PARTITIONS_PER_RUN, stop) - 1)
+                run = self.run(asset, {"dagster/asset_partition_range_start": group_key(i),
+                                       "dagster/asset_partition_range_end": last})  # fmt: skip
+            yield i, run
 
     def _pointer(self, asset: str) -> str:
         """A storage id of ``asset``'s materializations (Dagster records the newest there was
         when the input was read; looked up once per asset and build)."""
         if asset not in self.campaign.pointer:
+            self.flush()
             records = self.instance.get_asset_records([AssetKey(asset)])
             last = records[0].asset_entry.last_materialization_record if records else None
             self.campaign.pointer[asset] = last.storage_id if last else 0
@@ -258,6 +323,76 @@ class Writer:
 def _chunks(items: list[str], size: int) -> Iterator[list[str]]:
     for i in range(0, len(items), size):
         yield items[i : i + size]
+
+
+@contextlib.contextmanager
+def fast_writes(instance: DagsterInstance) -> Iterator[DagsterInstance]:
+    """An instance to write the history with: the same storage and the same rows, written faster.
+
+    - Dagster's batch writing is on (``DAGSTER_EVENT_BATCH_SIZE``): :meth:`Writer.flush` sends
+      one asset's materializations as a batch, one ``INSERT`` on Postgres (on SQLite, Dagster
+      still writes them one by one).
+    - Postgres: a second instance on the same storage holds its connection, as
+      ``dagster-webserver`` does (``optimize_for_webserver``); the one yielded is that instance,
+      so the sensors measured later still use the daemon's connection per query.
+    - SQLite: no disk sync per transaction, and one engine per database file for the build
+      (Dagster makes an engine per connection, so SQLAlchemy compiles every statement anew).
+    """
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(_env("DAGSTER_EVENT_BATCH_SIZE", str(EVENT_BATCH + 1)))
+        stack.enter_context(fast_sqlite())
+        stack.enter_context(_one_sqlite_engine_per_file())
+        if type(instance.run_storage).__module__.startswith("dagster_postgres"):
+            held = DagsterInstance.from_ref(instance.get_ref())
+            stack.callback(held.dispose)
+            held.optimize_for_webserver(statement_timeout=0, pool_recycle=3600, max_overflow=20)
+            yield held
+        else:
+            yield instance
+
+
+@contextlib.contextmanager
+def _env(name: str, value: str) -> Iterator[None]:
+    import os
+
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+
+@contextlib.contextmanager
+def _one_sqlite_engine_per_file() -> Iterator[None]:
+    from dagster._core.storage.event_log.sqlite import sqlite_event_log
+    from dagster._core.storage.runs.sqlite import sqlite_run_storage
+
+    engines: dict[str, Any] = {}
+    modules = (sqlite_event_log, sqlite_run_storage)
+    originals = [module.create_engine for module in modules]
+
+    def keep(make: Any) -> Any:
+        def create_engine(url: Any, **kwargs: Any) -> Any:
+            key = f"{url} {sorted(kwargs.items())!r}"
+            if key not in engines:
+                engines[key] = make(url, **kwargs)
+            return engines[key]
+
+        return create_engine
+
+    for module, make in zip(modules, originals, strict=True):
+        module.create_engine = keep(make)
+    try:
+        yield
+    finally:
+        for module, make in zip(modules, originals, strict=True):
+            module.create_engine = make
+        for engine in engines.values():
+            engine.dispose()
 
 
 @contextlib.contextmanager
@@ -283,101 +418,79 @@ def fast_sqlite() -> Iterator[None]:
 def build(instance: DagsterInstance, campaign: Campaign, groups: int, *, source_root: str,
           checkpoints: int = 1000, experiments: int = 500,
           min_runs: int = 20_000) -> dict[str, Any]:  # fmt: skip
-    """Grow ``instance`` and the store to ``groups`` shard groups (see the module docstring)."""
-    with fast_sqlite():
-        return _build(
-            instance,
-            campaign,
-            groups,
-            source_root=source_root,
-            checkpoints=checkpoints,
-            experiments=experiments,
-            min_runs=min_runs,
-        )
-
-
-def _build(
-    instance: DagsterInstance,
-    campaign: Campaign,
-    groups: int,
-    *,
-    source_root: str,
-    checkpoints: int,
-    experiments: int,
-    min_runs: int,
-) -> dict[str, Any]:
+    """Grow ``instance`` and the store to ``groups`` shard groups (see the module docstring).
+    Returns what was built and how long it took: ``instance_s`` writing the instance,
+    ``store_s`` until the last file of the store was written (in the background, meanwhile)."""
     started = time.perf_counter()
     start = campaign.groups
     keys = [group_key(i) for i in range(start, groups)]
     for chunk in _chunks(keys, 1000):
         instance.add_dynamic_partitions("shards", chunk)
-    versions = write_store(campaign, start, groups, source_root)
-    t_store = time.perf_counter()
-    writer = Writer(instance, campaign)
-    campaign.pointer.clear()
-    if start == 0:
-        run = writer.run("quality_classifier", {})
-        for asset in ("quality_classifier", "toxicity_classifier"):
-            writer.materialize(asset, None, version(asset, (), {}), {}, run, asset)
-        run = writer.run("experiment_basis", {})
-        basis = identity.read(campaign.uri("experiment_basis"))
-        assert basis is not None
-        writer.materialize("experiment_basis", None, basis.version, {}, run, "experiment_basis")
-    clusters = identity.read(campaign.uri("dedup_clusters"))
-    assert clusters is not None
-    writer.materialize(
-        "dedup_clusters",
-        None,
-        clusters.version,
-        {},
-        writer.run("dedup_clusters", {}),
-        "dedup_clusters",
-    )
-    basis = identity.read(campaign.uri("experiment_basis"))
-    assert basis is not None
-    globals_ = {a: version(a, (), {}) for a in ("quality_classifier", "toxicity_classifier")}
-    for i in range(groups):
-        g, v = group_key(i), versions[i]
-        if i >= start:  # a new group: its whole chain
-            run = writer.run("raw_shards", {"dagster/partition": g})
-            writer.materialize("raw_shards", g, v["raw_shards"], {}, run, "raw_shards")
-            run = writer.run("filtered_shards", {"dagster/partition": g})
-            writer.materialize("filtered_shards", g, v["filtered_shards"], {
-                "raw_shards": (v["raw_shards"], True),
-                **{a: (globals_[a], False) for a in globals_}}, run, "filtered_shards")  # fmt: skip
-            writer.materialize("minhash_signatures", g, v["minhash_signatures"], {
-                "filtered_shards": (v["filtered_shards"], True)}, run, "filtered_shards")  # fmt: skip
-        # every group's deduped shard and pool (a new dedup_clusters remakes them all), by
-        # backfills of BATCH groups a run
-        if i % BATCH == 0:
-            last = group_key(min(i + BATCH, groups) - 1)
-            batch = {"dagster/asset_partition_range_start": g,
-                     "dagster/asset_partition_range_end": last}  # fmt: skip
-            dedup_run, pools_run = (
-                writer.run("deduped_shards", batch),
-                writer.run("proxy_pools", batch),
-            )
-        writer.materialize("deduped_shards", g, v["deduped_shards"], {
-            "filtered_shards": (v["filtered_shards"], True),
-            "dedup_clusters": (clusters.version, False)}, dedup_run, "deduped_shards")  # fmt: skip
-        writer.materialize("proxy_pools", g, v["proxy_pools"], {
-            "deduped_shards": (v["deduped_shards"], True),
-            "experiment_basis": (basis.version, False)}, pools_run, "proxy_pools")  # fmt: skip
-        if "data_admission" in v and (i >= start or i >= campaign.basis_groups and not start):
-            run = writer.run("data_admission", {"dagster/partition": g})
-            writer.materialize("data_admission", g, v["data_admission"], {}, run, "data_admission")
-    if start == 0:
-        _checkpoints_and_experiments(instance, campaign, writer, checkpoints, experiments)
-    done = campaign.runs
-    filler = max(0, min_runs - done)
-    for i in range(filler):  # earlier attempts of the shard stages (failed, then retried)
-        job = SHARD_STAGES[i % len(SHARD_STAGES)]
-        writer.run(job, {"dagster/partition": group_key(i % max(groups, 1))},
-                   status=DagsterRunStatus.FAILURE)  # fmt: skip
+    with campaign.background_writes():
+        versions = write_store(campaign, start, groups, source_root)
+        with fast_writes(instance) as held:
+            writer = Writer(held, campaign)
+            campaign.pointer.clear()
+            _history(writer, start, groups, versions)
+            if start == 0:
+                _checkpoints_and_experiments(held, campaign, writer, checkpoints, experiments)
+            for i in range(max(0, min_runs - campaign.runs)):  # earlier attempts, failed
+                job = SHARD_STAGES[i % len(SHARD_STAGES)]
+                writer.run(job, {"dagster/partition": group_key(i % max(groups, 1))},
+                           status=DagsterRunStatus.FAILURE)  # fmt: skip
+            writer.flush()
+        t_instance = time.perf_counter()
     campaign.groups = groups
     return {"groups": groups, "runs": campaign.runs, "events": campaign.events,
-            "store_s": round(t_store - started, 1),
-            "instance_s": round(time.perf_counter() - t_store, 1)}  # fmt: skip
+            "instance_s": round(t_instance - started, 1),
+            "store_s": round(time.perf_counter() - started, 1)}  # fmt: skip
+
+
+def _history(writer: Writer, start: int, groups: int, versions: dict[int, dict]) -> None:
+    """The shard stages' runs and materializations: the whole chain of each new group, and every
+    group's deduped shard and pool (a new ``dedup_clusters`` remakes them all)."""
+    campaign = writer.campaign
+    globals_ = {a: version(a, (), {}) for a in ("quality_classifier", "toxicity_classifier")}
+    if start == 0:
+        run = writer.run("quality_classifier", {})
+        for asset, v in globals_.items():
+            writer.materialize(asset, None, v, {}, run, asset)
+        basis = campaign.globals["experiment_basis"]
+        run = writer.run("experiment_basis", {})
+        writer.materialize("experiment_basis", None, basis, {}, run, "experiment_basis")
+    clusters, basis = campaign.globals["dedup_clusters"], campaign.globals["experiment_basis"]
+    run = writer.run("dedup_clusters", {})
+    writer.materialize("dedup_clusters", None, clusters, {}, run, "dedup_clusters")
+    for i, run in writer.batched_runs("raw_shards", start, groups):
+        writer.materialize("raw_shards", group_key(i), versions[i]["raw_shards"], {}, run,
+                           "raw_shards")  # fmt: skip
+    filtered = list(writer.batched_runs("filtered_shards", start, groups))
+    for i, run in filtered:
+        v = versions[i]
+        writer.materialize("filtered_shards", group_key(i), v["filtered_shards"], {
+            "raw_shards": (v["raw_shards"], True),
+            **{a: (globals_[a], False) for a in globals_}}, run, "filtered_shards")  # fmt: skip
+    for i, run in filtered:  # the same run makes the signatures
+        v = versions[i]
+        writer.materialize("minhash_signatures", group_key(i), v["minhash_signatures"], {
+            "filtered_shards": (v["filtered_shards"], True)}, run, "filtered_shards")  # fmt: skip
+    for i, run in writer.batched_runs("deduped_shards", 0, groups):
+        v = versions[i]
+        writer.materialize("deduped_shards", group_key(i), v["deduped_shards"], {
+            "filtered_shards": (v["filtered_shards"], True),
+            "dedup_clusters": (clusters, False)}, run, "deduped_shards")  # fmt: skip
+    for i, run in writer.batched_runs("proxy_pools", 0, groups):
+        v = versions[i]
+        writer.materialize("proxy_pools", group_key(i), v["proxy_pools"], {
+            "deduped_shards": (v["deduped_shards"], True),
+            "experiment_basis": (basis, False)}, run, "proxy_pools")  # fmt: skip
+    for i in range(groups):
+        v = versions[i]
+        if "data_admission" in v and (i >= start or i >= campaign.basis_groups and not start):
+            run = writer.run("data_admission", {"dagster/partition": group_key(i)})
+            writer.materialize("data_admission", group_key(i), v["data_admission"], {}, run,
+                               "data_admission")  # fmt: skip
+    writer.flush()
 
 
 def _checkpoints_and_experiments(instance: DagsterInstance, campaign: Campaign, writer: Writer,
@@ -390,11 +503,12 @@ def _checkpoints_and_experiments(instance: DagsterInstance, campaign: Campaign, 
     tokenizer = version("tokenizer", (), {})
     writer.materialize("tokenizer", None, tokenizer, {}, writer.run("tokenizer", {}), "tokenizer")
     for key in keys:
-        ckpt = version("checkpoints", key)
-        writer.materialize("checkpoints", key, ckpt, {}, train, "train")
+        writer.materialize("checkpoints", key, version("checkpoints", key), {}, train, "train")
+    for key in keys:
         run = writer.run("eval_reports", {"dagster/partition": key})
         writer.materialize("eval_reports", key, version("eval_reports", key), {
-            "checkpoints": (ckpt, True), "tokenizer": (tokenizer, False)}, run, "eval_reports")  # fmt: skip
+            "checkpoints": (version("checkpoints", key), True),
+            "tokenizer": (tokenizer, False)}, run, "eval_reports")  # fmt: skip
     write_checkpoints(campaign, steps)
     names = write_experiments(campaign, experiments)
     for chunk in _chunks(names, 1000):
