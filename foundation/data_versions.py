@@ -45,7 +45,7 @@ _RECORD_TAGS: dict[tuple[str, str, int], Tags] = {}
 RECORD_CACHE_MAX = 500_000
 
 
-def _storage_name(instance: DagsterInstance) -> str | None:
+def storage_name(instance: DagsterInstance) -> str | None:
     """What names the instance's event storage (its class and config), or None for an
     ephemeral instance, whose records are not cached."""
     try:
@@ -76,7 +76,7 @@ def latest_tags(
         key, DagsterEventType.ASSET_MATERIALIZATION,
         partitions=set(partitions) if partitions is not None else None,
     )  # fmt: skip
-    storage = _storage_name(instance)
+    storage = storage_name(instance)
     missing = []
     for partition, storage_id in newest.items():
         cached = _RECORD_TAGS.get((storage, asset, storage_id)) if storage else None

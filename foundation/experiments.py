@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dagster import AssetKey, AssetRecordsFilter, DagsterInstance
 
+from foundation.instance_index import dynamic_partitions, materialized_partitions
 from foundation.partitions import SHARD_PARTITIONS_NAME
 from pretrain.experiments.corpus import ExperimentRoot
 from resources.storage import ArtifactStore
@@ -27,10 +28,10 @@ CLEANING_STAGES = ("raw_shards", "filtered_shards", "minhash_signatures", "dedup
 def corpus_groups(instance: DagsterInstance) -> list[str]:
     """Shard groups whose deduplicated documents exist: those with a ``deduped_shards``
     materialization (recorded once the output is complete, after its identity), from the
-    instance's asset index: two queries, whatever the number of groups (the store is not
-    read)."""
-    shards = set(instance.get_dynamic_partitions(SHARD_PARTITIONS_NAME))
-    return sorted(shards & instance.get_materialized_partitions(AssetKey("deduped_shards")))
+    instance's asset index (the store is not read), read incrementally in a process that asks
+    tick after tick (:mod:`foundation.instance_index`)."""
+    shards = set(dynamic_partitions(instance, SHARD_PARTITIONS_NAME))
+    return sorted(shards & materialized_partitions(instance, "deduped_shards"))
 
 
 def experiment_root(instance: DagsterInstance, store: ArtifactStore) -> ExperimentRoot:

@@ -11,7 +11,8 @@ waiting for pools, the results that counted, the review files seen). A tick whos
 nothing newer reads nothing from the artifact store; a tick after new materializations asks the
 instance which partitions they were (one query per asset) and reads only those groups' and
 results' files again. Which groups exist and which are decided come from the instance's asset
-index, not from thousands of files. A reset cursor, or other admission settings, means one full
+index, not from thousands of files, read incrementally (:mod:`foundation.instance_index`: the
+keys added and the partitions materialized since the last tick). A reset cursor, or other admission settings, means one full
 look; at more than ``first_look_groups`` groups it goes in parts, one a tick
 (:func:`pretrain.experiments.workflow.plan_look`: at 10,000 groups on S3 a whole look takes two
 minutes, and Dagster cancels a tick after 60 s). One bad file never stops it: a file that cannot be read is skipped with a warning in the
@@ -42,6 +43,7 @@ from dagster import (
 
 from foundation.experiment_launches import launched_searches, verification_of
 from foundation.experiments import experiment_root
+from foundation.instance_index import materialized_partitions
 from foundation.partitions import EXPERIMENT_PARTITIONS_NAME, experiment_partitions
 from foundation.stages import job_name, run_configs
 from jobs.asset_jobs import JOBS
@@ -164,7 +166,7 @@ def experiment_sensor_for(
         first = seen.get("settings") == settings and not same  # a first look in parts, going on
         since, began, last = plan_look(
             seen if first else {}, same=same, groups=root.groups, newest=newest,
-            decided=frozenset(instance.get_materialized_partitions(AssetKey("data_admission"))),
+            decided=frozenset(materialized_partitions(instance, "data_admission")),
             remade=remade_since(instance, root, seen.get("newest", {}), newest) if same else frozenset(),
             part_size=first_look_groups,
         )  # fmt: skip

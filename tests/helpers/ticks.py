@@ -98,8 +98,6 @@ def tick_every_sensor(
     """Sensor -> {"first": no cursor, "idle": its cursor, nothing new, "changed": after
     ``changed[sensor]()`` made something new} -> the tick's counts (and its run requests, or
     the error it raised)."""
-    from dagster import build_sensor_context
-
     repo = defs.get_repository_def()
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for sensor in repo.sensor_defs:
@@ -109,15 +107,41 @@ def tick_every_sensor(
         for phase in ("first", "idle", *(("changed",) if sensor.name in (changed or {}) else ())):
             if phase == "changed":
                 (changed or {})[sensor.name]()
-            with build_sensor_context(instance=instance, repository_def=repo, cursor=cursor,
-                                      resources=needed) as context:  # fmt: skip
-                with counts.measure(extra) as m:
-                    try:
-                        data = sensor.evaluate_tick(context)
-                        m["requests"] = len(data.run_requests or [])
-                        cursor = data.cursor if data.cursor is not None else cursor
-                    except Exception as exc:  # a tick that raises is a result too
-                        m["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
-            ticks[phase] = m
+            m, cursor = _tick(sensor, instance, repo, needed, cursor, counts, extra)
+            parts = [m]
+            while phase == "first" and _looking(cursor) and "error" not in m:  # a look in parts
+                m, cursor = _tick(sensor, instance, repo, needed, cursor, counts, extra)
+                parts.append(m)
+            ticks[phase] = _summed(parts) if len(parts) > 1 else parts[0]
         out[sensor.name] = ticks
     return out
+
+
+def _tick(sensor: Any, instance: Any, repo: Any, resources: dict[str, Any], cursor: str | None,
+          counts: Counting, extra: Callable[[], int] | None) -> tuple[dict[str, Any], str | None]:  # fmt: skip
+    from dagster import build_sensor_context
+
+    with build_sensor_context(instance=instance, repository_def=repo, cursor=cursor,
+                              resources=resources) as context:  # fmt: skip
+        with counts.measure(extra) as m:
+            try:
+                data = sensor.evaluate_tick(context)
+                m["requests"] = len(data.run_requests or [])
+                cursor = data.cursor if data.cursor is not None else cursor
+            except Exception as exc:  # a tick that raises is a result too
+                m["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+    return m, cursor
+
+
+def _looking(cursor: str | None) -> bool:
+    """Whether ``cursor`` is that of a first look still in parts (experiment_sensor's)."""
+    return bool(cursor) and '"first_look"' in str(cursor)
+
+
+def _summed(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """A first look of several ticks: the totals, the number of ticks and the longest."""
+    total: dict[str, Any] = {k: sum(p.get(k, 0) for p in parts)
+                             for k in parts[0] if isinstance(parts[0][k], int | float)}  # fmt: skip
+    total["s"] = round(total["s"], 3)
+    total.update(ticks=len(parts), longest_tick_s=max(p["s"] for p in parts))
+    return total
