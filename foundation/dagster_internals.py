@@ -26,29 +26,54 @@ Private names (``dagster._…``), why each is needed, and the public API checked
   (``tests/conftest.py``, ``clear_defs_state_storage``). Public instead: none; the context
   manager ``set_defs_state_storage`` (also private) only sets it for a block.
 
-Public classes whose undocumented members we call (no ``@public`` in 1.13.27):
-``DagsterInstance.add_backfill`` and ``PartitionsDefinition.subset_with_partition_keys``. They
-are in ``SHAPES`` too.
+- ``dagster._core.events.DagsterEventBatchMetadata``, ``StepMaterializationData`` and
+  ``dagster._core.instance.utils.RUNLESS_JOB_NAME``/``RUNLESS_RUN_ID``: materializations
+  reported outside a run, as ``report_runless_asset_event`` makes them, but through the
+  instance's batch writing (``DAGSTER_EVENT_BATCH_SIZE``: one ``INSERT`` of many on Postgres).
+  Only the campaign-sized instance of the control-plane bench uses it
+  (``tests/helpers/campaign.py``). Public instead: ``report_runless_asset_event``, one event a
+  call (about 8 ms each on Postgres: 60,000 of them are most of the bench's build).
+- ``create_engine`` as ``dagster._core.storage.{event_log,runs}.sqlite`` call it: the SQLite
+  storages make an engine per connection, so SQLAlchemy compiles every statement anew; the
+  same bench's build keeps one engine per database file while it writes
+  (``one_sqlite_engine_per_file``). Public instead: none.
 
-Only ``foundation/backfills.py`` (where it submits a backfill, not at import) and
-``tests/conftest.py`` use this module; importing it imports Dagster (never ray or dagster-ray).
+Public classes whose undocumented members we call (no ``@public`` in 1.13.27):
+``DagsterInstance.add_backfill``, ``DagsterInstance.report_dagster_event``,
+``DagsterInstance.optimize_for_webserver`` and ``PartitionsDefinition.subset_with_partition_keys``.
+They are in ``SHAPES`` too.
+
+Only ``foundation/backfills.py`` (where it submits a backfill, not at import),
+``tests/conftest.py`` and ``tests/helpers/campaign.py`` use this module; importing it imports
+Dagster (never ray or dagster-ray).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import time
-from collections.abc import Iterable, Mapping, Sequence
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import dagster as dg
 from dagster._core.definitions.assets.graph.asset_graph_subset import AssetGraphSubset
+from dagster._core.events import DagsterEventBatchMetadata, StepMaterializationData
 from dagster._core.execution.backfill import PartitionBackfill
+from dagster._core.instance.utils import RUNLESS_JOB_NAME, RUNLESS_RUN_ID
 from dagster._core.storage.defs_state.base import DefsStateStorage, _current_storage
+from dagster._core.storage.event_log.sqlite import sqlite_event_log
+from dagster._core.storage.runs.sqlite import sqlite_run_storage
 from dagster._core.utils import make_new_backfill_id
 
-__all__ = ["clear_defs_state_storage", "submit_asset_backfill"]
+__all__ = [
+    "clear_defs_state_storage",
+    "one_sqlite_engine_per_file",
+    "report_materialization_batch",
+    "submit_asset_backfill",
+]
 
 PINNED_DAGSTER = "1.13.27"
 UPGRADE_NOTES = "docs/UPGRADING.md"
@@ -69,6 +94,22 @@ SHAPES: dict[str, str] = {
     "dagster.PartitionsDefinition.subset_with_partition_keys": "function (self, partition_keys)",
     "dagster._core.storage.defs_state.base._current_storage": "value ContextVar",
     "dagster._core.storage.defs_state.base.DefsStateStorage.get": "function ()",
+    "dagster._core.events.DagsterEventBatchMetadata": "class (id, is_end)",
+    "dagster._core.events.StepMaterializationData": "class (materialization, asset_lineage=)",
+    "dagster._core.instance.utils.RUNLESS_JOB_NAME": "value str",
+    "dagster._core.instance.utils.RUNLESS_RUN_ID": "value str",
+    "dagster.DagsterInstance.report_dagster_event": (
+        "function (self, dagster_event, run_id, log_level=, batch_metadata=, timestamp=)"
+    ),
+    "dagster.DagsterInstance.optimize_for_webserver": (
+        "function (self, statement_timeout, pool_recycle, max_overflow)"
+    ),
+    "dagster._core.storage.event_log.sqlite.sqlite_event_log.create_engine": (
+        "function (url, **kwargs)"
+    ),
+    "dagster._core.storage.runs.sqlite.sqlite_run_storage.create_engine": (
+        "function (url, **kwargs)"
+    ),
 }
 
 
@@ -110,6 +151,53 @@ def submit_asset_backfill(
     )
     instance.add_backfill(backfill)
     return backfill.backfill_id
+
+
+def report_materialization_batch(
+    instance: dg.DagsterInstance, materializations: Sequence[dg.AssetMaterialization]
+) -> None:
+    """Report ``materializations`` (of one asset: Postgres records only the last in the asset's
+    row) outside a run, as ``report_runless_asset_event`` does, as one batch when
+    ``DAGSTER_EVENT_BATCH_SIZE`` is larger than their number (else one write each)."""
+    batch_id = str(uuid.uuid4())
+    for n, materialization in enumerate(materializations):
+        instance.report_dagster_event(
+            dg.DagsterEvent(
+                event_type_value=dg.DagsterEventType.ASSET_MATERIALIZATION.value,
+                event_specific_data=StepMaterializationData(materialization),
+                job_name=RUNLESS_JOB_NAME,
+            ),
+            run_id=RUNLESS_RUN_ID,
+            batch_metadata=DagsterEventBatchMetadata(batch_id, n == len(materializations) - 1),
+        )
+
+
+@contextlib.contextmanager
+def one_sqlite_engine_per_file() -> Iterator[None]:
+    """While open, Dagster's SQLite storages reuse one SQLAlchemy engine per database file (and
+    so its compiled statements) instead of making one per connection; disposed on the way out."""
+    engines: dict[str, Any] = {}
+    modules = (sqlite_event_log, sqlite_run_storage)
+    originals = [module.create_engine for module in modules]
+
+    def keep(make: Any) -> Any:
+        def create_engine(url: Any, **kwargs: Any) -> Any:
+            key = f"{url} {sorted(kwargs.items())!r}"
+            if key not in engines:
+                engines[key] = make(url, **kwargs)
+            return engines[key]
+
+        return create_engine
+
+    for module, make in zip(modules, originals, strict=True):
+        module.create_engine = keep(make)  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        for module, make in zip(modules, originals, strict=True):
+            module.create_engine = make  # type: ignore[attr-defined]
+        for engine in engines.values():
+            engine.dispose()
 
 
 # -- the recorded shapes against the installed Dagster --------------------------------------------

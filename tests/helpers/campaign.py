@@ -52,6 +52,7 @@ from typing import Any
 
 from dagster import AssetKey, AssetMaterialization, DagsterInstance, DagsterRun, DagsterRunStatus
 
+from foundation.dagster_internals import one_sqlite_engine_per_file, report_materialization_batch
 from foundation.per_shard import PARTITIONS_PER_RUN
 from foundation.stages import job_name
 from pretrain import identity, storage
@@ -280,24 +281,9 @@ class Writer:
     def flush(self) -> None:
         """Report the kept materializations (all of one asset) as one batch: what
         ``report_runless_asset_event`` writes, through the instance's batch writing."""
-        from dagster import DagsterEvent
-        from dagster._core.events import (
-            DagsterEventBatchMetadata,
-            DagsterEventType,
-            StepMaterializationData,
-        )
-        from dagster._core.instance.utils import RUNLESS_JOB_NAME, RUNLESS_RUN_ID
-
         events, self.batch = self.batch, []
-        batch_id = str(uuid.uuid4())
-        for n, event in enumerate(events):
-            self.instance.report_dagster_event(
-                DagsterEvent(event_type_value=DagsterEventType.ASSET_MATERIALIZATION.value,
-                             event_specific_data=StepMaterializationData(event),
-                             job_name=RUNLESS_JOB_NAME),
-                run_id=RUNLESS_RUN_ID,
-                batch_metadata=DagsterEventBatchMetadata(batch_id, n == len(events) - 1),
-            )  # fmt: skip
+        if events:
+            report_materialization_batch(self.instance, events)
 
     def batched_runs(self, asset: str, first: int, stop: int) -> Iterator[tuple[int, str]]:
         """Groups ``first..stop-1`` with the run that made each: one run per
@@ -341,7 +327,7 @@ def fast_writes(instance: DagsterInstance) -> Iterator[DagsterInstance]:
     with contextlib.ExitStack() as stack:
         stack.enter_context(_env("DAGSTER_EVENT_BATCH_SIZE", str(EVENT_BATCH + 1)))
         stack.enter_context(fast_sqlite())
-        stack.enter_context(_one_sqlite_engine_per_file())
+        stack.enter_context(one_sqlite_engine_per_file())
         if type(instance.run_storage).__module__.startswith("dagster_postgres"):
             held = DagsterInstance.from_ref(instance.get_ref())
             stack.callback(held.dispose)
@@ -364,35 +350,6 @@ def _env(name: str, value: str) -> Iterator[None]:
             os.environ.pop(name, None)
         else:
             os.environ[name] = before
-
-
-@contextlib.contextmanager
-def _one_sqlite_engine_per_file() -> Iterator[None]:
-    from dagster._core.storage.event_log.sqlite import sqlite_event_log
-    from dagster._core.storage.runs.sqlite import sqlite_run_storage
-
-    engines: dict[str, Any] = {}
-    modules = (sqlite_event_log, sqlite_run_storage)
-    originals = [module.create_engine for module in modules]
-
-    def keep(make: Any) -> Any:
-        def create_engine(url: Any, **kwargs: Any) -> Any:
-            key = f"{url} {sorted(kwargs.items())!r}"
-            if key not in engines:
-                engines[key] = make(url, **kwargs)
-            return engines[key]
-
-        return create_engine
-
-    for module, make in zip(modules, originals, strict=True):
-        module.create_engine = keep(make)
-    try:
-        yield
-    finally:
-        for module, make in zip(modules, originals, strict=True):
-            module.create_engine = make
-        for engine in engines.values():
-            engine.dispose()
 
 
 @contextlib.contextmanager
