@@ -232,6 +232,34 @@ def _ok(url: str) -> bool:
         return False
 
 
+def s3_latency_ms(root: str, repeat: int = 20) -> dict[str, float]:
+    """What one request costs ``moto_server`` at this size: a GET of a small object, and the
+    LIST with a prefix that pyarrow sends after a HEAD finds no object (is it a folder?). moto
+    filters every key of the bucket for a prefix, so its LIST grows with the bucket; S3's
+    does not."""
+    import statistics
+
+    import boto3
+
+    bucket, _, prefix = root.removeprefix("s3://").partition("/")
+    client = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+    key = f"{prefix}/experiment_basis/basis.json"
+
+    def mean_ms(request) -> float:
+        times = []
+        for _ in range(repeat):
+            started = time.perf_counter()
+            request()
+            times.append(time.perf_counter() - started)
+        return round(statistics.mean(times) * 1000, 1)
+
+    return {
+        "get": mean_ms(lambda: client.get_object(Bucket=bucket, Key=key)["Body"].read()),
+        "list_prefix": mean_ms(lambda: client.list_objects_v2(
+            Bucket=bucket, Prefix=f"{prefix}/no-such-folder/", Delimiter="/", MaxKeys=1)),
+    }  # fmt: skip
+
+
 def changed_ticks(instance, campaign: Campaign) -> dict[str, Any]:
     """What happens before each sensor's "changed" tick: ``CHANGED`` new materializations."""
     from dagster import AssetMaterialization
@@ -285,6 +313,8 @@ def one_setup(setup: str, sizes: list[int], work: Path) -> dict[str, Any]:
             made = build(instance, campaign, size, source_root=source)
             print(f"[{setup}] built: {made}", flush=True)
             row: dict[str, Any] = {"build": made}
+            if log:
+                row["s3_latency_ms"] = s3_latency_ms(root)
             row["sensors"] = tick_every_sensor(instance, defs, resources, counts,
                                                changed_ticks(instance, campaign), requests)  # fmt: skip
             row["staleness_check"] = staleness_check(instance, defs, counts)

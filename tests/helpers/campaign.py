@@ -17,8 +17,9 @@ run is executed: the history is *reported*, which is what a real run writes, min
   ``<asset>_job``), and failed earlier attempts of the shard stages until there are
   ``min_runs`` runs;
 - in the artifact store (a folder or ``s3://``), the files the sensors and the CLI read: each
-  group's manifest and identity chain (``raw → filtered → signatures → dedup_clusters → deduped
-  → pools``, the chain :func:`pretrain.identity.is_current` walks), the experiment basis,
+  group's manifest (and the index of registered files the discovery sensor keeps) and identity
+  chain (``raw → filtered → signatures → dedup_clusters → deduped → pools``, the chain
+  :func:`pretrain.identity.is_current` walks), the experiment basis,
   decisions for the groups admitted after it, experiment specs and results, and committed
   checkpoints of the newest steps (keep-last-K) for ``pretrain status``.
 
@@ -56,6 +57,7 @@ from foundation.dagster_internals import one_sqlite_engine_per_file, report_mate
 from foundation.per_shard import PARTITIONS_PER_RUN
 from foundation.stages import job_name
 from pretrain import identity, storage
+from pretrain.data.discovery import RegisteredFiles
 from pretrain.data.raw import RawFile, ShardManifest
 from pretrain.experiments.config import DataVariant, ExperimentSpec
 from pretrain.identity import Identity
@@ -138,12 +140,17 @@ def _write_identity(campaign: Campaign, stage: str, parts: tuple[str, ...],
     return ident.version
 
 
-def _group_files(campaign: Campaign, i: int, source_root: str) -> dict[str, str]:
-    """One group's manifest and identity chain; returns the versions by stage."""
+def _manifest(i: int, source_root: str) -> ShardManifest:
     g = group_key(i)
     files = tuple(RawFile(uri=storage.join(source_root, f"{g}-{j}.jsonl"), source=SOURCE,
                           kind="jsonl") for j in range(FILES_PER_GROUP))  # fmt: skip
-    campaign.put(storage.write_bytes, ShardManifest(key=g, files=files).to_json().encode(),
+    return ShardManifest(key=g, files=files)
+
+
+def _group_files(campaign: Campaign, i: int, source_root: str) -> dict[str, str]:
+    """One group's manifest and identity chain; returns the versions by stage."""
+    g = group_key(i)
+    campaign.put(storage.write_bytes, _manifest(i, source_root).to_json().encode(),
                  campaign.uri("manifests", f"{g}.json"))  # fmt: skip
     v = {"raw_shards": _write_identity(campaign, "raw_shards", (g,), {})}
     v["filtered_shards"] = _write_identity(campaign, "filtered_shards", (g,), {
@@ -172,6 +179,9 @@ def write_store(campaign: Campaign, start: int, stop: int, source_root: str) -> 
     for i in range(start, stop):
         _write_source(campaign, source_root, i)
     made = [_group_files(campaign, i, source_root) for i in range(start, stop)]
+    registered = RegisteredFiles()  # the index the discovery sensor keeps beside the manifests
+    registered.add([_manifest(i, source_root) for i in range(stop)])
+    campaign.put(registered.save, campaign.uri("manifests"))
     campaign.versions.update(zip(range(start, stop), made, strict=True))
     signatures = {campaign.uri("minhash_signatures", group_key(i)): campaign.versions[i][
         "minhash_signatures"] for i in range(stop)}  # fmt: skip
