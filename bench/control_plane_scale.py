@@ -22,7 +22,7 @@ asset page, the partitions view and the runs page of the UI in headless Chromium
 navigation to the content shown); the submission of a backfill of every shard group through the
 webserver's GraphQL (as the UI's button does) and the rate at which the real daemon turns it into
 runs (the run queue is held at 0 concurrent runs, so nothing executes). ``--part overhead``
-(``bench/_backfill_overhead.py``) runs a real backfill of 32 groups through the daemon, one run
+(``bench/_backfill_overhead.py``) runs a real backfill of 16 groups through the daemon, one run
 per group against 16 a run, and reports what a group costs beyond its own work. Ends with one
 JSON line.
 """
