@@ -93,9 +93,12 @@ def dynamic_partitions(instance: DagsterInstance, name: str) -> list[str]:
         return list(instance.get_dynamic_partitions(name))
     kept = _KEYS.get((storage, name))
     now = time.monotonic()
-    whole = kept is None or now - kept.read_at >= FULL_READ_S
-    keys: list[str] = [] if whole or kept is None else list(kept.keys)
-    cursor = None if whole or kept is None else kept.cursor
+    keys: list[str]
+    cursor: str | None
+    if kept is None or now - kept.read_at >= FULL_READ_S:  # a whole read
+        keys, cursor, read_at = [], None, now
+    else:
+        keys, cursor, read_at = list(kept.keys), kept.cursor, kept.read_at
     while True:
         page = instance.get_paginated_dynamic_partitions(name, limit=PAGE, ascending=True,
                                                          cursor=cursor)  # fmt: skip
@@ -103,6 +106,5 @@ def dynamic_partitions(instance: DagsterInstance, name: str) -> list[str]:
         cursor = page.cursor
         if not page.has_more:
             break
-    read_at = now if whole or kept is None else kept.read_at
     _KEYS[(storage, name)] = _Keys(tuple(keys), cursor, read_at)
     return keys
