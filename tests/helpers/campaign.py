@@ -418,14 +418,13 @@ def _history(writer: Writer, start: int, groups: int, versions: dict[int, dict])
     group's deduped shard and pool (a new ``dedup_clusters`` remakes them all)."""
     campaign = writer.campaign
     globals_ = {a: version(a, (), {}) for a in ("quality_classifier", "toxicity_classifier")}
+    clusters, basis = campaign.globals["dedup_clusters"], campaign.globals["experiment_basis"]
     if start == 0:
         run = writer.run("quality_classifier", {})
         for asset, v in globals_.items():
             writer.materialize(asset, None, v, {}, run, asset)
-        basis = campaign.globals["experiment_basis"]
         run = writer.run("experiment_basis", {})
         writer.materialize("experiment_basis", None, basis, {}, run, "experiment_basis")
-    clusters, basis = campaign.globals["dedup_clusters"], campaign.globals["experiment_basis"]
     run = writer.run("dedup_clusters", {})
     writer.materialize("dedup_clusters", None, clusters, {}, run, "dedup_clusters")
     for i, run in writer.batched_runs("raw_shards", start, groups):
