@@ -24,7 +24,9 @@ admitted groups), :func:`~pretrain.experiments.pools.build_pool` per group,
    and without it (``--scale-seeds N``: seeds 0..N-1, default 3): their verdict (helpful,
    harmful or unsettled, on the group's own source for the default judge, on the mean for
    ``judge="mean"``) is the truth the decisions are scored against, next to the planted
-   label. ``--groups`` decides only some groups (two processes can share the work folder once
+   label. ``--seed-set 1`` / ``2`` trains one seed set only: two processes, one per seed set,
+   share no run and can share the work folder; a whole pass after them reuses every run.
+   ``--groups`` decides only some groups (two processes can share the work folder once
    its setup exists);
    ``--admit-recipe`` tries another probe.
 2. **search** -- RegMix over the admitted corpus (``SEARCH_CANDIDATES`` proxies, one seed,
@@ -131,7 +133,7 @@ def build_setup(work: Path) -> Setup:
     if marker.exists():
         saved = json.loads(marker.read_text())
         corpus = Corpus(base=saved["base"], chars=saved["chars"], targets=saved["targets"],
-                        planted={g: PlantedGroup(**p) for g, p in saved["planted"].items()})  # fmt: skip
+                        references=saved["references"], planted={g: PlantedGroup(**p) for g, p in saved["planted"].items()})  # fmt: skip
         return Setup(work, corpus, _read_pools(work, corpus), saved["basis"], saved["seconds"])
     seconds = {}
     started = time.perf_counter()
@@ -159,7 +161,7 @@ def build_setup(work: Path) -> Setup:
     seconds["pools"] = time.perf_counter() - started
     saved = {"base": corpus.base, "chars": corpus.chars, "basis": basis.as_metadata(),
              "planted": {g: dataclasses.asdict(p) for g, p in corpus.planted.items()},
-             "targets": corpus.targets, "seconds": seconds,
+             "targets": corpus.targets, "references": corpus.references, "seconds": seconds,
              "fingerprint": fingerprint.hexdigest()}  # fmt: skip
     storage.write_json(saved, str(marker))
     return Setup(work, corpus, _read_pools(work, corpus), saved["basis"], seconds)
@@ -167,14 +169,22 @@ def build_setup(work: Path) -> Setup:
 
 def basis_config(corpus):
     """The basis: the proxy tokenizer, 15% of the admitted documents held out, the default
-    reserve of each source (the reference arms), and one target set of clean text per source
-    (its own kind's yardstick)."""
+    reserve of each source (the reference arms), one target set of clean text per source (its
+    own kind's yardstick), and where a source's reserve is thin, clean text of its kind that
+    tops it up (``_roi_corpus``'s references and ``REFERENCE_SHARE``)."""
+    from _roi_corpus import REFERENCE_SHARE
+
     from pretrain.experiments.basis import BasisConfig
     from pretrain.experiments.yardsticks import TargetSet
 
-    targets = tuple(TargetSet(name=f"clean_{source}", uris=(uri,), kind=source)
+    targets = tuple(TargetSet(name=f"clean_{source}", uris=(uri,), kind=source,
+                              reference_share=REFERENCE_SHARE.get(source))
                     for source, uri in sorted(corpus.targets.items()))  # fmt: skip
-    return BasisConfig(vocab_size=VOCAB, val_fraction=0.15, seed=BASIS_SEED, targets=targets)
+    references = tuple(TargetSet(name=f"{source}_reference", uris=(uri,), kind=source,
+                                 reference_share=1.0)
+                       for source, uri in sorted(corpus.references.items()))  # fmt: skip
+    return BasisConfig(vocab_size=VOCAB, val_fraction=0.15, seed=BASIS_SEED,
+                       targets=targets + references)  # fmt: skip
 
 
 def _read_pools(work: Path, corpus) -> dict:
@@ -251,8 +261,14 @@ def _pools_digest(setup: Setup, groups: list[str]) -> str:
 
 
 def _val_digest(setup: Setup) -> str:
-    """Names the validation set every run is scored on (its packed token files)."""
-    return _files_digest(str(setup.work / "basis" / "validation"), "val-*.bin")[:16]
+    """Names the validation set and the targets every run is scored on (their packed token
+    files): a run is rescored when either changed."""
+    return hashlib.sha256(
+        "".join(
+            _files_digest(str(setup.work / "basis" / part), "val-*.bin")
+            for part in ("validation", "targets")
+        ).encode()  # fmt: skip
+    ).hexdigest()[:16]
 
 
 def run(setup: Setup, spec, groups: list[str], base=None) -> dict:
@@ -434,6 +450,7 @@ def admission_part(setup: Setup, seeds: tuple[int, ...], groups: list[str], reci
             without_runs=[r["result"] for r in base], floor_runs=[r["result"] for r in floor],
             reference_runs=[r["result"] for r in reference], sources=sources[group],
             kind=planted.source, language="en", targets=targets, yardsticks=yardsticks,
+            reserve_tokens=setup.basis_stats.get("reserve", {}).get(planted.source),
         )  # fmt: skip
         corpus = corpus_noise([admitted[g]["noise"]
                                for g in yardstick_groups(group, sources, list(admitted))])  # fmt: skip
@@ -459,6 +476,8 @@ def admission_part(setup: Setup, seeds: tuple[int, ...], groups: list[str], reci
             "absolute_change_own_validation": evidence.delta_bpb.get(planted.source),
             "verdict_on_own_validation": "cannot see" if own.cannot_see else own.decision,
             "warnings_own_validation": own.warnings, "warnings": decision.warnings,
+            "reserve_tokens": evidence.reserve_tokens,
+            "reference_epochs": evidence.reference_epochs,
             "kept_share": check["kept_share"], "noise_risk": check["noise"].risk,
             "with_cost": _cost(with_), "floor_cost": _cost(floor),
         })  # fmt: skip
@@ -542,6 +561,9 @@ def main() -> None:
                         help="search: from-scratch runs trained side by side")  # fmt: skip
     parser.add_argument("--groups", default="",
                         help="admission: comma-separated planted groups (default: all)")  # fmt: skip
+    parser.add_argument("--seed-set", type=int, choices=[1, 2], default=0,
+                        help="admission: train one seed set only (two processes, one each, "
+                        "share a work folder; a whole pass then reuses their runs)")  # fmt: skip
     args = parser.parse_args()
     env = {**_ENV, "OMP_NUM_THREADS": str(args.threads)}
     if any(os.environ.get(k) != v for k, v in env.items()):  # glibc reads these at start
@@ -583,6 +605,13 @@ def main() -> None:
             groups = sorted(args.groups.split(","))
         seed_sets = [ADMISSION_SEEDS[:2], SECOND_SEEDS[:2]] if args.quick else [
             ADMISSION_SEEDS, SECOND_SEEDS]  # fmt: skip
+        if args.seed_set:  # one seed set only: its runs, for a later whole pass to reuse
+            part = admission_part(setup, seed_sets[args.seed_set - 1], groups, ADMIT)
+            part.pop("_runs")
+            print_admission(part)
+            print(json.dumps({"bench": "data_roi", "seed_set": args.seed_set, "admission": part},
+                             default=str))  # fmt: skip
+            return
         found = [admission_part(setup, seeds, groups, ADMIT) for seeds in seed_sets]
         for part in found:
             print_admission(part)

@@ -20,7 +20,11 @@ text of a language lowers that language's bits per byte through its vocabulary, 
 alone does not say the data is good: the **relative value** places the group's change between
 the floor's (0) and the reference's (1), and the policy admits on it. When the floor and the
 reference are within their spread of each other the proxies cannot tell clean from damaged text
-at this scale: the verdict is *hold, cannot see*, with the recipe to try next.
+at this scale: the verdict is *hold, cannot see*, with the recipe to try next. A reference arm
+reads as many tokens as the with arm puts in; a reserve smaller than that is read over and over
+(``reference_epochs``), which makes clean data look no better than it is: past
+``MAX_REFERENCE_EPOCHS`` the decision warns and says how to give it more (a target of that kind
+with ``reference_share``, :mod:`pretrain.experiments.yardsticks`).
 
 The noise risk is what the stages found in the group (shares rejected, duplicate, toxic, masked
 for PII), judged against what they found in the admitted corpus's groups; the cleaning cost is
@@ -44,6 +48,7 @@ DECISIONS = ("admit", "hold", "reject")
 JUDGES = ("mean", "own_source", "task_likelihood")
 NAMED_JUDGES = ("target:", "bpb:", "task:")
 CANNOT_SEE = "the proxies cannot separate clean from damaged text at this scale"
+MAX_REFERENCE_EPOCHS = 1.5  # a reference arm that reads its reserve more often is warned about
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -162,6 +167,8 @@ class AdmissionEvidence:
     language: str | None = None  # the group's main language (its yardstick should match)
     targets: dict[str, str | None] = field(default_factory=dict)  # target set -> its kind
     yardsticks: dict[str, dict[str, Any]] = field(default_factory=dict)  # basis.json's stats
+    reserve_tokens: int | None = None  # the reserve of its kind the reference arm reads
+    reference_epochs: float | None = None  # how many times the reference arm reads it
 
     @property
     def delta_bpb(self) -> dict[str, float]:
@@ -205,6 +212,20 @@ class AdmissionEvidence:
                 min_docs=min_docs if min_docs is not None else 0,
             )  # fmt: skip
         return list(dict.fromkeys(found))
+
+    def reference_warnings(self) -> list[str]:
+        """Why the reference may be too thin: its arm reads a small reserve many times over,
+        and repeated tokens are worth less than fresh ones, so clean data looks no better than
+        the floor ("cannot see") or a group looks better than clean data."""
+        epochs = self.reference_epochs
+        if epochs is None or epochs <= MAX_REFERENCE_EPOCHS:
+            return []
+        return [
+            f"the reference arm reads the {self.reserve_tokens:,}-token reserve of "
+            f"{self.kind} {epochs:.1f} times over: too little clean {self.kind} to value "
+            f"against; give a target of kind {self.kind} with reference_share "
+            "(BasisConfig.targets) or admit more of it first"
+        ]
 
 
 def _spread(values: Sequence[float]) -> float:
@@ -403,10 +424,12 @@ def admission_evidence(
     language: str | None = None,
     targets: Mapping[str, str | None] | None = None,
     yardsticks: Mapping[str, dict[str, Any]] | None = None,
+    reserve_tokens: int | None = None,
 ) -> AdmissionEvidence:
     """Paired per-seed changes of each arm against the without arm on every yardstick; with
     the group's ``sources``, also ``"own"``: the average over those the validation measures.
-    A seed counts when every arm given has run it."""
+    A seed counts when every arm given has run it. ``reserve_tokens``: the size of the reserve
+    the reference arm reads (basis.json's ``reserve``), to say how often it reads it."""
     arms = {"with": with_runs, "floor": floor_runs, "reference": reference_runs}
     arms = {arm: runs for arm, runs in arms.items() if runs or arm == "with"}
     by_seed = {arm: _by_seed(runs, arm) for arm, runs in arms.items()}
@@ -443,7 +466,19 @@ def admission_evidence(
         language=language,
         targets=dict(targets or {}),
         yardsticks=dict(yardsticks or {}),
+        reserve_tokens=reserve_tokens,
+        reference_epochs=_epochs(reference_runs, reserve_tokens),
     )
+
+
+def _epochs(runs: Sequence[ExperimentResult], reserve_tokens: int | None) -> float | None:
+    """How many times a reference arm reads a reserve of ``reserve_tokens``: its share of the
+    budget (the variant's boost) times the tokens it trained on, over the reserve's size."""
+    if not runs or not reserve_tokens:
+        return None
+    run = runs[0]
+    share = sum(float(v) for v in dict(run.spec.get("variant", {}).get("boost", {})).values())
+    return share * float(run.cost.get("tokens", 0.0)) / reserve_tokens if share else None
 
 
 def decide_admission(
@@ -486,7 +521,7 @@ def decide_admission(
         decision, why, cannot_see = _verdict(value, policy, next_recipe)
         if decision == "admit":
             decision, why = _noise_check(noise, corpus, policy, why)
-    warnings = evidence.warnings(key)
+    warnings = evidence.warnings(key) + (evidence.reference_warnings() if value else [])
     return AdmissionDecision(
         group=evidence.group,
         decision=decision,

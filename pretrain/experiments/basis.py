@@ -27,9 +27,11 @@ Two more things a verdict needs are fixed here too (:mod:`pretrain.experiments.y
 - **the reserve** (``reserve_fraction``): a seeded share of each source's training documents
   (never validation documents), kept out of every pool and packed apart as ``reserve/<source>/``:
   clean data of that source that no start proxy and no arm has seen, which an admission's
-  *reference arm* trains on. A target of a ``kind`` the corpus has too few documents of for a
-  reserve gives half its documents (by a hash of the text) to the reserve of that kind
-  instead, the other half stays the yardstick.
+  *reference arm* trains on. A target of a ``kind`` gives ``TargetSet.reference_share`` of
+  its documents (by a hash of the text) to the reserve of that kind, the rest stays the
+  yardstick: by default half when the corpus has no reserve of that kind, else none. A reserve
+  smaller than what a reference arm trains on is read more than once (a thinner reference:
+  the decision warns, :mod:`pretrain.experiments.admission`); a target with a share tops it up.
 """
 
 from __future__ import annotations
@@ -186,7 +188,7 @@ def build_basis(
         vocab_size=config.vocab_size,
         seq_len=config.seq_len,
         yardsticks=yardsticks,
-        targets={t.name: t.kind for t in config.targets},
+        targets={t.name: t.kind for t in config.targets if t.is_yardstick},
         reserve=reserve_tokens,
         warnings=warnings,
     )
@@ -275,10 +277,15 @@ def _pack_targets(
     rows: list[dict[str, str]] = []
     for target in config.targets:
         texts = list(read_target(target))
-        if target.kind is not None and target.kind not in reserved:
-            kept = [t for t in texts if hash_score(config.seed + 3, t) >= 500_000]
-            extra[target.kind] = [t for t in texts if hash_score(config.seed + 3, t) < 500_000]
-            texts = kept
+        share = target.reserve_share(target.kind in reserved)
+        if share > 0.0 and target.kind is not None:
+            cut = share * 1_000_000
+            extra.setdefault(target.kind, []).extend(
+                t for t in texts if hash_score(config.seed + 3, t) < cut
+            )
+            texts = [t for t in texts if hash_score(config.seed + 3, t) >= cut]
+        if not target.is_yardstick:
+            continue
         windows = [
             clip_document(t, config.val_doc_chars, hash_score(config.seed + 1, t)) for t in texts
         ]

@@ -264,6 +264,7 @@ def admission_inputs(
         kind=root.kind(group), language=root.language(group), targets=basis.get("targets", {}),
         yardsticks={k: {**v, "warnings": basis.get("warnings", {}).get(k, [])}
                     for k, v in basis.get("yardsticks", {}).items()},
+        reserve_tokens=basis.get("reserve", {}).get(root.kind(group)),
     )  # fmt: skip
     corpus = corpus_noise(
         [n for g in yardstick_groups(group, sources, peers) if (n := root.noise(g))]

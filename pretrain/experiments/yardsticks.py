@@ -4,11 +4,16 @@ A **yardstick** is a set of documents a proxy's bits per byte is measured on. Th
 basis holds one per source (its held-out validation documents) and one per **target set**: files
 of text the user cares about (JSONL with a ``text`` field, Parquet with a ``text`` column, or
 text files; local or ``s3://``), named, and optionally tied to a source (``kind``): a new shard
-group of that source is judged on it, and when the corpus holds no clean data of that source
-yet, part of the target is set aside as the reference arm's clean data::
+group of that source is judged on it. A target of a kind can also serve as the **reference**,
+the clean data of that kind an admission values a group against (``reference_share``: the
+share of its documents, by a hash of the text, that join the basis's reserve of its kind
+instead of the yardstick; 1.0 gives all of it, and it is then no yardstick). By default a kind
+the corpus holds no reserve of takes half its target, any other none::
 
     target = TargetSet(name="clean_news", uris=("s3://b/eval/reuters.jsonl.gz",), kind="news")
-    BasisConfig(targets=(target,))              # experiment_basis packs and describes it
+    more = TargetSet(name="more_news", uris=("s3://b/news/held.jsonl",), kind="news",
+                     reference_share=1.0)       # all of it tops up the news reserve
+    BasisConfig(targets=(target, more))         # experiment_basis packs and describes them
     stats = describe(texts)                     # documents, characters, language shares
     yardstick_warnings("news validation", stats, language="en", min_docs=300)
 
@@ -41,6 +46,9 @@ class TargetSet:
     uris: tuple[str, ...]  # files or folders: JSONL, Parquet or text, local or s3://
     kind: str | None = None  # the source it stands for: its groups are judged on it
     max_docs: int = 2000  # at most this many documents are read (the first, in file order)
+    # share of its documents that join the reserve of its kind (the reference arms' clean
+    # data) instead of the yardstick; None: half when the corpus holds no reserve of the kind
+    reference_share: float | None = None
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -53,6 +61,27 @@ class TargetSet:
             raise ConfigError(f"target {self.name!r} has no uris: give its files or folders")
         if self.max_docs < 1:
             raise ConfigError(f"target {self.name!r}: max_docs={self.max_docs} must be >= 1")
+        share = self.reference_share
+        if share is not None and not 0.0 <= share <= 1.0:
+            raise ConfigError(f"target {self.name!r}: reference_share={share}: use [0, 1]")
+        if share and self.kind is None:
+            raise ConfigError(
+                f"target {self.name!r}: reference_share={share} needs a kind (the source whose "
+                "reserve it tops up)"
+            )
+
+    def reserve_share(self, kind_has_reserve: bool) -> float:
+        """The share of its documents that go to the reserve of its kind."""
+        if self.kind is None:
+            return 0.0
+        if self.reference_share is not None:
+            return self.reference_share
+        return 0.0 if kind_has_reserve else 0.5
+
+    @property
+    def is_yardstick(self) -> bool:
+        """False for a target that is all reference (``reference_share`` 1.0)."""
+        return self.reference_share != 1.0
 
 
 @dataclass(frozen=True, kw_only=True)

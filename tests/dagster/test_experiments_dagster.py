@@ -136,7 +136,9 @@ def flow(tmp_path_factory: pytest.TempPathFactory) -> dict:
         seen["idle"] = _tick(instance, store)  # no basis yet: nothing to compare to
         used = {f.uri for key in keys for f in _manifest(store, key).files}
         target = _clean_prose(base, used)
-        basis = {"basis": {"targets": [{"name": "clean_prose", "uris": [target], "kind": "prose"}],
+        # half of it tops up the reserve of prose (what a kind with no reserve gets anyway)
+        basis = {"basis": {"targets": [{"name": "clean_prose", "uris": [target], "kind": "prose",
+                                        "reference_share": 0.5}],
                            "min_yardstick_docs": 20}}  # fmt: skip
         _run(
             defs,
@@ -273,6 +275,9 @@ def test_the_decision_is_recorded_with_its_evidence(flow: dict) -> None:
     # judged on the user's target of its kind, against its floor and clean prose
     assert decision["yardstick"] == "target:clean_prose" and evidence["kind"] == "prose"
     assert set(evidence["changes"]) == {"with", "floor", "reference"}
+    # how often the reference arm read its reserve, from the basis's reserve of prose
+    assert evidence["reserve_tokens"] == flow["basis"]["reserve"]["prose"]
+    assert evidence["reference_epochs"] > 0
     if decision["cannot_see"]:
         assert "cannot separate clean from damaged" in decision["reason"]
         assert decision["next_recipe"] == "proxy_cpu_anneal"  # proxy_tiny_anneal's next scale

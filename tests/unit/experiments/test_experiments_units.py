@@ -34,7 +34,13 @@ from pretrain.experiments.admission import (
     relative_value,
     yardstick_groups,
 )
-from pretrain.experiments.basis import BasisConfig, build_basis, clip_document, validation_ids
+from pretrain.experiments.basis import (
+    BasisConfig,
+    BasisStats,
+    build_basis,
+    clip_document,
+    validation_ids,
+)
 from pretrain.experiments.config import (
     PROXY_RECIPES,
     DataVariant,
@@ -183,6 +189,45 @@ def test_the_reserve_is_clean_data_no_pool_holds_and_never_a_groups_last(tmp_pat
     assert stats.targets == {"clean_beta": "beta"}
     assert 10 <= stats.yardsticks["target:clean_beta"]["documents"] <= 30  # the other half
     assert stats.warnings["target:clean_beta"][0].startswith("yardstick target:clean_beta holds")
+
+
+def test_a_target_with_a_reference_share_tops_up_the_reserve_of_its_kind(tmp_path: Path) -> None:
+    """A kind the corpus holds a (thin) reserve of takes a target's ``reference_share`` into
+    it; a share of 1.0 gives all of it and is no yardstick; the shares are checked."""
+    from pretrain.experiments.pools import read_pool
+    from pretrain.experiments.yardsticks import TargetSet
+
+    group = write_group(tmp_path, "alpha-0000", group_documents("alpha", "clean", 1, docs=60))
+    more = tmp_path / "more_alpha.jsonl"
+    more.write_text("".join(json.dumps({"text": sentences("alpha", random.Random(i), 20)}) + "\n"
+                            for i in range(40)))  # fmt: skip
+
+    def basis(*targets: TargetSet) -> tuple[BasisStats, dict[str, int]]:
+        out = tmp_path / f"basis{len(list(tmp_path.glob('basis*')))}"
+        stats = build_basis(
+            [group], str(out),
+            BasisConfig(vocab_size=300, seq_len=64, val_fraction=0.1, val_docs_per_source=5,
+                        targets=targets),
+        )  # fmt: skip
+        return stats, {p.source: p.tokens for p in read_pool(str(out / "reserve"))}
+
+    _, own = basis()
+    judged, _ = basis(TargetSet(name="clean_alpha", uris=(str(more),), kind="alpha"))
+    assert judged.yardsticks["target:clean_alpha"]["documents"] == 40  # default: none given
+    all_of_it, topped = basis(
+        TargetSet(name="more_alpha", uris=(str(more),), kind="alpha", reference_share=1.0)
+    )
+    assert topped["alpha"] > own["alpha"] and all_of_it.targets == {}
+    assert "target:more_alpha" not in all_of_it.yardsticks
+    quarter, some = basis(
+        TargetSet(name="clean_alpha", uris=(str(more),), kind="alpha", reference_share=0.25)
+    )
+    assert own["alpha"] < some["alpha"] < topped["alpha"]
+    assert 20 <= quarter.yardsticks["target:clean_alpha"]["documents"] <= 38
+    with pytest.raises(ConfigError, match="reference_share"):
+        TargetSet(name="x", uris=("a",), kind="alpha", reference_share=1.5)
+    with pytest.raises(ConfigError, match="needs a kind"):
+        TargetSet(name="x", uris=("a",), reference_share=0.5)
 
 
 # -- search -------------------------------------------------------------------------------------
@@ -382,6 +427,42 @@ def test_when_the_floor_is_the_reference_the_proxies_cannot_see() -> None:
     # apart by less than min_separation: blind too, however small the spread
     close = evidence((-0.0010,) * 3, floor=(0.0,) * 3, reference=(-0.0015, -0.0015, -0.0016))
     assert decide_admission(close, noise=None, cost=None, policy=AdmissionPolicy()).cannot_see
+
+
+def test_a_reference_that_reads_a_thin_reserve_over_and_over_is_warned_about() -> None:
+    """How often the reference arm reads its reserve comes from its runs (the boost share of
+    the tokens it trained on) and the reserve's size; over MAX_REFERENCE_EPOCHS the decision
+    warns and names the remedy."""
+
+    def run(name: str, seed: int, boost: dict[str, float]) -> ExperimentResult:
+        return ExperimentResult(
+            name=name, spec={"seed": seed, "variant": {"boost": boost}}, shares={}, rows={},
+            loss={}, bits_per_byte={"web": 3.0}, tasks={},
+            cost={"flops": 1.0, "wall_s": 1.0, "tokens": 400_000.0}, targets={},
+        )  # fmt: skip
+
+    arms = {arm: [run(f"{arm}{s}", s, boost) for s in (0, 1)]
+            for arm, boost in (("with", {"web-0001": 0.25}), ("without", {}),
+                               ("floor", {"floor:web-0001": 0.25}),
+                               ("reference", {"reserve:web": 0.25}))}  # fmt: skip
+
+    def found(reserve_tokens: int | None) -> AdmissionEvidence:
+        return admission_evidence(
+            group="web-0001", with_runs=arms["with"], without_runs=arms["without"],
+            floor_runs=arms["floor"], reference_runs=arms["reference"], kind="web",
+            reserve_tokens=reserve_tokens,
+        )  # fmt: skip
+
+    thin = found(40_000)
+    assert thin.reference_epochs is not None and math.isclose(thin.reference_epochs, 2.5)
+    assert "40,000-token reserve of web 2.5 times over" in thin.reference_warnings()[0]
+    assert "reference_share" in thin.reference_warnings()[0]
+    assert found(100_000).reference_warnings() == []  # once: fresh tokens
+    assert found(None).reference_epochs is None and found(None).reference_warnings() == []
+    decided = dataclasses.replace(evidence((-0.05,) * 3), reserve_tokens=40_000,
+                                  reference_epochs=2.5)  # fmt: skip
+    warned = decide_admission(decided, noise=None, cost=None, policy=AdmissionPolicy())
+    assert any("2.5 times over" in w for w in warned.warnings)
 
 
 def test_no_reference_of_its_kind_holds_the_group_for_review() -> None:
