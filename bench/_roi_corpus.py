@@ -46,12 +46,16 @@ short of (news), where "any English lowers English bits per byte" bites hardest:
 wiki chunks and standard-library files, and for web the hand-corrected main text of Dragnet's
 415 test pages (English news and blogs of another crawl: ``extraction/``).
 
-**References** (``corpus.references``, ``REFERENCE_SHARE``): where the admitted corpus's reserve
-of a source is thinner than what a reference arm trains on (news and web: the reference read
-its ~43k-token reserve three times over and could not tell clean text from its floor), a
-target of that kind tops it up, as a user would: for news ``REFERENCE_CHARS`` of other
-held-out stories (``news_reference``, all reference), for web a fifth of the Dragnet pages
-(``clean_web``'s ``reference_share``: the other four fifths stay the yardstick, over 300 pages).
+**References** (``corpus.references``: raw documents, cleaned by ``data_roi.py`` like every
+group): where the admitted corpus's reserve of a source is thinner than what a reference arm
+trains on (news and web: the reference read its ~43k-token reserve three times over and could
+not tell clean text from its floor), more text of that kind tops it up, as a user would give
+it (a target with ``reference_share`` 1.0), cleaned as the corpus is: the reference is clean
+data of the group's kind, not of the yardstick's (raw Reuters, or Dragnet's own pages, would
+share the yardstick's make-up and look far better than any group). For news
+``REFERENCE_CHARS`` of other held-out stories; for web the pages of trafilatura's evaluation
+set (another crawl: ``web/html/``), extracted by ``pretrain.data.extract`` (its English pages
+are kept after cleaning, as the group's).
 
 Nothing here is copied into the repository: the bench reads ``../shared/data`` at run time.
 """
@@ -78,8 +82,7 @@ SOURCES = ("news", "books", "web", "code", "wiki")
 BASE_CHARS = {"books": 4_200_000, "code": 1_500_000, "wiki": 500_000, "news": 500_000,
               "web": 1_400_000}  # fmt: skip
 TARGET_DOCS = 400  # per kind (web: Dragnet's 415 test pages)
-REFERENCE_CHARS = 450_000  # news_reference: held-out stories that top up the news reserve
-REFERENCE_SHARE = {"web": 0.2}  # of a kind's target, given to its reserve (the rest judges)
+REFERENCE_CHARS = 600_000  # raw held-out news stories that top up the news reserve
 NOISY_SHARE = 0.15  # of a noisy group's letters, replaced
 HELPFUL_SOURCES = ("news", "web", "code", "wiki")
 HELPFUL_CHARS = 800_000
@@ -96,6 +99,7 @@ _FILES = {
     "wiki": "books/enwiki_2016_pages-articles1_shortened_206pages.xml.bz2",
 }
 _WEB_TARGET = "extraction/dragnet_test_415pages.jsonl.gz"  # gold main text, another crawl
+_WEB_REFERENCE = "web/html/trafilatura_tests_cache_eval_1033pages.tar.zst"  # raw HTML pages
 
 
 @dataclass(frozen=True)
@@ -113,7 +117,7 @@ class Corpus:
     planted: dict[str, PlantedGroup]
     chars: dict[str, int]  # group -> characters
     targets: dict[str, str]  # source -> a JSONL target file of clean text of that kind
-    references: dict[str, str]  # source -> a JSONL file of clean text that is all reference
+    references: dict[str, str]  # source -> raw documents.parquet of more text of that kind
 
 
 def _jsonl(path: Path) -> list[dict]:
@@ -301,6 +305,30 @@ def noisy_letters(rows: list[dict], chars: int, rng: random.Random) -> list[str]
     return docs
 
 
+def extracted_pages(data: Path) -> list[str]:
+    """The main text of trafilatura's evaluation pages (``_WEB_REFERENCE``), extracted by the
+    ingest stage's extractor (at least 200 characters)."""
+    import tarfile
+
+    import zstandard
+
+    from pretrain.data.encoding import decode_bytes
+    from pretrain.data.extract import extract_main_text
+
+    texts = []
+    with (data / _WEB_REFERENCE).open("rb") as raw:
+        stream = zstandard.ZstdDecompressor().stream_reader(raw)
+        with tarfile.open(fileobj=stream, mode="r|") as tar:
+            for member in tar:
+                page = tar.extractfile(member) if member.name.endswith(".html") else None
+                decoded = decode_bytes(page.read()) if page is not None else None
+                if decoded is not None:
+                    text = extract_main_text(decoded[0])
+                    if len(text) >= 200:
+                        texts.append(text)
+    return texts
+
+
 def _write_target(texts: list[str], where: Path) -> str:
     where.parent.mkdir(parents=True, exist_ok=True)
     with where.open("w", encoding="utf-8") as f:
@@ -353,11 +381,14 @@ def build_corpus(data: Path, out: Path, *, seed: int = 0) -> Corpus:
         rest[source] = ordered
     web = [r["text"] for r in _jsonl(data / _WEB_TARGET) if len(r.get("text") or "") >= 200]
     targets["web"] = _write_target(web, out / "targets" / "web.jsonl")
-    # the middle of the held-out news: the harmful generators read its two ends
-    middle = rest["news"][len(rest["news"]) // 3 :]
-    picked, _ = _take(middle, REFERENCE_CHARS)
-    references = {"news": _write_target([r["text"] for r in picked],
-                                        out / "targets" / "news_reference.jsonl")}  # fmt: skip
+    # the middle of the held-out news (the harmful generators read its two ends), and another
+    # crawl's pages for web
+    picked, _ = _take(rest["news"][len(rest["news"]) // 3 :], REFERENCE_CHARS)
+    references = {
+        "news": _write(_rows([r["text"] for r in picked], "news", "news-reference"),
+                       out / "news-reference"),
+        "web": _write(_rows(extracted_pages(data), "web", "web-reference"), out / "web-reference"),
+    }  # fmt: skip
     prose = [r["text"] for s in ("news", "books", "web", "wiki") for r in groups[f"{s}-0000"]]
     harmful = {
         "shuffled-0000": ("books", "held-out book sentences, words shuffled",
@@ -398,10 +429,10 @@ def fingerprint() -> str:
 
     parts = [load_source, build_corpus, shuffled_sentences, bigram_documents, near_copies,
              noisy_letters, _write_target, clean_wikitext, _chunks, _take, _order, _rows,
-             _wiki_pages]  # fmt: skip
+             _wiki_pages, extracted_pages]  # fmt: skip
     constants = (SOURCES, BASE_CHARS, HELPFUL_SOURCES, HELPFUL_CHARS, HARMFUL_CHARS,
                  NEARCOPY_DOCS, NEARCOPY_COPIES, CHUNK_CHARS, TARGET_DOCS, NOISY_SHARE,
-                 REFERENCE_CHARS, REFERENCE_SHARE)  # fmt: skip
+                 REFERENCE_CHARS)  # fmt: skip
     return repr(constants) + "".join(inspect.getsource(f) for f in parts)
 
 

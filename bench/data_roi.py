@@ -69,6 +69,7 @@ CORPUS_SEED = 0
 BASIS_SEED = 0
 VOCAB = 1024  # the proxy tokenizer (BasisConfig.vocab_size)
 ADMISSION_SEEDS = (10, 11, 12)  # the dev runs that chose the recipe used 0, 1, 2
+REFERENCE_MAX_OVERLAP = 0.1  # a reference document sharing more with the yardstick is left out
 SECOND_SEEDS = (20, 21, 22)  # a disjoint seed set: a verdict must not flip between the two
 PROBE_SHARE = 0.25
 SEARCH_SEED = 0
@@ -112,10 +113,12 @@ def build_setup(work: Path) -> Setup:
     import pretrain.experiments.basis as basis_module
 
     corpus_code = _roi_corpus.fingerprint().encode()
-    setup_code = (inspect.getsource(build_setup) + inspect.getsource(kept_documents)
-                  + inspect.getsource(basis_module))  # fmt: skip
+    setup_code = "".join(inspect.getsource(part) for part in (
+        build_setup, kept_documents, basis_config, reference_targets, basis_module))  # fmt: skip
     fingerprint = hashlib.sha256(
-        corpus_code + setup_code.encode() + f"{VOCAB}:{CORPUS_SEED}:{BASIS_SEED}".encode()
+        corpus_code
+        + setup_code.encode()
+        + f"{VOCAB}:{CORPUS_SEED}:{BASIS_SEED}:{REFERENCE_MAX_OVERLAP}".encode()
     )
     if (
         marker.exists()
@@ -143,7 +146,8 @@ def build_setup(work: Path) -> Setup:
     kept = kept_documents(work, corpus)
     seconds["filter"] = time.perf_counter() - started
     started = time.perf_counter()
-    config = basis_config(corpus)
+    references = reference_targets(work, corpus)
+    config = basis_config(corpus, references)
     admitted = sorted(f"{s}-0000" for s in corpus.base)
     basis = build_basis([kept[g] for g in admitted], str(work / "basis"), config,
                         shard_groups=admitted)  # fmt: skip
@@ -161,30 +165,60 @@ def build_setup(work: Path) -> Setup:
     seconds["pools"] = time.perf_counter() - started
     saved = {"base": corpus.base, "chars": corpus.chars, "basis": basis.as_metadata(),
              "planted": {g: dataclasses.asdict(p) for g, p in corpus.planted.items()},
-             "targets": corpus.targets, "references": corpus.references, "seconds": seconds,
+             "targets": corpus.targets, "references": corpus.references,
+             "reference_targets": references, "seconds": seconds,
              "fingerprint": fingerprint.hexdigest()}  # fmt: skip
     storage.write_json(saved, str(marker))
     return Setup(work, corpus, _read_pools(work, corpus), saved["basis"], seconds)
 
 
-def basis_config(corpus):
+def basis_config(corpus, references: dict[str, str]):
     """The basis: the proxy tokenizer, 15% of the admitted documents held out, the default
     reserve of each source (the reference arms), one target set of clean text per source (its
-    own kind's yardstick), and where a source's reserve is thin, clean text of its kind that
-    tops it up (``_roi_corpus``'s references and ``REFERENCE_SHARE``)."""
-    from _roi_corpus import REFERENCE_SHARE
-
+    own kind's yardstick), and where a source's reserve is thin, cleaned text of its kind that
+    tops it up (``references``: source -> JSONL, all reference)."""
     from pretrain.experiments.basis import BasisConfig
     from pretrain.experiments.yardsticks import TargetSet
 
-    targets = tuple(TargetSet(name=f"clean_{source}", uris=(uri,), kind=source,
-                              reference_share=REFERENCE_SHARE.get(source))
+    targets = tuple(TargetSet(name=f"clean_{source}", uris=(uri,), kind=source)
                     for source, uri in sorted(corpus.targets.items()))  # fmt: skip
-    references = tuple(TargetSet(name=f"{source}_reference", uris=(uri,), kind=source,
-                                 reference_share=1.0)
-                       for source, uri in sorted(corpus.references.items()))  # fmt: skip
+    more = tuple(TargetSet(name=f"{source}_reference", uris=(uri,), kind=source,
+                           reference_share=1.0)
+                 for source, uri in sorted(references.items()))  # fmt: skip
     return BasisConfig(vocab_size=VOCAB, val_fraction=0.15, seed=BASIS_SEED,
-                       targets=targets + references)  # fmt: skip
+                       targets=targets + more)  # fmt: skip
+
+
+def reference_targets(work: Path, corpus) -> dict[str, str]:
+    """Source -> a JSONL file of what the filter stage kept of the corpus's reference text of
+    that source (``_roi_corpus``: references): its English documents (the groups' language)
+    that share no more than ``REFERENCE_MAX_OVERLAP`` of their 8-word shingles with the
+    yardstick of their kind (Reuters repeats its stories: a copy would be scored on itself)."""
+    import json as json_lib
+
+    import pyarrow.parquet as pq
+    from _roi_corpus import _write_target, filter_check
+
+    from pretrain.filters.langid import predict
+
+    def shingles(text: str) -> set[str]:
+        words = text.split()
+        return {" ".join(words[i : i + 8]) for i in range(max(0, len(words) - 7))}
+
+    found = {}
+    for source, raw in sorted(corpus.references.items()):
+        out = work / "filtered" / f"{source}-reference"
+        filter_check(Path(raw), out)
+        texts = pq.read_table(out / "documents.parquet", columns=["text"])["text"].to_pylist()
+        with open(corpus.targets[source], encoding="utf-8") as f:
+            judged = set().union(*(shingles(json_lib.loads(line)["text"]) for line in f))
+        kept = [
+            text for text, (label, _) in zip(texts, predict(texts), strict=True)
+            if label == "en"
+            and len(shingles(text) & judged) <= REFERENCE_MAX_OVERLAP * len(shingles(text))
+        ]  # fmt: skip
+        found[source] = _write_target(kept, work / "references" / f"{source}.jsonl")
+    return found
 
 
 def _read_pools(work: Path, corpus) -> dict:
@@ -449,8 +483,10 @@ def admission_part(setup: Setup, seeds: tuple[int, ...], groups: list[str], reci
             group=group, with_runs=[r["result"] for r in with_],
             without_runs=[r["result"] for r in base], floor_runs=[r["result"] for r in floor],
             reference_runs=[r["result"] for r in reference], sources=sources[group],
-            kind=planted.source, language="en", targets=targets, yardsticks=yardsticks,
+            kind=planted.source, language="code" if planted.source == "code" else "en",
+            targets=targets, yardsticks=yardsticks,
             reserve_tokens=setup.basis_stats.get("reserve", {}).get(planted.source),
+            reference_from=setup.basis_stats.get("reserve_from", {}).get(planted.source, []),
         )  # fmt: skip
         corpus = corpus_noise([admitted[g]["noise"]
                                for g in yardstick_groups(group, sources, list(admitted))])  # fmt: skip

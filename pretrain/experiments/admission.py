@@ -169,6 +169,7 @@ class AdmissionEvidence:
     yardsticks: dict[str, dict[str, Any]] = field(default_factory=dict)  # basis.json's stats
     reserve_tokens: int | None = None  # the reserve of its kind the reference arm reads
     reference_epochs: float | None = None  # how many times the reference arm reads it
+    reference_from: tuple[str, ...] = ()  # the target sets that gave part of that reserve
 
     @property
     def delta_bpb(self) -> dict[str, float]:
@@ -213,19 +214,30 @@ class AdmissionEvidence:
             )  # fmt: skip
         return list(dict.fromkeys(found))
 
-    def reference_warnings(self) -> list[str]:
-        """Why the reference may be too thin: its arm reads a small reserve many times over,
-        and repeated tokens are worth less than fresh ones, so clean data looks no better than
-        the floor ("cannot see") or a group looks better than clean data."""
+    def reference_warnings(self, key: str = "") -> list[str]:
+        """Why the reference may mislead on yardstick ``key``: its arm reads a small reserve
+        many times over (repeated tokens are worth less than fresh ones, so clean data looks
+        no better than the floor, or a group better than clean data), or part of the reserve
+        is the very target it is judged on (text of the yardstick's own make-up, uncleaned,
+        beats any group cleaned as the corpus is: a good group looks worthless)."""
+        found = []
         epochs = self.reference_epochs
-        if epochs is None or epochs <= MAX_REFERENCE_EPOCHS:
-            return []
-        return [
-            f"the reference arm reads the {self.reserve_tokens:,}-token reserve of "
-            f"{self.kind} {epochs:.1f} times over: too little clean {self.kind} to value "
-            f"against; give a target of kind {self.kind} with reference_share "
-            "(BasisConfig.targets) or admit more of it first"
-        ]
+        if epochs is not None and epochs > MAX_REFERENCE_EPOCHS:
+            found.append(
+                f"the reference arm reads the {self.reserve_tokens:,}-token reserve of "
+                f"{self.kind} {epochs:.1f} times over: too little clean {self.kind} to value "
+                f"against; give a target of kind {self.kind} with reference_share "
+                "(BasisConfig.targets) or admit more of it first"
+            )
+        judged = [name for name in self.reference_from if key == f"target:{name}"]
+        if judged:
+            found.append(
+                f"part of the reference is target {judged[0]}, the yardstick it is judged on: "
+                "clean data of the yardstick's own make-up can look far better than a group "
+                f"cleaned as the corpus is; give {self.kind} text cleaned as the corpus is as "
+                "the reference (a target with reference_share 1.0)"
+            )
+        return found
 
 
 def _spread(values: Sequence[float]) -> float:
@@ -425,11 +437,13 @@ def admission_evidence(
     targets: Mapping[str, str | None] | None = None,
     yardsticks: Mapping[str, dict[str, Any]] | None = None,
     reserve_tokens: int | None = None,
+    reference_from: Sequence[str] = (),
 ) -> AdmissionEvidence:
     """Paired per-seed changes of each arm against the without arm on every yardstick; with
     the group's ``sources``, also ``"own"``: the average over those the validation measures.
     A seed counts when every arm given has run it. ``reserve_tokens``: the size of the reserve
-    the reference arm reads (basis.json's ``reserve``), to say how often it reads it."""
+    the reference arm reads (basis.json's ``reserve``), to say how often it reads it;
+    ``reference_from``: the targets that gave part of it (basis.json's ``reserve_from``)."""
     arms = {"with": with_runs, "floor": floor_runs, "reference": reference_runs}
     arms = {arm: runs for arm, runs in arms.items() if runs or arm == "with"}
     by_seed = {arm: _by_seed(runs, arm) for arm, runs in arms.items()}
@@ -468,6 +482,7 @@ def admission_evidence(
         yardsticks=dict(yardsticks or {}),
         reserve_tokens=reserve_tokens,
         reference_epochs=_epochs(reference_runs, reserve_tokens),
+        reference_from=tuple(reference_from),
     )
 
 
@@ -521,7 +536,7 @@ def decide_admission(
         decision, why, cannot_see = _verdict(value, policy, next_recipe)
         if decision == "admit":
             decision, why = _noise_check(noise, corpus, policy, why)
-    warnings = evidence.warnings(key) + (evidence.reference_warnings() if value else [])
+    warnings = evidence.warnings(key) + (evidence.reference_warnings(key) if value else [])
     return AdmissionDecision(
         group=evidence.group,
         decision=decision,

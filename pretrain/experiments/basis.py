@@ -115,6 +115,7 @@ class BasisStats:
     yardsticks: dict[str, dict[str, Any]] = field(default_factory=dict)
     targets: dict[str, str | None] = field(default_factory=dict)  # target -> its kind
     reserve: dict[str, int] = field(default_factory=dict)  # source -> reserve tokens
+    reserve_from: dict[str, list[str]] = field(default_factory=dict)  # source -> targets in it
     warnings: dict[str, list[str]] = field(default_factory=dict)  # yardstick -> too small
 
     def as_metadata(self) -> dict[str, Any]:
@@ -190,6 +191,15 @@ def build_basis(
         yardsticks=yardsticks,
         targets={t.name: t.kind for t in config.targets if t.is_yardstick},
         reserve=reserve_tokens,
+        reserve_from={
+            kind: [
+                t.name
+                for t in config.targets
+                if t.kind == kind and t.reserve_share(kind in reserved_sources) > 0
+            ]
+            for kind in sorted(extra_reserve)
+            if kind in reserve_tokens
+        },  # fmt: skip
         warnings=warnings,
     )
 

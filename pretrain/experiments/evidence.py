@@ -265,6 +265,7 @@ def admission_inputs(
         yardsticks={k: {**v, "warnings": basis.get("warnings", {}).get(k, [])}
                     for k, v in basis.get("yardsticks", {}).items()},
         reserve_tokens=basis.get("reserve", {}).get(root.kind(group)),
+        reference_from=basis.get("reserve_from", {}).get(root.kind(group), []),
     )  # fmt: skip
     corpus = corpus_noise(
         [n for g in yardstick_groups(group, sources, peers) if (n := root.noise(g))]

@@ -278,6 +278,9 @@ def test_the_decision_is_recorded_with_its_evidence(flow: dict) -> None:
     # how often the reference arm read its reserve, from the basis's reserve of prose
     assert evidence["reserve_tokens"] == flow["basis"]["reserve"]["prose"]
     assert evidence["reference_epochs"] > 0
+    # half the reference is the target it is judged on: the decision says so
+    assert evidence["reference_from"] == ["clean_prose"]
+    assert any("part of the reference is target clean_prose" in w for w in decision["warnings"])
     if decision["cannot_see"]:
         assert "cannot separate clean from damaged" in decision["reason"]
         assert decision["next_recipe"] == "proxy_cpu_anneal"  # proxy_tiny_anneal's next scale
@@ -286,6 +289,7 @@ def test_the_decision_is_recorded_with_its_evidence(flow: dict) -> None:
         assert decision["decision"] == "reject"  # shuffled words: worth their floor
     basis = flow["basis"]
     assert basis["targets"] == {"clean_prose": "prose"} and basis["reserve"]["prose"] > 0
+    assert basis["reserve_from"] == {"prose": ["clean_prose"]}
     assert basis["yardsticks"]["target:clean_prose"]["documents"] > 20
     assert not [w for w in basis["warnings"].get("target:clean_prose", []) if "documents" in w]
     assert decision["noise"]["documents"] > 0 and 0 <= decision["noise"]["risk"] <= 1

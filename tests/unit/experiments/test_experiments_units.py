@@ -186,7 +186,9 @@ def test_the_reserve_is_clean_data_no_pool_holds_and_never_a_groups_last(tmp_pat
     assert reserved <= held_out_ids(out) and validation_ids(out) <= held_out_ids(out)
     reserve = {p.source: p.tokens for p in read_pool(str(Path(out) / "reserve"))}
     assert set(reserve) == {"alpha", "beta"} and stats.reserve == reserve  # beta: the target's
-    assert stats.targets == {"clean_beta": "beta"}
+    assert stats.targets == {"clean_beta": "beta"} and stats.reserve_from == {
+        "beta": ["clean_beta"]
+    }
     assert 10 <= stats.yardsticks["target:clean_beta"]["documents"] <= 30  # the other half
     assert stats.warnings["target:clean_beta"][0].startswith("yardstick target:clean_beta holds")
 
@@ -223,6 +225,7 @@ def test_a_target_with_a_reference_share_tops_up_the_reserve_of_its_kind(tmp_pat
         TargetSet(name="clean_alpha", uris=(str(more),), kind="alpha", reference_share=0.25)
     )
     assert own["alpha"] < some["alpha"] < topped["alpha"]
+    assert quarter.reserve_from == {"alpha": ["clean_alpha"]} and judged.reserve_from == {}
     assert 20 <= quarter.yardsticks["target:clean_alpha"]["documents"] <= 38
     with pytest.raises(ConfigError, match="reference_share"):
         TargetSet(name="x", uris=("a",), kind="alpha", reference_share=1.5)
@@ -463,6 +466,13 @@ def test_a_reference_that_reads_a_thin_reserve_over_and_over_is_warned_about() -
                                   reference_epochs=2.5)  # fmt: skip
     warned = decide_admission(decided, noise=None, cost=None, policy=AdmissionPolicy())
     assert any("2.5 times over" in w for w in warned.warnings)
+    # a reference that holds part of the yardstick it is judged on is warned about
+    mixed = dataclasses.replace(evidence((-0.05,) * 3), reference_from=("clean_web",))
+    assert (
+        "part of the reference is target clean_web"
+        in mixed.reference_warnings("target:clean_web")[0]
+    )
+    assert mixed.reference_warnings("target:forum") == [] and mixed.reference_warnings() == []
 
 
 def test_no_reference_of_its_kind_holds_the_group_for_review() -> None:
