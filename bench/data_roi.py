@@ -474,6 +474,8 @@ def admission_part(setup: Setup, seeds: tuple[int, ...], groups: list[str], reci
     for group in groups:
         planted = setup.corpus.planted[group]
         check = filter_check(Path(planted.path), setup.work / "filtered" / group)
+        shares = _languages(setup.work / "filtered" / group / "documents.parquet")
+        language = "code" if planted.source == "code" else "en"  # what the targets are in
         arms = registry.admission_specs(group, recipe=recipe, seeds=seeds,
                                         probe_share=PROBE_SHARE, kind=planted.source)  # fmt: skip
         base = shared.setdefault("without", arm(arms.without, start_of))
@@ -483,7 +485,7 @@ def admission_part(setup: Setup, seeds: tuple[int, ...], groups: list[str], reci
             group=group, with_runs=[r["result"] for r in with_],
             without_runs=[r["result"] for r in base], floor_runs=[r["result"] for r in floor],
             reference_runs=[r["result"] for r in reference], sources=sources[group],
-            kind=planted.source, language="code" if planted.source == "code" else "en",
+            kind=planted.source, language=language, language_share=shares.get(language),
             targets=targets, yardsticks=yardsticks,
             reserve_tokens=setup.basis_stats.get("reserve", {}).get(planted.source),
             reference_from=setup.basis_stats.get("reserve_from", {}).get(planted.source, []),
@@ -512,6 +514,7 @@ def admission_part(setup: Setup, seeds: tuple[int, ...], groups: list[str], reci
             "absolute_change_own_validation": evidence.delta_bpb.get(planted.source),
             "verdict_on_own_validation": "cannot see" if own.cannot_see else own.decision,
             "warnings_own_validation": own.warnings, "warnings": decision.warnings,
+            "language_share": evidence.language_share,
             "reserve_tokens": evidence.reserve_tokens,
             "reference_epochs": evidence.reference_epochs,
             "kept_share": check["kept_share"], "noise_risk": check["noise"].risk,
@@ -522,6 +525,15 @@ def admission_part(setup: Setup, seeds: tuple[int, ...], groups: list[str], reci
             "without_arm": _cost(shared["without"]),
             "reference_arms": {k: _cost(v) for k, v in shared.items() if k != "without"},
             "start_proxies": _cost(list(starts.values())), "_runs": runs}  # fmt: skip
+
+
+def _languages(documents: Path) -> dict[str, float]:
+    """Each language's share of a filtered group's documents (the filter's ``language``)."""
+    import pyarrow.parquet as pq
+
+    counts = pq.read_table(documents, columns=["language"])["language"].value_counts()
+    found = {str(r["values"]): int(r["counts"]) for r in counts.to_pylist() if r["values"]}
+    return {k: n / sum(found.values()) for k, n in found.items()}
 
 
 def _cost(runs: list[dict]) -> dict:

@@ -49,6 +49,7 @@ JUDGES = ("mean", "own_source", "task_likelihood")
 NAMED_JUDGES = ("target:", "bpb:", "task:")
 CANNOT_SEE = "the proxies cannot separate clean from damaged text at this scale"
 MAX_REFERENCE_EPOCHS = 1.5  # a reference arm that reads its reserve more often is warned about
+MIN_LANGUAGE_SHARE = 0.7  # a group less of its main language than this, judged on one language
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -165,6 +166,7 @@ class AdmissionEvidence:
     own_sources: tuple[str, ...] = ()  # the group's sources the validation set measures ("own")
     kind: str | None = None  # the group's source: its reference's, its target's
     language: str | None = None  # the group's main language (its yardstick should match)
+    language_share: float | None = None  # the share of its documents in that language
     targets: dict[str, str | None] = field(default_factory=dict)  # target set -> its kind
     yardsticks: dict[str, dict[str, Any]] = field(default_factory=dict)  # basis.json's stats
     reserve_tokens: int | None = None  # the reserve of its kind the reference arm reads
@@ -208,10 +210,20 @@ class AdmissionEvidence:
             if entry is None:
                 continue
             found += list(entry.get("warnings", []))
+            stats = YardstickStats.from_dict(entry)
             found += yardstick_warnings(
-                name, YardstickStats.from_dict(entry), language=self.language,
+                name, stats, language=self.language,
                 min_docs=min_docs if min_docs is not None else 0,
             )  # fmt: skip
+            share = self.language_share
+            if (share is not None and share < MIN_LANGUAGE_SHARE
+                    and stats.languages.get(self.language or "", 0.0) >= 0.9):  # fmt: skip
+                found.append(
+                    f"the group is {share:.0%} {self.language} and yardstick {name} is "
+                    f"{stats.languages[self.language or '']:.0%} {self.language}: its other "
+                    "languages count for nothing here; judge it on a yardstick of its mix too "
+                    "(judge='mean', or a target of each language)"
+                )
         return list(dict.fromkeys(found))
 
     def reference_warnings(self, key: str = "") -> list[str]:
@@ -434,6 +446,7 @@ def admission_evidence(
     sources: Collection[str] = (),
     kind: str | None = None,
     language: str | None = None,
+    language_share: float | None = None,
     targets: Mapping[str, str | None] | None = None,
     yardsticks: Mapping[str, dict[str, Any]] | None = None,
     reserve_tokens: int | None = None,
@@ -478,6 +491,7 @@ def admission_evidence(
         own_sources=own,
         kind=kind,
         language=language,
+        language_share=language_share,
         targets=dict(targets or {}),
         yardsticks=dict(yardsticks or {}),
         reserve_tokens=reserve_tokens,

@@ -102,12 +102,18 @@ class ExperimentRoot:
 
     def language(self, group: str) -> str | None:
         """The main language of the group's deduplicated documents (``language`` column)."""
+        shares = self.languages(group)
+        return max(shares, key=shares.__getitem__) if shares else None
+
+    def languages(self, group: str) -> dict[str, float]:
+        """Each language's share of the group's deduplicated documents (``language``)."""
         uri = self.uri("deduped_shards", group, "documents.parquet")
         if not storage.exists(uri):
-            return None
+            return {}
         counts = storage.read_table(uri, columns=["language"])["language"].value_counts()
-        found = [(r["counts"], r["values"]) for r in counts.to_pylist() if r["values"]]
-        return max(found)[1] if found else None
+        found = {str(r["values"]): int(r["counts"]) for r in counts.to_pylist() if r["values"]}
+        total = sum(found.values())
+        return {k: n / total for k, n in sorted(found.items())} if total else {}
 
     def noise(self, group: str) -> NoiseRisk | None:
         """What the filter and dedup stages removed from ``group`` (None before they ran)."""

@@ -257,11 +257,13 @@ def admission_inputs(
     }
     peers = root.admitted()
     sources = {g: root.sources(g) for g in [*peers, group]}
-    basis = root.basis()
+    basis, langs = root.basis(), root.languages(group)
     evidence = admission_evidence(
         group=group, with_runs=runs["with"], without_runs=runs["without"],
         floor_runs=runs["floor"], reference_runs=runs["reference"], sources=sources[group],
-        kind=root.kind(group), language=root.language(group), targets=basis.get("targets", {}),
+        kind=root.kind(group), language=max(langs, key=langs.__getitem__, default=None),
+        language_share=max(langs.values(), default=None),
+        targets=basis.get("targets", {}),
         yardsticks={k: {**v, "warnings": basis.get("warnings", {}).get(k, [])}
                     for k, v in basis.get("yardsticks", {}).items()},
         reserve_tokens=basis.get("reserve", {}).get(root.kind(group)),

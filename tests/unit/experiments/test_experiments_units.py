@@ -523,6 +523,19 @@ def test_the_yardstick_is_the_target_of_the_groups_kind_else_its_own_source() ->
         AdmissionPolicy(admit_at=0.3, reject_at=0.6)
 
 
+def test_a_group_of_mixed_languages_judged_on_one_language_is_warned_about() -> None:
+    stats = {"documents": 400, "chars": 900_000, "languages": {"en": 1.0}}
+    found = dataclasses.replace(
+        evidence((-0.01,) * 3, key="target:clean_web"),
+        yardsticks={"target:clean_web": stats}, language="en", language_share=0.49,
+    )  # fmt: skip
+    warned = found.warnings("target:clean_web")
+    assert len(warned) == 1 and warned[0].startswith("the group is 49% en and yardstick")
+    assert dataclasses.replace(found, language_share=0.9).warnings("target:clean_web") == []
+    mixed = {"target:clean_web": {**stats, "languages": {"en": 0.6, "es": 0.4}}}
+    assert dataclasses.replace(found, yardsticks=mixed).warnings("target:clean_web") == []
+
+
 def test_a_yardstick_too_small_or_in_another_language_is_warned_about() -> None:
     stats = {"documents": 21, "chars": 80_000, "languages": {"en": 0.48, "cs": 0.52},
              "warnings": ["yardstick web holds 21 documents (under 300): too few"]}  # fmt: skip
