@@ -128,7 +128,8 @@ PROXY_RECIPES: dict[str, ProxyRecipe] = {
         ProxyRecipe(name="proxy_cpu_branch", model="proxy_64x2", lr=1e-2, warmup_steps=10,
                     token_budget=1_048_576, starts_from="proxy_cpu_stable", **_CPU),
         ProxyRecipe(name="proxy_cpu_mix_anneal", model="proxy_64x2", lr=3e-3, warmup_steps=4,
-                    token_budget=262_144, starts_from="proxy_cpu_admit", **_ANNEAL),
+                    token_budget=262_144, starts_from="proxy_cpu_admit",
+                    next_scale="proxy_cpu_anneal", **_ANNEAL),
         # seconds on one core: for tests and smoke runs, too small to decide real data
         ProxyRecipe(name="proxy_tiny", lr=3e-3, warmup_steps=8, token_budget=80_000,
                     micro_batch_size=16, global_batch_sequences=16, **_TINY),
