@@ -12,23 +12,17 @@ it: :func:`~pretrain.experiments.basis.build_basis` (proxy tokenizer + validatio
 admitted groups), :func:`~pretrain.experiments.pools.build_pool` per group,
 :func:`~pretrain.experiments.run.run_experiment` (in-process training) per experiment.
 
-1. **admission** -- each planted group with and without (``admission_specs``, seeds
-   ``ADMISSION_SEEDS``), decided by :func:`decide_admission` with the default
-   :class:`AdmissionPolicy` (``judge="own_source"``) and again with ``judge="mean"``, its
-   noise risk from the real filter stage (``filter_shard`` with ``FilterConfig()``: the kept
-   share shows the harmful groups pass it) against the admitted groups' own, recipe
-   ``proxy_cpu_anneal`` (``AdmissionConfig``'s default: both arms of a seed continue one
-   ``proxy_cpu_admit`` proxy trained on the admitted corpus). Baseline: the expected decision
-   (harmful: reject, helpful: admit); each change must exceed its seed spread.
-   ``--truth-at-scale`` trains every group again with the larger recipe, from scratch, with
-   and without it (``--scale-seeds N``: seeds 0..N-1, default 3): their verdict (helpful,
-   harmful or unsettled, on the group's own source for the default judge, on the mean for
-   ``judge="mean"``) is the truth the decisions are scored against, next to the planted
-   label. ``--seed-set 1`` / ``2`` trains one seed set only: two processes, one per seed set,
-   share no run and can share the work folder; a whole pass after them reuses every run.
-   ``--groups`` decides only some groups (two processes can share the work folder once
-   its setup exists);
-   ``--admit-recipe`` tries another probe.
+1. **admission** -- each planted group decided as the engine decides it: four arms per seed
+   (``registry.admission_specs``: without it, with it, with its floor, with the reference of
+   its kind; each an anneal of one ``proxy_cpu_admit`` start per seed), the relative value
+   between floor and reference on the target of its kind (``AdmissionPolicy()``), its noise
+   risk from the real filter stage (``filter_shard`` with ``FilterConfig()``) against the
+   admitted groups' own, under two disjoint seed sets (``ADMISSION_SEEDS``, ``SECOND_SEEDS``).
+   Baseline: the planted label (harmful: never admitted; helpful: admitted) and the same
+   verdict in both seed sets; ``--ladder`` climbs ``next_scale`` for the groups the default
+   recipe cannot see. ``--seed-set 1`` / ``2`` trains one seed set only: two processes, one
+   per seed set, share no run and can share the work folder; a whole pass after them reuses
+   every run. ``--groups`` decides only some groups; ``--admit-recipe`` tries another probe.
 2. **search** -- RegMix over the admitted corpus (``SEARCH_CANDIDATES`` proxies, one seed,
    anneals of the seed's start: ``SearchConfig``'s recipe), then the searched, the other
    regression's proposal, natural and uniform mixtures (and ``RANK_EXTRA`` search candidates) in
