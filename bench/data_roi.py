@@ -159,8 +159,7 @@ def build_setup(work: Path) -> Setup:
     seconds["pools"] = time.perf_counter() - started
     saved = {"base": corpus.base, "chars": corpus.chars, "basis": basis.as_metadata(),
              "planted": {g: dataclasses.asdict(p) for g, p in corpus.planted.items()},
-             "targets": corpus.targets, "references": corpus.references,
-             "reference_targets": references, "seconds": seconds,
+             "targets": corpus.targets, "references": corpus.references, "seconds": seconds,
              "fingerprint": fingerprint.hexdigest()}  # fmt: skip
     storage.write_json(saved, str(marker))
     return Setup(work, corpus, _read_pools(work, corpus), saved["basis"], seconds)
@@ -441,6 +440,7 @@ def admission_part(setup: Setup, seeds: tuple[int, ...], groups: list[str], reci
         yardstick_groups,
     )
     from pretrain.experiments.config import get_proxy_recipe
+    from pretrain.experiments.corpus import language_shares
 
     policy = AdmissionPolicy()  # judge="own_source": the target set of the group's kind
     rows, runs = [], []
@@ -468,7 +468,7 @@ def admission_part(setup: Setup, seeds: tuple[int, ...], groups: list[str], reci
     for group in groups:
         planted = setup.corpus.planted[group]
         check = filter_check(Path(planted.path), setup.work / "filtered" / group)
-        shares = _languages(setup.work / "filtered" / group / "documents.parquet")
+        shares = language_shares(str(setup.work / "filtered" / group / "documents.parquet"))
         language = "code" if planted.source == "code" else "en"  # what the targets are in
         arms = registry.admission_specs(group, recipe=recipe, seeds=seeds,
                                         probe_share=PROBE_SHARE, kind=planted.source)  # fmt: skip
@@ -519,15 +519,6 @@ def admission_part(setup: Setup, seeds: tuple[int, ...], groups: list[str], reci
             "without_arm": _cost(shared["without"]),
             "reference_arms": {k: _cost(v) for k, v in shared.items() if k != "without"},
             "start_proxies": _cost(list(starts.values())), "_runs": runs}  # fmt: skip
-
-
-def _languages(documents: Path) -> dict[str, float]:
-    """Each language's share of a filtered group's documents (the filter's ``language``)."""
-    import pyarrow.parquet as pq
-
-    counts = pq.read_table(documents, columns=["language"])["language"].value_counts()
-    found = {str(r["values"]): int(r["counts"]) for r in counts.to_pylist() if r["values"]}
-    return {k: n / sum(found.values()) for k, n in found.items()}
 
 
 def _cost(runs: list[dict]) -> dict:

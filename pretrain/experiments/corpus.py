@@ -108,12 +108,7 @@ class ExperimentRoot:
     def languages(self, group: str) -> dict[str, float]:
         """Each language's share of the group's deduplicated documents (``language``)."""
         uri = self.uri("deduped_shards", group, "documents.parquet")
-        if not storage.exists(uri):
-            return {}
-        counts = storage.read_table(uri, columns=["language"])["language"].value_counts()
-        found = {str(r["values"]): int(r["counts"]) for r in counts.to_pylist() if r["values"]}
-        total = sum(found.values())
-        return {k: n / total for k, n in sorted(found.items())} if total else {}
+        return language_shares(uri) if storage.exists(uri) else {}
 
     def noise(self, group: str) -> NoiseRisk | None:
         """What the filter and dedup stages removed from ``group`` (None before they ran)."""
@@ -206,6 +201,15 @@ class ExperimentRoot:
     def _require(where: str, what: str) -> None:
         if identity.read(where) is None:
             raise DataError(f"no token pool at {where}: materialize {what} first")
+
+
+def language_shares(documents_uri: str) -> dict[str, float]:
+    """Each language's share of a ``documents.parquet``'s documents (its ``language`` column,
+    as the filter stage sets it; documents with none are left out)."""
+    counts = storage.read_table(documents_uri, columns=["language"])["language"].value_counts()
+    found = {str(r["values"]): int(r["counts"]) for r in counts.to_pylist() if r["values"]}
+    total = sum(found.values())
+    return {k: n / total for k, n in sorted(found.items())} if total else {}
 
 
 def ablation_dir(root: str, variant: DataVariant, group: str) -> str:

@@ -257,17 +257,17 @@ def admission_inputs(
     }
     peers = root.admitted()
     sources = {g: root.sources(g) for g in [*peers, group]}
-    basis, langs = root.basis(), root.languages(group)
+    basis, langs, kind = root.basis(), root.languages(group), root.kind(group)
     evidence = admission_evidence(
         group=group, with_runs=runs["with"], without_runs=runs["without"],
         floor_runs=runs["floor"], reference_runs=runs["reference"], sources=sources[group],
-        kind=root.kind(group), language=max(langs, key=langs.__getitem__, default=None),
+        kind=kind, language=max(langs, key=langs.__getitem__, default=None),
         language_share=max(langs.values(), default=None),
         targets=basis.get("targets", {}),
         yardsticks={k: {**v, "warnings": basis.get("warnings", {}).get(k, [])}
                     for k, v in basis.get("yardsticks", {}).items()},
-        reserve_tokens=basis.get("reserve", {}).get(root.kind(group)),
-        reference_from=basis.get("reserve_from", {}).get(root.kind(group), []),
+        reserve_tokens=basis.get("reserve", {}).get(kind),
+        reference_from=basis.get("reserve_from", {}).get(kind, []),
     )  # fmt: skip
     corpus = corpus_noise(
         [n for g in yardstick_groups(group, sources, peers) if (n := root.noise(g))]
